@@ -1,0 +1,11 @@
+//! Register maps of the Intel parts redox-ptp drives, named as in the datasheets and in Linux's
+//! `igc_regs.h`/`igc_defines.h` and `e1000_regs.h`/`e1000_defines.h`.
+//!
+//! One module per family. The driver (`intel-common`, `igcd`, `igbd`) and the device models
+//! (`ptp-emu`) both use these constants, so an offset is written once; behaviour is not shared —
+//! each side implements it from the reference (`shared/reference/intel-timesync.md`).
+
+#![no_std]
+
+pub mod igc;
+pub mod ids;

@@ -1,0 +1,281 @@
+//! Every message that crosses a process boundary, defined once.
+//!
+//! Two channels exist (DESIGN.md §2):
+//! - driver ⇄ ptpd, one per NIC: [`DriverRequest`] down, [`DriverToPtpd`] up;
+//! - app ⇄ ptpd (the clock scheme): [`ClockRequest`] down, [`ClockReply`] up.
+//!
+//! Times are nanoseconds. Absolute PHC times are `u64` (the i225 SYSTIM holds a `u32` second
+//! count, so every PHC time fits); offsets are `i64`. Frequencies are Linux's `scaled_ppm`
+//! (ppm with a 16-bit binary fraction), so a value passes through without rounding.
+
+/// Upper bound of a PTP frame carried over IPC (statime uses 1024-byte buffers; a full
+/// Ethernet frame without FCS is 1514 bytes).
+pub const MAX_FRAME: usize = 2048;
+/// Upper bound of samples in one `GetTimeX` (Linux's PTP_MAX_SAMPLES is 25).
+pub const MAX_SAMPLES: u8 = 25;
+/// Upper bound of a text field (part names, reasons, identities).
+pub const MAX_TEXT: usize = 64;
+
+/// Request id chosen by the sender of a request and echoed in its reply.
+pub type Seq = u32;
+
+/// Receive timestamp filter (Linux `HWTSTAMP_FILTER_*` subset the Intel parts can do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RxFilter {
+    /// No receive timestamps (the default, see seed 002: timestamping ALL costs throughput).
+    None = 0,
+    /// Every received frame.
+    All = 1,
+    /// PTPv2 event messages over L2 and L4.
+    PtpV2Event = 2,
+    /// PTPv2 event messages over L2 (ethertype 0x88F7) only.
+    PtpV2L2Event = 3,
+    /// PTPv2 event messages over UDP (ports 319) only.
+    PtpV2L4Event = 4,
+    /// PTPv1 over UDP: named so that a request for it gets a typed "unsupported" answer.
+    PtpV1L4Event = 5,
+}
+
+/// Why a TX timestamp did not arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum LostReason {
+    /// The watchdog freed the slot after the configured timeout.
+    Timeout = 1,
+    /// TX timestamping was disabled while the request was pending.
+    Disabled = 2,
+    /// No timestamp set was free when the frame was queued.
+    NoFreeSlot = 3,
+    /// The driver was reset (link reconfiguration, restart).
+    Reset = 4,
+    /// The frame could not be queued (ring full, link down).
+    NotSent = 5,
+}
+
+/// Typed errors a driver returns.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DriverError {
+    /// A value out of range (adjfine beyond max_adj, settime beyond the SYSTIM range, ...).
+    InvalidArgument,
+    /// The hardware cannot do it (an RX filter the part lacks).
+    Unsupported,
+    /// A register poll exceeded its bound.
+    Timeout,
+    /// The link or device is not in a state to do it (ring full, device in reset).
+    Busy,
+    /// The frame is malformed or too long.
+    BadFrame,
+    /// Anything else, with a short reason.
+    Other(String),
+}
+
+/// One gettimex sample: host clock before, PHC, host clock after. The host clock is
+/// CLOCK_REALTIME (as Linux's PTP_SYS_OFFSET_EXTENDED), and the pre/post pair brackets exactly
+/// the register read that latches the PHC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TimeXSample {
+    pub sys_before_ns: u64,
+    pub phc_ns: u64,
+    pub sys_after_ns: u64,
+}
+
+/// What a clock can do.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Caps {
+    /// Human-readable part name ("Intel i225-LM").
+    pub part: String,
+    pub vendor_id: u16,
+    pub device_id: u16,
+    /// Largest |frequency adjustment| in ppb.
+    pub max_adj_ppb: u32,
+    /// TX timestamp register sets in use.
+    pub tx_ts_sets: u8,
+    /// Bit i set ⇔ `RxFilter` with discriminant i is supported.
+    pub rx_filters: u32,
+    /// External timestamp and periodic output channels (0 when not wired).
+    pub n_ext_ts: u8,
+    pub n_per_out: u8,
+    /// Whether gettimex brackets the latching read (always true for our drivers).
+    pub cross_timestamp: bool,
+    /// Where the driver's clock page lives (a file path on Linux hosts); empty if none.
+    pub clock_page: String,
+}
+
+/// Driver counters (DESIGN.md §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Stats {
+    /// TX timestamp requests accepted into a slot.
+    pub tx_requested: u64,
+    /// TX timestamps delivered.
+    pub tx_delivered: u64,
+    /// Frames that asked for a timestamp while every set was busy.
+    pub tx_skipped: u64,
+    /// Slots freed by the watchdog.
+    pub tx_timeouts: u64,
+    /// Requests reported lost for any reason (timeouts included).
+    pub tx_lost: u64,
+    /// Timestamps recovered by the TXSTMPH_0 interrupt-clear workaround.
+    pub quirk_recoveries: u64,
+    /// Time-sync interrupts handled.
+    pub interrupts: u64,
+    /// MMIO register reads issued by the driver since it started.
+    pub mmio_reads: u64,
+    /// MMIO register writes issued by the driver since it started.
+    pub mmio_writes: u64,
+    /// Frames sent and received.
+    pub tx_frames: u64,
+    pub rx_frames: u64,
+    /// Received PTP frames that carried an RX timestamp.
+    pub rx_timestamped: u64,
+    /// Received frames that were not PTP (counted, dropped until a netstack consumes them).
+    pub rx_other: u64,
+}
+
+/// ptpd → driver.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DriverRequest {
+    /// Queue a PTP frame; with `want_ts` its TX timestamp comes back as a `TxTimestamp` (or
+    /// `TxTimestampLost`) event carrying `cookie`.
+    SendPtp { cookie: u64, want_ts: bool, frame: Vec<u8> },
+    GetTime,
+    GetTimeX { samples: u8 },
+    SetTime { ns: u64 },
+    AdjTime { delta_ns: i64 },
+    AdjFine { scaled_ppm: i64 },
+    SetTstampConfig { tx_on: bool, rx_filter: RxFilter },
+    Caps,
+    Stats,
+}
+
+/// driver → ptpd: the answer to one request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DriverReply {
+    /// SendPtp, SetTime, AdjTime, AdjFine, SetTstampConfig succeeded.
+    Done,
+    Time { ns: u64 },
+    TimeX { samples: Vec<TimeXSample> },
+    /// The filter actually applied (a part may widen a request, e.g. to ALL).
+    TstampConfig { tx_on: bool, rx_filter: RxFilter },
+    Caps(Caps),
+    Stats(Stats),
+    Error(DriverError),
+}
+
+/// driver → ptpd, unsolicited.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DriverEvent {
+    TxTimestamp { cookie: u64, ns: u64 },
+    TxTimestampLost { cookie: u64, reason: LostReason },
+    /// A received PTP frame, with its RX timestamp if the filter stamped it.
+    PtpFrame { rx_ns: Option<u64>, frame: Vec<u8> },
+    Link { up: bool, speed_mbps: u32 },
+    /// Sent first on every new connection; `generation` changes each time the driver process
+    /// (or its device) is restarted, so ptpd can tell a reconnect from a restart.
+    Restarted { generation: u64 },
+}
+
+/// Everything that flows driver → ptpd.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DriverToPtpd {
+    Reply { seq: Seq, reply: DriverReply },
+    Event(DriverEvent),
+}
+
+/// Everything that flows ptpd → driver.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PtpdToDriver {
+    pub seq: Seq,
+    pub request: DriverRequest,
+}
+
+/// Index of a clock served by ptpd (one per driver, in config order).
+pub type ClockId = u32;
+
+/// app → ptpd (the clock scheme).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ClockRequest {
+    /// How many clocks ptpd serves.
+    List,
+    Get { clock: ClockId },
+    GetTimeX { clock: ClockId, samples: u8 },
+    Set { clock: ClockId, ns: u64 },
+    Adj { clock: ClockId, delta_ns: i64 },
+    Freq { clock: ClockId, scaled_ppm: i64 },
+    Caps { clock: ClockId },
+    Status { clock: ClockId },
+    Stats { clock: ClockId },
+}
+
+/// Typed errors of the clock scheme (DESIGN.md §2), each mapping to an errno on Redox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ClockError {
+    /// EINVAL: a value out of range, or a malformed request.
+    InvalidArgument = 1,
+    /// EPERM: the caller may only read.
+    PermissionDenied = 2,
+    /// ENODEV: no such clock, or its driver is gone.
+    NoDevice = 3,
+    /// The driver restarted while the request was in flight; retry.
+    Restarted = 4,
+    /// ETIMEDOUT: the driver did not answer in time.
+    Timeout = 5,
+    /// EOPNOTSUPP.
+    Unsupported = 6,
+    /// EBUSY.
+    Busy = 7,
+    /// EIO: anything else.
+    Io = 8,
+}
+
+/// PTP port state as IEEE 1588 names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum PortState {
+    #[default]
+    Initializing = 0,
+    Faulty = 1,
+    Disabled = 2,
+    Listening = 3,
+    PreMaster = 4,
+    Master = 5,
+    Passive = 6,
+    Uncalibrated = 7,
+    Slave = 8,
+}
+
+/// What `status` reports for one clock.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct ClockStatus {
+    /// Whether the driver channel is connected.
+    pub driver_up: bool,
+    /// The driver generation last seen (changes on each driver restart).
+    pub generation: u64,
+    /// How many times ptpd (re)connected to this driver.
+    pub connects: u64,
+    pub link_up: bool,
+    pub link_speed_mbps: u32,
+    pub port_state: PortState,
+    /// Offset from master in ns (0 when not a slave).
+    pub offset_ns: i64,
+    pub mean_path_delay_ns: i64,
+    /// Current frequency adjustment, scaled ppm.
+    pub freq_scaled_ppm: i64,
+    /// Grandmaster clock identity (8 bytes, EUI-64).
+    pub grandmaster: [u8; 8],
+    pub steps_removed: u16,
+}
+
+/// ptpd → app.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ClockReply {
+    Count { clocks: u32 },
+    Time { ns: u64 },
+    TimeX { samples: Vec<TimeXSample> },
+    Done,
+    Caps(Caps),
+    Status(ClockStatus),
+    Stats(Stats),
+    Error(ClockError),
+}
