@@ -1,1 +1,17 @@
-fn main() { println!("ptplab: not yet"); }
+//! ptplab: boots emulated PTP hosts as real processes. See `cargo run --release -- --help`.
+//!
+//! The binary is also a multi-call entry for the daemons it starts (`ptplab igcd ...`,
+//! `ptplab ptpd ...`, `ptplab ptpctl ...`), so `cargo run` needs no other binary built: each host
+//! is still separate processes running the daemons' own entry points.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1).peekable();
+    match args.peek().and_then(|a| a.to_str()) {
+        Some("igcd") => igcd::main_with_args(args.skip(1)),
+        Some("ptpd") => ptpd::main_with_args(args.skip(1)),
+        Some("ptpctl") => ptpctl::main_with_args(args.skip(1)),
+        _ => redox_ptp::lab::main_with_args(args),
+    }
+}

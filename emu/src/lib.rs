@@ -1,1 +1,21 @@
-//! placeholder
+//! Register-level device models of Intel NICs for redox-ptp (DESIGN.md §4).
+//!
+//! Models are deterministic state machines driven through register reads and writes (the
+//! emulated backend of `ptp-pci`), with true time injected through [`clock::TimeSource`]:
+//! a [`clock::VirtualClock`] that tests advance by hand, or a [`clock::HostClock`] in real time.
+//!
+//! - [`phc`]: the PHC/oscillator arithmetic (SYSTIM, TIMINCA, crystal error), exact.
+//! - [`igc`]: the i225/i226 model.
+//! - [`host`]: a recording [`DeviceHost`](ptp_pci::emulated::DeviceHost) for tests that drive a
+//!   model directly.
+
+#![warn(missing_docs)]
+
+pub mod clock;
+pub mod host;
+pub mod igc;
+pub mod phc;
+
+pub use clock::{HostClock, TimeSource, VirtualClock};
+pub use igc::{I225, I225Config, LinkSpeed};
+pub use phc::{Phc, SysTime};

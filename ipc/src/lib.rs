@@ -1,3 +1,47 @@
 //! Typed IPC for redox-ptp (DESIGN.md §2).
+//!
+//! - [`msg`]: every message type, defined once;
+//! - [`wire`]: their versioned little-endian encoding, with total decoders;
+//! - [`transport`]: datagram transports (in-process, Unix SOCK_SEQPACKET on Linux hosts) behind
+//!   one trait, and the typed [`transport::Channel`] on top;
+//! - [`clockpage`]: the seqlock-protected read-only clock page;
+//! - [`time`]: the host clocks the whole project uses.
+pub mod clockpage;
 pub mod msg;
+#[cfg(unix)]
+pub mod time;
+pub mod transport;
+pub mod wire;
+
 pub use msg::*;
+pub use wire::{DecodeError, EncodeError, Wire};
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A fresh directory under the system temp dir, removed on drop. Short, because Unix socket
+    /// paths are limited to 107 bytes.
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        pub fn new(tag: &str) -> Self {
+            static N: AtomicU32 = AtomicU32::new(0);
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            let p = std::env::temp_dir().join(format!("ptpipc-{tag}-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).expect("create temp dir");
+            TempDir(p)
+        }
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}

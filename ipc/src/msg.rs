@@ -137,13 +137,28 @@ pub struct Stats {
 pub enum DriverRequest {
     /// Queue a PTP frame; with `want_ts` its TX timestamp comes back as a `TxTimestamp` (or
     /// `TxTimestampLost`) event carrying `cookie`.
-    SendPtp { cookie: u64, want_ts: bool, frame: Vec<u8> },
+    SendPtp {
+        cookie: u64,
+        want_ts: bool,
+        frame: Vec<u8>,
+    },
     GetTime,
-    GetTimeX { samples: u8 },
-    SetTime { ns: u64 },
-    AdjTime { delta_ns: i64 },
-    AdjFine { scaled_ppm: i64 },
-    SetTstampConfig { tx_on: bool, rx_filter: RxFilter },
+    GetTimeX {
+        samples: u8,
+    },
+    SetTime {
+        ns: u64,
+    },
+    AdjTime {
+        delta_ns: i64,
+    },
+    AdjFine {
+        scaled_ppm: i64,
+    },
+    SetTstampConfig {
+        tx_on: bool,
+        rx_filter: RxFilter,
+    },
     Caps,
     Stats,
 }
@@ -153,10 +168,17 @@ pub enum DriverRequest {
 pub enum DriverReply {
     /// SendPtp, SetTime, AdjTime, AdjFine, SetTstampConfig succeeded.
     Done,
-    Time { ns: u64 },
-    TimeX { samples: Vec<TimeXSample> },
+    Time {
+        ns: u64,
+    },
+    TimeX {
+        samples: Vec<TimeXSample>,
+    },
     /// The filter actually applied (a part may widen a request, e.g. to ALL).
-    TstampConfig { tx_on: bool, rx_filter: RxFilter },
+    TstampConfig {
+        tx_on: bool,
+        rx_filter: RxFilter,
+    },
     Caps(Caps),
     Stats(Stats),
     Error(DriverError),
@@ -165,14 +187,28 @@ pub enum DriverReply {
 /// driver → ptpd, unsolicited.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum DriverEvent {
-    TxTimestamp { cookie: u64, ns: u64 },
-    TxTimestampLost { cookie: u64, reason: LostReason },
+    TxTimestamp {
+        cookie: u64,
+        ns: u64,
+    },
+    TxTimestampLost {
+        cookie: u64,
+        reason: LostReason,
+    },
     /// A received PTP frame, with its RX timestamp if the filter stamped it.
-    PtpFrame { rx_ns: Option<u64>, frame: Vec<u8> },
-    Link { up: bool, speed_mbps: u32 },
+    PtpFrame {
+        rx_ns: Option<u64>,
+        frame: Vec<u8>,
+    },
+    Link {
+        up: bool,
+        speed_mbps: u32,
+    },
     /// Sent first on every new connection; `generation` changes each time the driver process
     /// (or its device) is restarted, so ptpd can tell a reconnect from a restart.
-    Restarted { generation: u64 },
+    Restarted {
+        generation: u64,
+    },
 }
 
 /// Everything that flows driver → ptpd.
@@ -197,14 +233,34 @@ pub type ClockId = u32;
 pub enum ClockRequest {
     /// How many clocks ptpd serves.
     List,
-    Get { clock: ClockId },
-    GetTimeX { clock: ClockId, samples: u8 },
-    Set { clock: ClockId, ns: u64 },
-    Adj { clock: ClockId, delta_ns: i64 },
-    Freq { clock: ClockId, scaled_ppm: i64 },
-    Caps { clock: ClockId },
-    Status { clock: ClockId },
-    Stats { clock: ClockId },
+    Get {
+        clock: ClockId,
+    },
+    GetTimeX {
+        clock: ClockId,
+        samples: u8,
+    },
+    Set {
+        clock: ClockId,
+        ns: u64,
+    },
+    Adj {
+        clock: ClockId,
+        delta_ns: i64,
+    },
+    Freq {
+        clock: ClockId,
+        scaled_ppm: i64,
+    },
+    Caps {
+        clock: ClockId,
+    },
+    Status {
+        clock: ClockId,
+    },
+    Stats {
+        clock: ClockId,
+    },
 }
 
 /// Typed errors of the clock scheme (DESIGN.md §2), each mapping to an errno on Redox.

@@ -282,6 +282,18 @@ impl<D: Device> EmuFunction<D> {
         f(&mut lock(&self.shared.bus).device)
     }
 
+    /// Like [`Self::with_device`], with the host side too, so a test or the lab can trigger
+    /// model events that raise interrupts or touch DMA (cable pulls, fault injection). Wakes the
+    /// model thread afterwards, since the event may have scheduled work.
+    pub fn with_device_host<R>(&self, f: impl FnOnce(&mut D, &mut dyn DeviceHost) -> R) -> R {
+        let mut bus = lock(&self.shared.bus);
+        let Bus { device, host, .. } = &mut *bus;
+        let r = f(device, host);
+        drop(bus);
+        self.shared.kick.notify_one();
+        r
+    }
+
     /// MMIO reads and writes that went through this function's BARs.
     pub fn mmio_counts(&self) -> (u64, u64) {
         (

@@ -47,6 +47,22 @@ pub mod eecd {
     pub const AUTO_RD: u32 = 1 << 9;
 }
 
+/// MDIC fields (Linux `igc_defines.h`): PHY register access through the MAC.
+pub mod mdic {
+    pub const DATA_MASK: u32 = 0x0000_FFFF;
+    pub const REG_MASK: u32 = 0x001F_0000;
+    pub const REG_SHIFT: u32 = 16;
+    pub const PHY_MASK: u32 = 0x03E0_0000;
+    pub const PHY_SHIFT: u32 = 21;
+    pub const OP_WRITE: u32 = 0x0400_0000;
+    pub const OP_READ: u32 = 0x0800_0000;
+    pub const READY: u32 = 1 << 28;
+    pub const ERROR: u32 = 1 << 30;
+}
+
+/// PHY identifier of the i225/i226 internal PHY (GPY211), PHY registers 2:3 (`I225_I_PHY_ID`).
+pub const I225_I_PHY_ID: u32 = 0x67C9_DC00;
+
 pub mod ctrl_ext {
     /// Tells firmware a driver owns the port.
     pub const DRV_LOAD: u32 = 1 << 28;
@@ -78,8 +94,11 @@ pub const fn eitr(n: u32) -> u32 {
 
 pub mod icr {
     pub const TXDW: u32 = 1 << 0;
+    pub const TXQE: u32 = 1 << 1;
     pub const LSC: u32 = 1 << 2;
+    pub const RXSEQ: u32 = 1 << 3;
     pub const RXDMT0: u32 = 1 << 4;
+    pub const RXO: u32 = 1 << 6;
     pub const RXT0: u32 = 1 << 7;
     /// Time sync: a TSICR cause is pending.
     pub const TS: u32 = 1 << 19;

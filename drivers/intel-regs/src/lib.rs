@@ -7,5 +7,5 @@
 
 #![no_std]
 
-pub mod igc;
 pub mod ids;
+pub mod igc;

@@ -67,7 +67,10 @@ impl Device for Fake {
 fn config_space_shows_ids_and_msix() {
     let f = EmuFunction::new(Fake::default(), "fake");
     let ids = f.ids();
-    assert_eq!((ids.vendor, ids.device, ids.class, ids.revision), (0x8086, 0x15F2, 0x02, 3));
+    assert_eq!(
+        (ids.vendor, ids.device, ids.class, ids.revision),
+        (0x8086, 0x15F2, 0x02, 3)
+    );
     let caps = f.capabilities();
     let msix = find_msix(&caps).expect("MSI-X capability");
     assert_eq!(msix.table_size, 2);
@@ -113,11 +116,17 @@ fn interrupt_wakes_a_waiting_thread() {
     assert_eq!(r, IrqWait::Fired);
     assert!(took < Duration::from_secs(5));
     // Only vector 1 fired.
-    assert_eq!(vectors[0].wait(Duration::from_millis(10)), IrqWait::TimedOut);
+    assert_eq!(
+        vectors[0].wait(Duration::from_millis(10)),
+        IrqWait::TimedOut
+    );
     // An interrupt raised before the wait is not lost.
     bar.write32(0x4, 0);
     assert_eq!(vectors[0].wait(Duration::from_millis(10)), IrqWait::Fired);
-    assert_eq!(vectors[0].wait(Duration::from_millis(10)), IrqWait::TimedOut);
+    assert_eq!(
+        vectors[0].wait(Duration::from_millis(10)),
+        IrqWait::TimedOut
+    );
 }
 
 #[test]
@@ -128,7 +137,10 @@ fn masked_msix_raises_nothing_and_drop_closes_vectors() {
     let cap = find_msix(&f.capabilities()).unwrap().cap_offset;
     f.config_write32(cap, 0); // MSI-X enable off
     bar.write32(0x4, 0);
-    assert_eq!(vectors[0].wait(Duration::from_millis(10)), IrqWait::TimedOut);
+    assert_eq!(
+        vectors[0].wait(Duration::from_millis(10)),
+        IrqWait::TimedOut
+    );
     drop(bar);
     drop(f);
     assert_eq!(vectors[0].wait(Duration::from_secs(5)), IrqWait::Closed);

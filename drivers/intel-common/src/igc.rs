@@ -1,0 +1,235 @@
+//! i225/i226 (Linux `igc`): bring-up, the SYSTIM clock, and the "other" interrupt cause.
+//! Section numbers refer to `shared/reference/intel-timesync.md`.
+
+use std::time::Duration;
+
+use intel_regs::ids::{self, Part};
+use intel_regs::igc::{self as r, ctrl, ctrl_ext, eecd, gpie, icr, status, timadj, timinca};
+use ptp_pci::Mmio;
+
+use crate::clock::ClockHw;
+use crate::{HwError, Regs};
+
+/// MSI-X vector assignment: queues on 0, the "other" cause (link, time sync) on its own vector
+/// so the timestamp IRQ thread is woken only by time-sync work.
+pub const VECTOR_QUEUES: u16 = 0;
+pub const VECTOR_OTHER: u16 = 1;
+pub const VECTORS: u16 = 2;
+
+/// Bounds of the bring-up polls. Linux waits up to 10 ms for AUTO_RD and ~800 ms for the GIO
+/// master disable; emulated devices answer at once. A real PHY takes seconds to link.
+const GIO_TIMEOUT: Duration = Duration::from_millis(800);
+const AUTO_RD_TIMEOUT: Duration = Duration::from_millis(100);
+const POLL_STEP: Duration = Duration::from_micros(100);
+
+/// Identifies the part behind `vendor:device`.
+pub fn probe(vendor: u16, device: u16) -> Result<&'static Part, HwError> {
+    ids::igc_part(vendor, device).ok_or(HwError::UnsupportedDevice { vendor, device })
+}
+
+/// Link state decoded from STATUS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    pub up: bool,
+    pub speed_mbps: u32,
+}
+
+/// Decodes STATUS (§10.1): no speed bit means 10 Mb/s.
+pub fn link_from_status(s: u32) -> Link {
+    let speed_mbps = if s & status::SPEED_2500 != 0 {
+        2500
+    } else if s & status::SPEED_1000 != 0 {
+        1000
+    } else if s & status::SPEED_100 != 0 {
+        100
+    } else {
+        10
+    };
+    Link {
+        up: s & status::LU != 0,
+        speed_mbps,
+    }
+}
+
+/// Resets the port and waits for the NVM auto-read, as `igc_reset_hw_base` (§10.2 step 1).
+pub fn reset<M: Mmio>(regs: &Regs<M>) -> Result<(), HwError> {
+    // Stop DMA before the reset so no descriptor write lands in freed memory.
+    regs.modify(r::CTRL, ctrl::GIO_MASTER_DISABLE, 0);
+    regs.poll(
+        "GIO master disable",
+        r::STATUS,
+        status::GIO_MASTER_ENABLE,
+        0,
+        GIO_TIMEOUT,
+        POLL_STEP,
+    )?;
+    regs.write(r::IMC, u32::MAX);
+    regs.write(r::RCTL, 0);
+    regs.write(r::TCTL, r::tctl::PSP);
+    let _ = regs.read(r::STATUS); // flush posted writes
+    regs.modify(r::CTRL, ctrl::RST, 0);
+    regs.poll(
+        "EECD.AUTO_RD after reset",
+        r::EECD,
+        eecd::AUTO_RD,
+        eecd::AUTO_RD,
+        AUTO_RD_TIMEOUT,
+        POLL_STEP,
+    )?;
+    regs.write(r::IMC, u32::MAX);
+    let _ = regs.read(r::ICR);
+    Ok(())
+}
+
+/// Takes ownership from firmware and asks for link (§10.2 step 2). Returns the link state after
+/// waiting at most `wait` for it (a missing cable is not an error: the link event comes later).
+pub fn link_up<M: Mmio>(regs: &Regs<M>, wait: Duration) -> Link {
+    regs.modify(r::CTRL_EXT, ctrl_ext::DRV_LOAD, 0);
+    regs.modify(r::CTRL, ctrl::SLU, ctrl::FRCSPD | ctrl::FRCDPX);
+    match regs.poll(
+        "link up",
+        r::STATUS,
+        status::LU,
+        status::LU,
+        wait,
+        POLL_STEP * 10,
+    ) {
+        Ok(s) => link_from_status(s),
+        Err(_) => link_from_status(regs.read(r::STATUS)),
+    }
+}
+
+/// MSI-X routing (§6): the "other" causes to [`VECTOR_OTHER`], auto-clear and auto-mask on it,
+/// and link-state, DMA-out-of-sync and reset-asserted causes enabled.
+pub fn enable_msix<M: Mmio>(regs: &Regs<M>) {
+    regs.write(
+        r::GPIE,
+        gpie::NSICR | gpie::MSIX_MODE | gpie::EIAME | gpie::PBA,
+    );
+    regs.write(r::IVAR_MISC, (VECTOR_OTHER as u32 | r::IVAR_VALID) << 8);
+    let mask = 1u32 << VECTOR_OTHER;
+    regs.modify(r::EIAC, mask, 0);
+    regs.modify(r::EIAM, mask, 0);
+    regs.write(r::EIMS, mask);
+    regs.write(r::IMS, icr::LSC | icr::DOUTSYNC | icr::DRSTA);
+}
+
+/// PTP reset as `igc_ptp_reset` (§5): timer 0 counting, no SDP routing, the TX-timestamp cause
+/// enabled, the time restored to `now_ns`.
+pub fn ptp_reset<M: Mmio>(regs: &Regs<M>, now_ns: u64) {
+    regs.modify(r::TIMADJ, timadj::ADJUST_METH, 0);
+    regs.write(r::TSAUXC, 0);
+    regs.write(r::TSSDP, 0);
+    regs.write(r::TSIM, r::tsicr::TXTS);
+    regs.modify(r::IMS, icr::TS, 0);
+    Igc.write(regs, now_ns.min(<Igc as ClockHw<M>>::MAX_TIME_NS));
+}
+
+/// Causes read by one pass of the "other" interrupt handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OtherCauses {
+    pub icr: u32,
+    /// TSICR, read only when ICR.TS is set (the read clears it; no write-back, §2.4).
+    pub tsicr: u32,
+}
+
+/// Reads the causes of the "other" vector: ICR (read-to-clear, also clears EICR's bit), then
+/// TSICR if ICR.TS. Re-arming is [`rearm_other`], after the causes are handled.
+pub fn read_other_causes<M: Mmio>(regs: &Regs<M>) -> OtherCauses {
+    let icr_v = regs.read(r::ICR);
+    let tsicr = if icr_v & icr::TS != 0 {
+        regs.read(r::TSICR)
+    } else {
+        0
+    };
+    OtherCauses { icr: icr_v, tsicr }
+}
+
+/// Re-enables the "other" vector (it was auto-masked by EIAM when it fired).
+pub fn rearm_other<M: Mmio>(regs: &Regs<M>) {
+    regs.write(r::EIMS, 1 << VECTOR_OTHER);
+}
+
+/// The i225 SYSTIM clock: SYSTIML holds nanoseconds and latches SYSTIMH (seconds) when read
+/// ("igc: Remove references to SYSTIMR register", §3).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Igc;
+
+const NS_PER_S: u64 = 1_000_000_000;
+
+impl<M: Mmio> ClockHw<M> for Igc {
+    type Latch = u32;
+    const MAX_ADJ_PPB: u32 = r::MAX_ADJ_PPB;
+    const MAX_TIME_NS: u64 = (u32::MAX as u64) * NS_PER_S + (NS_PER_S - 1);
+
+    #[inline]
+    fn latch(&self, regs: &Regs<M>) -> u32 {
+        regs.read(r::SYSTIML)
+    }
+
+    #[inline]
+    fn finish(&self, regs: &Regs<M>, ns: u32) -> u64 {
+        let s = regs.read(r::SYSTIMH) as u64;
+        s * NS_PER_S + ns as u64
+    }
+
+    fn write(&self, regs: &Regs<M>, ns: u64) {
+        // L then H: the pair takes effect on the H write (§5, settime64).
+        regs.write(r::SYSTIML, (ns % NS_PER_S) as u32);
+        regs.write(r::SYSTIMH, (ns / NS_PER_S) as u32);
+    }
+
+    fn set_freq(&self, regs: &Regs<M>, scaled_ppm: i64) {
+        regs.write(r::TIMINCA, timinca_for(scaled_ppm));
+    }
+}
+
+/// TIMINCA for a frequency offset (§4): INCVALUE = (|scaled_ppm| << 14) / 78125 in units of
+/// 2^-32 ns per 3.2 ns tick, ISGN set to slow down. Callers range-check against MAX_ADJ_PPB, so
+/// the shift cannot overflow.
+pub fn timinca_for(scaled_ppm: i64) -> u32 {
+    let rate = ((scaled_ppm.unsigned_abs()) << 14) / 78_125;
+    let mut v = (rate as u32) & timinca::INCVALUE_MASK;
+    if scaled_ppm < 0 {
+        v |= timinca::ISGN;
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timinca_matches_linux_formula() {
+        // +1 ppm = 65536 scaled_ppm: (65536 << 14) / 78125 = 13743.
+        assert_eq!(timinca_for(65_536), 13_743);
+        assert_eq!(timinca_for(-65_536), 13_743 | timinca::ISGN);
+        assert_eq!(timinca_for(0), 0);
+        // max_adj stays below the sign bit.
+        let max = crate::clock::ppb_to_scaled_ppm(r::MAX_ADJ_PPB as f64);
+        assert_eq!(timinca_for(max) & timinca::ISGN, 0);
+    }
+
+    #[test]
+    fn status_decodes_speed() {
+        assert_eq!(
+            link_from_status(status::LU | status::SPEED_2500),
+            Link {
+                up: true,
+                speed_mbps: 2500
+            }
+        );
+        assert_eq!(link_from_status(0).speed_mbps, 10);
+        assert!(!link_from_status(status::SPEED_1000).up);
+    }
+
+    #[test]
+    fn probe_names_parts() {
+        assert_eq!(probe(0x8086, 0x125B).unwrap().name, "Intel i226-LM");
+        assert!(matches!(
+            probe(0x8086, 0x1533),
+            Err(HwError::UnsupportedDevice { .. })
+        ));
+    }
+}

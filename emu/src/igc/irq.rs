@@ -1,0 +1,190 @@
+//! Interrupt plumbing of i225/i226 (intel-timesync.md §6): ICR/ICS/IMS/IMC/IAM, GPIE, the
+//! extended EICR/EICS/EIMS/EIMC/EIAC/EIAM set and IVAR_MISC routing of the "other" causes.
+
+use intel_regs::igc::{IVAR_VALID, gpie, icr};
+use ptp_pci::emulated::DeviceHost;
+
+/// ICR causes that MSI-X mode routes to the "other" vector named in IVAR_MISC b15:8 (§6) —
+/// everything that is not a queue cause. Queue causes (TXDW, RXT0, ...) reach their vectors
+/// through IVAR0 once the TX/RX model exists (part 2).
+pub const OTHER_CAUSES: u32 = icr::LSC | icr::TS | icr::DOUTSYNC | icr::DRSTA;
+
+/// EICR's "other" bit outside MSI-X mode (§6: reading ICR "also clears EICR b31").
+const EICR_OTHER_NON_MSIX: u32 = 1 << 31;
+
+/// Interrupt registers plus the edge detector that decides when a message goes out.
+///
+/// MSI-X messages are edges: one is sent when an enabled cause becomes pending (or when the
+/// driver re-arms a vector whose EICR bit is still set), never merely because a level stays
+/// high. `asserted` remembers `ICR & IMS` as of the last evaluation to find those edges.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Interrupts {
+    pub(super) icr: u32,
+    pub(super) ims: u32,
+    /// Stored only: igc writes IAM = 0 and never relies on ICR auto-masking.
+    pub(super) iam: u32,
+    pub(super) gpie: u32,
+    pub(super) eicr: u32,
+    pub(super) eims: u32,
+    pub(super) eiac: u32,
+    pub(super) eiam: u32,
+    pub(super) ivar_misc: u32,
+    asserted: u32,
+    /// Messages sent per vector (model-side counter, survives port resets).
+    pub(super) raised: [u64; 32],
+}
+
+impl Interrupts {
+    /// Power-on / port-reset state; the message counters are kept.
+    pub(super) fn reset(&mut self) {
+        *self = Self {
+            raised: self.raised,
+            ..Self::default()
+        };
+    }
+
+    fn msix_mode(&self) -> bool {
+        self.gpie & gpie::MSIX_MODE != 0
+    }
+
+    /// The "other" vector: IVAR_MISC b15:8 = vector | VALID (§6). The vector field is masked
+    /// to 5 bits so it always names an EICR bit.
+    pub(super) fn other_vector(&self) -> Option<u32> {
+        let byte = (self.ivar_misc >> 8) & 0xFF;
+        (byte & IVAR_VALID != 0).then_some(byte & 0x1F)
+    }
+
+    fn other_eicr_bit(&self) -> u32 {
+        if self.msix_mode() {
+            self.other_vector().map_or(0, |v| 1 << v)
+        } else {
+            EICR_OTHER_NON_MSIX
+        }
+    }
+
+    /// ICR as a read returns it: the causes plus INT_ASSERTED when any is enabled.
+    pub(super) fn icr_value(&self) -> u32 {
+        let asserted = if self.icr & self.ims != 0 {
+            icr::INT_ASSERTED
+        } else {
+            0
+        };
+        self.icr | asserted
+    }
+
+    /// Read of ICR: read-to-clear, and clears EICR's "other" bit (§6, igc_msix_other's
+    /// comment). Clear-on-read is unconditional: GPIE.NSICR = 0 semantics (clear only while
+    /// INT_ASSERTED) are not modelled \[U\]; igc always sets NSICR.
+    pub(super) fn read_icr(&mut self, host: &mut dyn DeviceHost) -> u32 {
+        let v = self.icr_value();
+        self.icr = 0;
+        self.eicr &= !self.other_eicr_bit();
+        self.update(host);
+        v
+    }
+
+    /// Write of ICR: write-1-to-clear.
+    pub(super) fn write_icr(&mut self, v: u32, host: &mut dyn DeviceHost) {
+        self.icr &= !v;
+        self.update(host);
+    }
+
+    /// A cause becomes pending (hardware event or an ICS write).
+    pub(super) fn cause(&mut self, bits: u32, host: &mut dyn DeviceHost) {
+        self.icr |= bits & !icr::INT_ASSERTED;
+        self.update(host);
+    }
+
+    pub(super) fn set_ims(&mut self, v: u32, host: &mut dyn DeviceHost) {
+        self.ims |= v;
+        self.update(host);
+    }
+
+    pub(super) fn clear_ims(&mut self, v: u32, host: &mut dyn DeviceHost) {
+        self.ims &= !v;
+        self.update(host);
+    }
+
+    /// EICS: software-set extended causes; each enabled one sends its message.
+    pub(super) fn set_eics(&mut self, v: u32, host: &mut dyn DeviceHost) {
+        self.eicr |= v;
+        if self.msix_mode() {
+            self.fire_pending(v, host);
+        }
+    }
+
+    /// EIMS: enable vectors. Re-arming a vector whose EICR bit is still pending sends the
+    /// message now — how the driver's "EIMS = other" at the end of its handler catches a cause
+    /// that arrived while the vector was auto-masked.
+    pub(super) fn set_eims(&mut self, v: u32, host: &mut dyn DeviceHost) {
+        self.eims |= v;
+        if self.msix_mode() {
+            self.fire_pending(v, host);
+        }
+    }
+
+    pub(super) fn clear_eims(&mut self, v: u32) {
+        self.eims &= !v;
+    }
+
+    /// Read of EICR: read-to-clear.
+    pub(super) fn read_eicr(&mut self) -> u32 {
+        std::mem::take(&mut self.eicr)
+    }
+
+    /// Write of EICR: write-1-to-clear.
+    pub(super) fn write_eicr(&mut self, v: u32) {
+        self.eicr &= !v;
+    }
+
+    /// Re-evaluates `ICR & IMS` and signals on a rising edge.
+    fn update(&mut self, host: &mut dyn DeviceHost) {
+        let now = self.icr & self.ims;
+        let rising = now & !self.asserted;
+        self.asserted = now;
+        if rising == 0 {
+            return;
+        }
+        if self.msix_mode() {
+            if rising & OTHER_CAUSES != 0
+                && let Some(v) = self.other_vector()
+            {
+                self.eicr |= 1 << v;
+                self.fire_pending(1 << v, host);
+            }
+        } else {
+            // MSI/INTx: a single message for any enabled cause. The emulated backend only has
+            // MSI-X-style vectors, so it goes out as vector 0 [model assumption].
+            self.eicr |= EICR_OTHER_NON_MSIX;
+            self.send(0, host);
+        }
+    }
+
+    /// Sends the message of every vector in `mask` whose EICR bit is set and EIMS enabled.
+    fn fire_pending(&mut self, mask: u32, host: &mut dyn DeviceHost) {
+        let due = mask & self.eicr & self.eims;
+        for v in 0..32 {
+            if due & (1 << v) != 0 {
+                self.fire(v, host);
+            }
+        }
+    }
+
+    /// One MSI-X message on vector `v` with its auto-clear/auto-mask side effects: EIAC clears
+    /// the EICR bit, EIAM (when GPIE.EIAME) clears the EIMS bit until the driver re-arms it.
+    fn fire(&mut self, v: u32, host: &mut dyn DeviceHost) {
+        let bit = 1u32 << v;
+        self.send(v, host);
+        self.eicr &= !(self.eiac & bit);
+        if self.gpie & gpie::EIAME != 0 {
+            self.eims &= !(self.eiam & bit);
+        }
+    }
+
+    fn send(&mut self, v: u32, host: &mut dyn DeviceHost) {
+        host.raise_msix(v as u16);
+        if let Some(c) = self.raised.get_mut(v as usize) {
+            *c += 1;
+        }
+    }
+}

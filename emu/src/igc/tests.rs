@@ -1,0 +1,661 @@
+//! Behaviour tests of the i225 model, written from intel-timesync.md (not from a driver).
+//! Deterministic: true time is a [`VirtualClock`] the test advances.
+
+use super::*;
+use crate::clock::VirtualClock;
+use crate::host::RecordingHost;
+use crate::phc::NS_PER_S;
+
+const S: u64 = NS_PER_S;
+/// The "other" vector used by the MSI-X tests (igc uses vector 0 for it).
+const OTHER: u32 = 0;
+
+struct Rig {
+    clock: VirtualClock,
+    dev: I225,
+    host: RecordingHost,
+}
+
+impl Rig {
+    fn new() -> Self {
+        Self::with(|_| {})
+    }
+
+    fn with(f: impl FnOnce(&mut I225Config)) -> Self {
+        let clock = VirtualClock::new(1_000);
+        let mut cfg = I225Config::i225(clock.source());
+        f(&mut cfg);
+        Self {
+            clock,
+            dev: I225::new(cfg),
+            host: RecordingHost::new(),
+        }
+    }
+
+    fn rd(&mut self, off: u32) -> u32 {
+        self.dev.read32(0, off, &mut self.host)
+    }
+
+    fn wr(&mut self, off: u32, v: u32) {
+        self.dev.write32(0, off, v, &mut self.host);
+    }
+
+    /// MSI-X setup as igc does it (§6): GPIE, IVAR_MISC, EIAC/EIAM/EIMS for the other
+    /// vector, IMS = LSC | DOUTSYNC | DRSTA | TS, TSIM = TXTS.
+    fn msix_setup(&mut self) {
+        self.wr(
+            GPIE,
+            gpie::MSIX_MODE | gpie::PBA | gpie::EIAME | gpie::NSICR,
+        );
+        self.wr(IVAR_MISC, (OTHER | IVAR_VALID) << 8);
+        self.wr(EIAC, 1 << OTHER);
+        self.wr(EIAM, 1 << OTHER);
+        self.wr(EIMS, 1 << OTHER);
+        self.wr(IMS, icr::LSC | icr::DOUTSYNC | icr::DRSTA | icr::TS);
+        self.wr(TSIM, tsicr::TXTS);
+    }
+
+    /// Reads SYSTIML then SYSTIMH, as a driver does.
+    fn systim(&mut self) -> (u32, u32) {
+        let l = self.rd(SYSTIML);
+        let h = self.rd(SYSTIMH);
+        (h, l)
+    }
+}
+
+/// Linux igc_ptp_adjfine_i225 (§4): TIMINCA for `ppb`.
+fn linux_timinca(ppb: i64) -> u32 {
+    let scaled_ppm = ppb.unsigned_abs() * 65536 / 1000;
+    let rate = ((scaled_ppm << 14) / 78125) as u32;
+    (rate & timinca::INCVALUE_MASK) | if ppb < 0 { timinca::ISGN } else { 0 }
+}
+
+/// Exact SYSTIM advance over `dt` ns from the §4 equation, INCVALUE `inc`, sign `neg`.
+fn expected_advance(dt: u64, inc: u32, neg: bool, osc_ppb: i64) -> u64 {
+    let nominal = (TICK_PS as u128) << 32;
+    let corr = inc as u128 * 1000;
+    let tick = if neg { nominal - corr } else { nominal + corr };
+    let num = dt as u128 * (1_000_000_000 + osc_ppb) as u128 * tick;
+    ((num / (1_000_000_000u128 * TICK_PS as u128)) >> 32) as u64
+}
+
+// --- Identity and power-on ---
+
+#[test]
+fn ids_bars_and_vectors() {
+    let r = Rig::new();
+    let ids = r.dev.ids();
+    assert_eq!(
+        (ids.vendor, ids.device, ids.class),
+        (0x8086, ids::EMU_I225, 0x02)
+    );
+    assert_eq!(r.dev.bar_len(0), Some(128 * 1024));
+    assert_eq!(r.dev.bar_len(3), Some(16 * 1024));
+    assert_eq!(r.dev.bar_len(1), None);
+    assert_eq!(r.dev.msix_vectors(), 5);
+    assert_eq!(r.dev.part_name(), "Intel i225-LM");
+    let i226 = I225::new_i226(VirtualClock::new(0).source());
+    assert_eq!(i226.ids().device, ids::EMU_I226);
+    assert_eq!(i226.part_name(), "Intel i226-LM");
+}
+
+#[test]
+fn power_on_values() {
+    let mut r = Rig::with(|c| c.mac = [0x00, 0x1b, 0x21, 0xaa, 0xbb, 0xcc]);
+    assert_eq!(r.rd(ral(0)), 0xaa21_1b00);
+    assert_eq!(r.rd(rah(0)), 0xccbb | rah::AV);
+    assert_ne!(r.rd(EECD) & eecd::AUTO_RD, 0);
+    let st = r.rd(STATUS);
+    assert_ne!(st & status::GIO_MASTER_ENABLE, 0);
+    assert_eq!(st & status::LU, 0, "link down until CTRL.SLU");
+    assert_eq!(r.rd(TSAUXC), 0, "timer 0 counts at power-on by default");
+    assert_eq!(r.rd(TIMINCA), 0, "nominal rate");
+    assert_eq!(r.rd(ICR), 0);
+}
+
+#[test]
+fn unmodelled_offsets_are_storage_and_read_only_writes_are_ignored() {
+    let mut r = Rig::new();
+    for off in [
+        TCTL,
+        RCTL,
+        rdbal(0),
+        srrctl(0),
+        TSYNCTXCTL,
+        TXSTMPL[2],
+        RXPBS,
+        0x1_FFFC,
+    ] {
+        r.wr(off, 0xdead_beef ^ off);
+        assert_eq!(r.rd(off), 0xdead_beef ^ off, "offset {off:#x}");
+    }
+    let st = r.rd(STATUS);
+    r.wr(STATUS, !st);
+    assert_eq!(r.rd(STATUS), st);
+    r.wr(EECD, 0);
+    assert_ne!(r.rd(EECD) & eecd::AUTO_RD, 0, "AUTO_RD is read-only");
+    for wo in [ICS, IMC, EICS, EIMC] {
+        assert_eq!(r.rd(wo), 0, "write-only {wo:#x}");
+    }
+}
+
+#[test]
+fn no_offset_or_value_panics() {
+    let mut r = Rig::new();
+    r.msix_setup();
+    for bar in 0..6u8 {
+        for off in (0..0x2_0000u32)
+            .step_by(4)
+            .chain([0x2_0000, 0x10_0000, u32::MAX - 3, 2])
+        {
+            for v in [0, u32::MAX] {
+                r.dev.write32(bar, off, v, &mut r.host);
+                let _ = r.dev.read32(bar, off, &mut r.host);
+            }
+        }
+    }
+    assert_eq!(r.dev.read32(0, 0x2_0000, &mut r.host), u32::MAX);
+    assert_eq!(r.dev.read32(1, 0, &mut r.host), u32::MAX);
+    let _ = r.dev.poll(&mut r.host);
+}
+
+#[test]
+fn gio_master_disable_clears_gio_master_enable() {
+    let mut r = Rig::new();
+    r.wr(CTRL, ctrl::GIO_MASTER_DISABLE);
+    assert_eq!(r.rd(STATUS) & status::GIO_MASTER_ENABLE, 0);
+    r.wr(CTRL, 0);
+    assert_ne!(r.rd(STATUS) & status::GIO_MASTER_ENABLE, 0);
+}
+
+// --- SYSTIM (§3, §5) ---
+
+#[test]
+fn systiml_read_latches_systimh_across_a_second_boundary() {
+    let mut r = Rig::with(|c| c.initial_systim_ns = 41 * S + 999_999_000);
+    let l = r.rd(SYSTIML);
+    assert_eq!(l, 999_999_000);
+    // The timer crosses into second 42 between the two reads.
+    r.clock.advance(5_000);
+    assert_eq!(r.dev.phc_time().sec, 42);
+    let h = r.rd(SYSTIMH);
+    assert_eq!((h, l), (41, 999_999_000), "H is the second latched with L");
+    // The next pair is consistent again.
+    assert_eq!(r.systim(), (42, 4_000));
+}
+
+#[test]
+fn systimh_alone_returns_the_stale_latch() {
+    let mut r = Rig::with(|c| c.initial_systim_ns = 7 * S);
+    assert_eq!(r.systim(), (7, 0));
+    r.clock.advance(3 * S);
+    assert_eq!(r.rd(SYSTIMH), 7, "no SYSTIML read: last latch");
+    assert_eq!(r.rd(SYSTIMH), 7);
+    assert_eq!(r.systim(), (10, 0));
+}
+
+#[test]
+fn settime_applies_on_the_systimh_write_only() {
+    let mut r = Rig::with(|c| c.initial_systim_ns = 100 * S);
+    r.wr(SYSTIML, 250_000_000);
+    r.clock.advance(1_000);
+    assert_eq!(
+        r.dev.phc_now_ns(),
+        100 * S + 1_000,
+        "SYSTIML write alone is held"
+    );
+    r.wr(SYSTIMH, 1_700_000_000);
+    assert_eq!(r.dev.phc_now_ns(), 1_700_000_000 * S + 250_000_000);
+    r.clock.advance(10);
+    assert_eq!(r.systim(), (1_700_000_000, 250_000_010));
+}
+
+// --- Frequency (§4) ---
+
+#[test]
+fn timinca_plus_1000_ppb_over_one_second() {
+    let mut r = Rig::new();
+    let v = linux_timinca(1000);
+    assert_eq!(v, 13_743);
+    r.wr(TIMINCA, v);
+    assert_eq!(r.rd(TIMINCA), v);
+    assert_eq!(r.dev.timinca(), v);
+    let t0 = r.dev.phc_now_ns();
+    r.clock.advance(S);
+    let adv = r.dev.phc_now_ns() - t0;
+    assert_eq!(adv, expected_advance(S, 13_743, false, 0));
+    assert!(adv.abs_diff(S + 1000) <= 2, "{adv}");
+}
+
+#[test]
+fn timinca_negative_sign_slows_the_clock() {
+    let mut r = Rig::new();
+    r.wr(TIMINCA, linux_timinca(-1000));
+    let t0 = r.dev.phc_now_ns();
+    r.clock.advance(S);
+    let adv = r.dev.phc_now_ns() - t0;
+    assert_eq!(adv, expected_advance(S, 13_743, true, 0));
+    assert!(adv.abs_diff(S - 1000) <= 2, "{adv}");
+}
+
+#[test]
+fn oscillator_error_combines_with_timinca() {
+    let mut r = Rig::with(|c| c.osc_error_ppb = 20_000);
+    let t0 = r.dev.phc_now_ns();
+    r.clock.advance(S);
+    assert_eq!(
+        r.dev.phc_now_ns() - t0,
+        S + 20_000,
+        "crystal alone: +20 ppm"
+    );
+    // The servo's correction: -20 ppm through TIMINCA.
+    let v = linux_timinca(-20_000);
+    r.wr(TIMINCA, v);
+    let t1 = r.dev.phc_now_ns();
+    r.clock.advance(S);
+    let adv = r.dev.phc_now_ns() - t1;
+    let exp = expected_advance(S, v & timinca::INCVALUE_MASK, true, 20_000);
+    // Readings truncate to whole ns while the PHC keeps the fraction, so the difference of two
+    // readings is the exact advance or one more.
+    assert!((exp..=exp + 1).contains(&adv), "{adv} vs {exp}");
+    assert!(adv.abs_diff(S) <= 2, "{adv}");
+    // Runtime drift of the crystal.
+    r.dev.set_osc_error_ppb(-30_000);
+    assert_eq!(r.dev.osc_error_ppb(), -30_000);
+    let t2 = r.dev.phc_now_ns();
+    r.clock.advance(S);
+    let adv = r.dev.phc_now_ns() - t2;
+    let exp = expected_advance(S, v & timinca::INCVALUE_MASK, true, -30_000);
+    assert!((exp..=exp + 1).contains(&adv), "{adv} vs {exp}");
+    assert!(adv.abs_diff(S - 50_000) <= 3, "{adv}");
+}
+
+#[test]
+fn tsauxc_disable0_freezes_and_resume_continues() {
+    let mut r = Rig::with(|c| c.initial_systim_ns = 5 * S);
+    r.clock.advance(S);
+    r.wr(TSAUXC, tsauxc::DISABLE0);
+    assert!(!r.dev.phc_running());
+    r.clock.advance(10 * S);
+    assert_eq!(r.systim(), (6, 0), "frozen");
+    r.wr(TSAUXC, 0);
+    r.clock.advance(S / 2);
+    assert_eq!(
+        r.systim(),
+        (6, 500_000_000),
+        "resumes from the frozen value"
+    );
+}
+
+#[test]
+fn configured_power_on_tsauxc() {
+    let mut r = Rig::with(|c| c.tsauxc_power_on = I226_REPORTED_TSAUXC);
+    assert_eq!(r.rd(TSAUXC), I226_REPORTED_TSAUXC);
+    r.clock.advance(S);
+    assert_eq!(
+        r.dev.phc_now_ns(),
+        S,
+        "DISABLE0 is clear in the reported value"
+    );
+    let frozen = Rig::with(|c| c.tsauxc_power_on = tsauxc::DISABLE0);
+    frozen.clock.advance(S);
+    assert_eq!(frozen.dev.phc_now_ns(), 0);
+}
+
+// --- Reset (§10) ---
+
+#[test]
+fn ctrl_rst_resets_registers_sets_auto_rd_and_keeps_systim() {
+    let mut r = Rig::with(|c| c.initial_systim_ns = 3 * S);
+    r.msix_setup();
+    r.wr(CTRL, ctrl::SLU);
+    r.wr(TCTL, tctl::EN);
+    r.wr(ral(0), 0x1234_5678);
+    r.wr(TIMINCA, linux_timinca(500));
+    r.wr(EECD, 0x40);
+    r.clock.advance(S);
+    let before = r.dev.phc_now_ns();
+    assert!(r.dev.link_up());
+
+    r.wr(CTRL, r.dev.peek(CTRL) | ctrl::RST);
+    assert_eq!(r.dev.port_resets(), 1);
+    assert_eq!(r.rd(CTRL) & ctrl::RST, 0, "RST self-clears");
+    assert_eq!(r.rd(CTRL), 0);
+    assert_eq!(r.rd(EECD), eecd::AUTO_RD);
+    assert_eq!(r.rd(TCTL), 0);
+    assert_eq!(
+        r.rd(ral(0)),
+        u32::from_le_bytes([0x02, 0, 0, 0]),
+        "NVM MAC reloaded"
+    );
+    assert_eq!(r.rd(IMS), 0);
+    assert_eq!(r.rd(GPIE), 0);
+    assert_eq!(r.rd(TSIM), 0);
+    assert_eq!(r.rd(STATUS) & status::LU, 0, "SLU is clear after reset");
+    assert_eq!(r.rd(ICR), 0);
+    // The PHC kept running at its corrected rate.
+    assert_eq!(r.dev.phc_now_ns(), before);
+    assert_eq!(r.rd(TIMINCA), linux_timinca(500));
+    r.clock.advance(S);
+    assert!(r.dev.phc_now_ns() > before + S);
+}
+
+#[test]
+fn dev_rst_behaves_like_port_reset() {
+    let mut r = Rig::new();
+    r.wr(TCTL, tctl::EN);
+    r.clock.advance(S);
+    r.wr(CTRL, ctrl::DEV_RST);
+    assert_eq!(r.rd(CTRL), 0);
+    assert_eq!(r.rd(TCTL), 0);
+    assert_ne!(r.rd(EECD) & eecd::AUTO_RD, 0);
+    assert_eq!(r.dev.phc_now_ns(), S);
+}
+
+// --- Link ---
+
+#[test]
+fn link_needs_slu_and_cable_and_raises_lsc() {
+    let mut r = Rig::new();
+    assert_eq!(r.rd(STATUS) & status::LU, 0);
+    r.wr(CTRL, ctrl::SLU);
+    let st = r.rd(STATUS);
+    assert_eq!(
+        st & (status::LU | status::FD | status::SPEED_2500),
+        status::LU | status::FD | status::SPEED_2500
+    );
+    assert_eq!(
+        r.rd(ICR),
+        icr::LSC,
+        "LSC pending, masked so no INT_ASSERTED"
+    );
+    r.dev.set_cable(false, &mut r.host);
+    assert_eq!(r.rd(STATUS) & (status::LU | status::SPEED_2500), 0);
+    assert_eq!(r.rd(ICR), icr::LSC);
+    r.dev.set_cable(false, &mut r.host);
+    assert_eq!(r.rd(ICR), 0, "no change, no LSC");
+    r.dev.set_cable(true, &mut r.host);
+    assert_ne!(r.rd(STATUS) & status::LU, 0);
+    assert_eq!(r.rd(ICR), icr::LSC);
+    assert!(r.host.raised.is_empty(), "IMS was clear");
+}
+
+#[test]
+fn link_speed_bits() {
+    for (speed, bits) in [
+        (LinkSpeed::Mbps10, 0),
+        (LinkSpeed::Mbps100, status::SPEED_100),
+        (LinkSpeed::Mbps1000, status::SPEED_1000),
+        (LinkSpeed::Mbps2500, status::SPEED_2500),
+    ] {
+        let mut r = Rig::with(|c| c.link_speed = speed);
+        r.wr(CTRL, ctrl::SLU);
+        let all = status::SPEED_100 | status::SPEED_1000 | status::SPEED_2500;
+        assert_eq!(r.rd(STATUS) & all, bits, "{speed:?}");
+        assert_eq!(LinkSpeed::from_mbps(speed.mbps()), Some(speed));
+    }
+    let mut r = Rig::new();
+    r.wr(CTRL, ctrl::SLU);
+    let _ = r.rd(ICR);
+    r.dev.set_link_speed(LinkSpeed::Mbps1000, &mut r.host);
+    assert_ne!(r.rd(STATUS) & status::SPEED_1000, 0);
+    assert_eq!(r.rd(ICR), icr::LSC, "renegotiation");
+}
+
+#[test]
+fn mdic_phy_access_completes_at_once() {
+    let mut r = Rig::new();
+    let read = |reg: u32| mdic::OP_READ | (1 << mdic::PHY_SHIFT) | (reg << mdic::REG_SHIFT);
+    r.wr(MDIC, read(2));
+    let v = r.rd(MDIC);
+    assert_ne!(v & mdic::READY, 0);
+    assert_eq!(v & mdic::DATA_MASK, I225_I_PHY_ID >> 16);
+    r.wr(MDIC, read(3));
+    assert_eq!(r.rd(MDIC) & mdic::DATA_MASK, I225_I_PHY_ID & 0xFFFF);
+    r.wr(MDIC, mdic::OP_WRITE | (9 << mdic::REG_SHIFT) | 0x0200);
+    assert_ne!(r.rd(MDIC) & mdic::READY, 0);
+    r.wr(MDIC, read(9));
+    assert_eq!(r.rd(MDIC) & mdic::DATA_MASK, 0x0200);
+    r.wr(MDIC, read(1));
+    assert_eq!(r.rd(MDIC) & 0x4, 0, "BMSR link down");
+    r.wr(CTRL, ctrl::SLU);
+    r.wr(MDIC, read(1));
+    assert_eq!(r.rd(MDIC) & 0x24, 0x24, "BMSR link up, AN complete");
+}
+
+// --- Interrupts (§6) ---
+
+#[test]
+fn icr_is_read_to_clear_and_write_1_to_clear() {
+    let mut r = Rig::new();
+    r.wr(ICS, icr::LSC | icr::DOUTSYNC);
+    assert_eq!(r.rd(ICR), icr::LSC | icr::DOUTSYNC);
+    assert_eq!(r.rd(ICR), 0, "read cleared it");
+    r.wr(ICS, icr::LSC | icr::DOUTSYNC);
+    r.wr(ICR, icr::LSC);
+    assert_eq!(r.dev.peek(ICR), icr::DOUTSYNC, "W1C cleared only LSC");
+    r.wr(IMS, icr::DOUTSYNC);
+    assert_eq!(r.rd(IMS), icr::DOUTSYNC, "IMS reads the mask");
+    assert_eq!(r.rd(ICR), icr::DOUTSYNC | icr::INT_ASSERTED);
+    r.wr(IMC, icr::DOUTSYNC);
+    assert_eq!(r.rd(IMS), 0);
+}
+
+#[test]
+fn tsicr_is_read_to_clear_and_write_1_to_clear() {
+    let mut r = Rig::new();
+    r.dev
+        .raise_tsicr(tsicr::TXTS | tsicr::SYS_WRAP, &mut r.host);
+    assert_eq!(r.rd(TSICR), tsicr::TXTS | tsicr::SYS_WRAP);
+    assert_eq!(r.rd(TSICR), 0);
+    r.dev
+        .raise_tsicr(tsicr::TXTS | tsicr::SYS_WRAP, &mut r.host);
+    r.wr(TSICR, tsicr::TXTS);
+    assert_eq!(r.rd(TSICR), tsicr::SYS_WRAP);
+}
+
+#[test]
+fn tsicr_cause_fires_the_ivar_misc_vector() {
+    let mut r = Rig::new();
+    let other = 2;
+    r.msix_setup();
+    r.wr(IVAR_MISC, (other | IVAR_VALID) << 8);
+    r.wr(EIAC, 1 << other);
+    r.wr(EIAM, 1 << other);
+    r.wr(EIMS, 1 << other);
+    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    assert_eq!(r.host.take(), vec![other as u16]);
+    assert_eq!(r.dev.msix_raised(other as u16), 1);
+    // EIAC auto-cleared EICR, EIAM auto-masked the vector until the handler re-arms it.
+    assert_eq!(r.dev.peek(EICR) & (1 << other), 0);
+    assert_eq!(r.dev.peek(EIMS) & (1 << other), 0);
+    // The handler (§6): ICR, then TSICR, then EIMS = other.
+    assert_eq!(r.rd(ICR), icr::TS | icr::INT_ASSERTED);
+    assert_eq!(r.rd(TSICR), tsicr::TXTS);
+    r.wr(EIMS, 1 << other);
+    assert!(
+        r.host.raised.is_empty(),
+        "nothing pending: re-arming is silent"
+    );
+    // The next stamp interrupts again.
+    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    assert_eq!(r.host.take(), vec![other as u16]);
+}
+
+#[test]
+fn uncleared_tsicr_blocks_a_new_ts_interrupt() {
+    let mut r = Rig::new();
+    r.msix_setup();
+    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    assert_eq!(r.host.take(), vec![OTHER as u16]);
+    assert_eq!(r.rd(ICR), icr::TS | icr::INT_ASSERTED);
+    r.wr(EIMS, 1 << OTHER);
+    // TSICR not read yet: another cause does not raise ICR.TS again (§2.4).
+    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    assert_eq!(r.rd(ICR), 0);
+    assert!(r.host.raised.is_empty());
+    assert_eq!(r.rd(TSICR), tsicr::TXTS, "both events read out at once");
+    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    assert_eq!(r.host.take(), vec![OTHER as u16]);
+}
+
+#[test]
+fn masked_tsim_ims_or_eims_means_no_interrupt() {
+    // TSIM clear: TSICR latches the cause, ICR.TS stays clear.
+    let mut r = Rig::new();
+    r.msix_setup();
+    r.wr(TSIM, 0);
+    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    assert!(r.host.raised.is_empty());
+    assert_eq!(r.dev.peek(ICR), 0);
+    assert_eq!(r.dev.peek(TSICR), tsicr::TXTS);
+    // Enabling TSIM with the cause pending raises it then.
+    r.wr(TSIM, tsicr::TXTS);
+    assert_eq!(r.host.take(), vec![OTHER as u16]);
+
+    // IMS.TS clear: ICR.TS pending but no message; unmasking delivers it.
+    let mut r = Rig::new();
+    r.msix_setup();
+    r.wr(IMC, icr::TS);
+    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    assert!(r.host.raised.is_empty());
+    assert_eq!(r.dev.peek(ICR), icr::TS);
+    r.wr(IMS, icr::TS);
+    assert_eq!(r.host.take(), vec![OTHER as u16]);
+
+    // EIMS clear: EICR holds the vector's bit; re-arming EIMS raises it.
+    let mut r = Rig::new();
+    r.msix_setup();
+    r.wr(EIMC, 1 << OTHER);
+    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    assert!(r.host.raised.is_empty());
+    assert_eq!(r.dev.peek(EICR), 1 << OTHER);
+    r.wr(EIMS, 1 << OTHER);
+    assert_eq!(r.host.take(), vec![OTHER as u16]);
+    assert_eq!(r.dev.peek(EICR), 0, "EIAC auto-cleared on the message");
+
+    // No valid IVAR_MISC entry: nowhere to route.
+    let mut r = Rig::new();
+    r.msix_setup();
+    r.wr(IVAR_MISC, 0);
+    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    assert!(r.host.raised.is_empty());
+}
+
+#[test]
+fn icr_read_clears_the_eicr_other_bit() {
+    let mut r = Rig::new();
+    r.msix_setup();
+    r.wr(EIAC, 0);
+    r.wr(EIMC, 1 << OTHER);
+    r.wr(ICS, icr::LSC);
+    assert_eq!(r.dev.peek(EICR), 1 << OTHER);
+    assert_eq!(r.rd(ICR), icr::LSC | icr::INT_ASSERTED);
+    assert_eq!(r.dev.peek(EICR), 0);
+    r.wr(EIMS, 1 << OTHER);
+    assert!(
+        r.host.raised.is_empty(),
+        "the cause was consumed by the ICR read"
+    );
+}
+
+#[test]
+fn eics_and_eicr_without_auto_clear() {
+    let mut r = Rig::new();
+    r.msix_setup();
+    r.wr(EIAC, 0);
+    r.wr(EIAM, 0);
+    r.wr(EIMS, 0b110);
+    r.wr(EICS, 0b110);
+    assert_eq!(r.host.take(), vec![1, 2]);
+    assert_eq!(r.rd(EICR), 0b110, "no EIAC: bits stay until read");
+    assert_eq!(r.rd(EICR), 0, "read-to-clear");
+    r.wr(EICS, 0b100);
+    r.wr(EICR, 0b100);
+    assert_eq!(r.dev.peek(EICR), 0, "write-1-to-clear");
+    assert_eq!(r.dev.peek(EIMS), 0b111, "no EIAM: vectors stay armed");
+}
+
+#[test]
+fn lsc_routes_like_ts_and_non_msix_mode_uses_vector_0() {
+    let mut r = Rig::new();
+    r.msix_setup();
+    r.wr(IVAR_MISC, (4 | IVAR_VALID) << 8);
+    r.wr(EIMS, 1 << 4);
+    r.wr(CTRL, ctrl::SLU);
+    assert_eq!(r.host.take(), vec![4]);
+
+    let mut r = Rig::new();
+    r.wr(IMS, icr::LSC);
+    r.wr(CTRL, ctrl::SLU);
+    assert_eq!(r.host.take(), vec![0], "MSI: one message on vector 0");
+}
+
+// --- Counters ---
+
+#[test]
+fn read_and_write_counters_count_exactly() {
+    let mut r = Rig::new();
+    for _ in 0..3 {
+        r.systim();
+    }
+    r.wr(TIMINCA, 1);
+    r.wr(TIMINCA, 2);
+    let _ = r.dev.read32(3, 0, &mut r.host);
+    assert_eq!(r.dev.reads(SYSTIML), 3);
+    assert_eq!(r.dev.reads(SYSTIMH), 3);
+    assert_eq!(r.dev.writes(TIMINCA), 2);
+    assert_eq!(r.dev.reads(TIMINCA), 0);
+    assert_eq!(r.dev.reads(SYSTIML + 1), 0, "unaligned query");
+    assert_eq!(r.dev.reads(u32::MAX - 3), 0, "out of range query");
+    assert_eq!(r.dev.total_reads(), 7, "BAR0 and BAR3");
+    assert_eq!(r.dev.total_writes(), 2);
+    let _ = r.dev.peek(SYSTIML);
+    assert_eq!(r.dev.reads(SYSTIML), 3, "peek is not an access");
+    r.dev.reset_counters();
+    assert_eq!((r.dev.reads(SYSTIML), r.dev.total_reads()), (0, 0));
+}
+
+// --- Through the emulated PCI backend ---
+
+#[test]
+fn plugs_into_the_emulated_pci_backend() {
+    use ptp_pci::{IrqVector, IrqWait, Mmio, PciFunction};
+
+    let clock = VirtualClock::new(0);
+    let mut cfg = I225Config::i226(clock.source());
+    cfg.initial_systim_ns = 12 * S;
+    let mut f = ptp_pci::emulated::EmuFunction::new(I225::new(cfg), "i226#0");
+    assert_eq!(f.ids().device, ids::EMU_I226);
+    let bar = f.map_bar(0).expect("BAR0");
+    let _msix_bar = f.map_bar(3).expect("BAR3");
+    let vectors = f.alloc_vectors(5).expect("vectors");
+
+    clock.advance(S / 4);
+    let l = bar.read32(SYSTIML);
+    let h = bar.read32(SYSTIMH);
+    assert_eq!((h, l), (12, 250_000_000));
+
+    bar.write32(
+        GPIE,
+        gpie::MSIX_MODE | gpie::PBA | gpie::EIAME | gpie::NSICR,
+    );
+    bar.write32(IVAR_MISC, (1 | IVAR_VALID) << 8);
+    bar.write32(EIAC, 1 << 1);
+    bar.write32(EIAM, 1 << 1);
+    bar.write32(EIMS, 1 << 1);
+    bar.write32(IMS, icr::TS | icr::LSC);
+    bar.write32(ICS, icr::TS);
+    assert_eq!(vectors[1].wait(Duration::from_secs(5)), IrqWait::Fired);
+    assert_eq!(vectors[0].wait(Duration::ZERO), IrqWait::TimedOut);
+    assert_eq!(bar.read32(ICR), icr::TS | icr::INT_ASSERTED);
+    bar.write32(EIMS, 1 << 1);
+    bar.write32(CTRL, ctrl::SLU);
+    assert_eq!(vectors[1].wait(Duration::from_secs(5)), IrqWait::Fired);
+    assert_ne!(bar.read32(STATUS) & status::LU, 0);
+    assert_eq!(f.poll(), None);
+    assert_eq!(
+        f.with_device(|d| (d.reads(SYSTIML), d.msix_raised(1))),
+        (1, 2)
+    );
+}

@@ -1,0 +1,125 @@
+//! The time-sync block of i225/i226 (intel-timesync.md §1–§5): SYSTIM with its latching and
+//! settime rules, TIMINCA, TIMADJ, TSAUXC and the TSICR/TSIM cause pair.
+//!
+//! TX/RX timestamping (TSYNCTXCTL, TXSTMP sets, RXPBS/SRRCTL) is stored as plain registers for
+//! now; the part-2 TX/RX models sit next to this struct and raise their causes through
+//! [`TimeSync::raise`].
+
+use intel_regs::igc::tsauxc;
+
+use crate::phc::{NS_PER_S, Phc, SysTime};
+
+/// Timer 0 and its cause registers.
+#[derive(Debug, Clone)]
+pub(super) struct TimeSync {
+    pub(super) phc: Phc,
+    /// SYSTIMH as latched by the last SYSTIML read (§3: "reading it latches SYSTIMH").
+    systimh_latch: u32,
+    /// SYSTIML as last written: held until the SYSTIMH write commits the pair (§3, §5).
+    systiml_hold: u32,
+    /// Stored only: b30 ADJUST_METH is written by newer drivers, TIMADJ is unused for adjtime.
+    pub(super) timadj: u32,
+    pub(super) tsauxc: u32,
+    pub(super) tsicr: u32,
+    pub(super) tsim: u32,
+    /// `TSICR & TSIM != 0` at the last evaluation: ICR.TS is raised on its rising edge.
+    ts_level: bool,
+}
+
+impl TimeSync {
+    /// The block at power-on: SYSTIM = `systim_ns` counting from true time `t` (unless
+    /// `tsauxc_power_on` has DISABLE0), nominal TIMINCA.
+    pub(super) fn new(t: u64, systim_ns: u64, osc_ppb: i64, tsauxc_power_on: u32) -> Self {
+        let mut phc = Phc::new(t, systim_ns, osc_ppb);
+        phc.set_running(t, tsauxc_power_on & tsauxc::DISABLE0 == 0);
+        Self {
+            phc,
+            systimh_latch: 0,
+            systiml_hold: 0,
+            timadj: 0,
+            tsauxc: tsauxc_power_on,
+            tsicr: 0,
+            tsim: 0,
+            ts_level: false,
+        }
+    }
+
+    /// Port reset (CTRL.RST/DEV_RST). Model assumption \[U\]: the timer (SYSTIM, TIMINCA,
+    /// TIMADJ, TSAUXC and the SYSTIM latch/hold registers) is not touched — the PHC keeps
+    /// running across a port reset — while the interrupt cause/mask pair is cleared. Linux
+    /// restores the time after a reset anyway (§5), so a driver cannot tell the difference.
+    pub(super) fn port_reset(&mut self) {
+        self.tsicr = 0;
+        self.tsim = 0;
+        self.ts_level = false;
+    }
+
+    /// SYSTIML read at true time `t`: samples the timer, latches the seconds for SYSTIMH.
+    pub(super) fn read_systiml(&mut self, t: u64) -> u32 {
+        let now = self.phc.time_at(t);
+        self.systimh_latch = now.sec;
+        now.nsec
+    }
+
+    /// SYSTIMH read: the seconds latched by the last SYSTIML read (stale if SYSTIML was not
+    /// read first — the reason drivers always read L then H).
+    pub(super) fn systimh(&self) -> u32 {
+        self.systimh_latch
+    }
+
+    /// SYSTIML without side effects (test inspection): the current nanoseconds.
+    pub(super) fn peek_systiml(&self, t: u64) -> u32 {
+        self.phc.time_at(t).nsec
+    }
+
+    /// SYSTIML write: held, the timer is not touched yet.
+    pub(super) fn write_systiml(&mut self, v: u32) {
+        self.systiml_hold = v;
+    }
+
+    /// SYSTIMH write: commits (SYSTIMH, held SYSTIML) at once, so settime is atomic (§3 \[U\]:
+    /// "a model should apply the pair then"). A SYSTIMH write with no SYSTIML write before it
+    /// uses the last value written to SYSTIML (a holding register; 0 after power-on) \[U\].
+    /// A nanosecond value ≥ 1e9 is not rejected: it carries into the seconds \[U\].
+    pub(super) fn write_systimh(&mut self, t: u64, v: u32) {
+        let ns = v as u64 * NS_PER_S + self.systiml_hold as u64;
+        self.phc.set_ns(t, ns);
+    }
+
+    /// The value the next SYSTIML/SYSTIMH read pair would return at `t` (inspection).
+    pub(super) fn time_at(&self, t: u64) -> SysTime {
+        self.phc.time_at(t)
+    }
+
+    /// TSAUXC write: DISABLE0 (b31) stops/restarts timer 0 (§2.3); the other bits (target
+    /// times, clock outputs, auxiliary stamps, timers 1–3) are stored only.
+    pub(super) fn write_tsauxc(&mut self, t: u64, v: u32) {
+        self.tsauxc = v;
+        self.phc.set_running(t, v & tsauxc::DISABLE0 == 0);
+    }
+
+    /// TSICR read: read-to-clear (§2.4, SDM §8.16.1 as cited by the 2024 fixes).
+    pub(super) fn read_tsicr(&mut self) -> u32 {
+        std::mem::take(&mut self.tsicr)
+    }
+
+    /// TSICR write: write-1-to-clear (§2.4).
+    pub(super) fn write_tsicr(&mut self, v: u32) {
+        self.tsicr &= !v;
+    }
+
+    /// A time-sync event sets cause bits.
+    pub(super) fn raise(&mut self, bits: u32) {
+        self.tsicr |= bits;
+    }
+
+    /// True once when `TSICR & TSIM` goes from zero to non-zero. While any enabled cause
+    /// stays uncleared no new ICR.TS is produced: "TSICR must be cleared ... before another
+    /// ICR.Time_Sync can be raised" (§2.4, i210 datasheet as cited by linuxptp).
+    pub(super) fn take_ts_edge(&mut self) -> bool {
+        let level = self.tsicr & self.tsim != 0;
+        let edge = level && !self.ts_level;
+        self.ts_level = level;
+        edge
+    }
+}

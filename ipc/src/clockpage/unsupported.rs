@@ -1,0 +1,23 @@
+//! Clock page backing for OSes without one yet (Redox: to be the `fmap` of a scheme).
+
+use std::path::Path;
+
+use super::{ClockPageError, Page};
+
+pub(super) struct Mapping {
+    page: Page,
+}
+
+impl Mapping {
+    pub(super) fn create(_path: &Path) -> Result<Self, ClockPageError> {
+        Err(ClockPageError::Unsupported)
+    }
+
+    pub(super) fn open(_path: &Path) -> Result<Self, ClockPageError> {
+        Err(ClockPageError::Unsupported)
+    }
+
+    pub(super) fn page(&self) -> &Page {
+        &self.page
+    }
+}

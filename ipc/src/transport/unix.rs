@@ -1,0 +1,397 @@
+//! Linux host transport: Unix-domain SOCK_SEQPACKET sockets (DESIGN.md §2).
+//!
+//! SOCK_SEQPACKET keeps message boundaries, is connection-oriented (a peer that dies is seen at
+//! once as EOF, unlike SOCK_DGRAM) and carries peer credentials (SO_PEERCRED), which is what the
+//! clock scheme's privilege check uses. Plain libc, no extra crates.
+//!
+//! All sockets are CLOEXEC and non-blocking; waiting is done by poll(2) with remaining-time
+//! accounting, so a timeout bounds the whole call even across EINTR and spurious wake-ups, and
+//! several threads may send on one socket concurrently without one blocking inside send(2) after
+//! another took the space poll(2) announced.
+
+use std::ffi::c_int;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::{Transport, TransportError, check_send_len};
+use crate::wire::MAX_MESSAGE;
+
+/// Credentials of the process at the other end, as the kernel recorded them (SO_PEERCRED): for
+/// an accepted connection the client at connect(2) time, for a client the server at listen(2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerCred {
+    pub pid: i32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+fn os_err(what: &str, path: Option<&Path>, e: &io::Error) -> TransportError {
+    match path {
+        Some(p) => TransportError::Io(format!("{what} {}: {e}", p.display())),
+        None => TransportError::Io(format!("{what}: {e}")),
+    }
+}
+
+/// Converts a syscall's -1 into the errno as `io::Error`.
+fn cvt(rc: c_int) -> io::Result<c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// A fresh non-blocking, close-on-exec SOCK_SEQPACKET socket.
+fn new_socket() -> Result<OwnedFd, TransportError> {
+    let ty = libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+    // Safety: plain syscall with constant arguments; no memory is passed.
+    let fd = cvt(unsafe { libc::socket(libc::AF_UNIX, ty, 0) })
+        .map_err(|e| os_err("socket", None, &e))?;
+    // Safety: `fd` was just returned by socket(2) and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `path` as a `sockaddr_un` and its length.
+fn sockaddr(path: &Path) -> Result<(libc::sockaddr_un, libc::socklen_t), TransportError> {
+    // Safety: sockaddr_un is a plain C struct for which all-zero bytes are a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    // One byte stays for the terminating NUL (already zero).
+    if bytes.is_empty() || bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(TransportError::Io(format!(
+            "socket path {} is empty, contains NUL or exceeds {} bytes",
+            path.display(),
+            addr.sun_path.len() - 1
+        )));
+    }
+    for (d, &s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = s as libc::c_char;
+    }
+    let len = std::mem::offset_of!(libc::sockaddr_un, sun_path) + bytes.len() + 1;
+    Ok((addr, len as libc::socklen_t))
+}
+
+/// `now + timeout`; `None` (wait forever) for no timeout or one too large to represent.
+fn deadline(timeout: Option<Duration>) -> Option<Instant> {
+    timeout.and_then(|t| Instant::now().checked_add(t))
+}
+
+/// Waits until `fd` reports one of `events` (or an error/hang-up, which the caller's next
+/// syscall reports), at most until `deadline`. Loops on EINTR with the remaining time.
+fn wait(fd: RawFd, events: libc::c_short, deadline: Option<Instant>) -> Result<(), TransportError> {
+    loop {
+        let ms: c_int = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(TransportError::Timeout);
+                }
+                // Round up so we never wake just before the deadline and spin.
+                left.as_nanos()
+                    .div_ceil(1_000_000)
+                    .try_into()
+                    .unwrap_or(c_int::MAX)
+            }
+        };
+        let mut p = libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        // Safety: `p` is one valid pollfd that outlives the call, matching nfds = 1.
+        match cvt(unsafe { libc::poll(&mut p, 1, ms) }) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(os_err("poll", None, &e)),
+            Ok(0) => continue, // timed out: the loop head turns it into Timeout
+            Ok(_) if p.revents & libc::POLLNVAL != 0 => {
+                return Err(TransportError::Io("poll: descriptor not open".into()));
+            }
+            Ok(_) => return Ok(()),
+        }
+    }
+}
+
+fn is_would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+/// errnos meaning the connection is gone.
+fn is_disconnect(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPIPE | libc::ECONNRESET | libc::ENOTCONN | libc::ESHUTDOWN)
+    )
+}
+
+/// A listening SOCK_SEQPACKET socket bound to a path. Removes the socket file when dropped
+/// (if the file is still the one it created).
+#[derive(Debug)]
+pub struct SeqpacketListener {
+    fd: OwnedFd,
+    path: PathBuf,
+    /// (device, inode) of the socket file we created, so Drop never removes a successor's.
+    file_id: (u64, u64),
+}
+
+impl SeqpacketListener {
+    /// Binds and listens at `path`.
+    ///
+    /// A socket file already at `path` is removed first if nothing listens on it (stale, from a
+    /// process that died); if a live listener answers, or the path is not a socket, binding
+    /// fails with `Io` rather than stealing or destroying it. The socket file gets mode 0666 so
+    /// unprivileged clients can connect: privilege is decided from the peer's credentials
+    /// (`accept` returns them), not from the file mode.
+    pub fn bind(path: impl AsRef<Path>) -> Result<Self, TransportError> {
+        let path = path.as_ref();
+        let (addr, len) = sockaddr(path)?;
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_socket() => match SeqpacketConn::connect(path) {
+                Ok(_) => {
+                    return Err(TransportError::Io(format!(
+                        "bind {}: another process is listening there",
+                        path.display()
+                    )));
+                }
+                Err(TransportError::NotFound(_)) => match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(os_err("remove stale socket", Some(path), &e));
+                    }
+                    _ => {}
+                },
+                Err(e) => return Err(e),
+            },
+            Ok(_) => {
+                return Err(TransportError::Io(format!(
+                    "bind {}: exists and is not a socket",
+                    path.display()
+                )));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(os_err("stat", Some(path), &e)),
+        }
+        let fd = new_socket()?;
+        // Safety: `addr` is a valid sockaddr_un of `len` bytes that outlives the call.
+        cvt(unsafe { libc::bind(fd.as_raw_fd(), (&raw const addr).cast(), len) })
+            .map_err(|e| os_err("bind", Some(path), &e))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+            .map_err(|e| os_err("chmod", Some(path), &e))?;
+        let m = std::fs::metadata(path).map_err(|e| os_err("stat", Some(path), &e))?;
+        // Safety: plain syscall on a socket we own.
+        cvt(unsafe { libc::listen(fd.as_raw_fd(), 64) })
+            .map_err(|e| os_err("listen", Some(path), &e))?;
+        Ok(SeqpacketListener {
+            fd,
+            path: path.to_owned(),
+            file_id: (m.dev(), m.ino()),
+        })
+    }
+
+    /// Accepts one connection and returns it with the client's credentials. `timeout: None`
+    /// waits forever.
+    pub fn accept(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<(SeqpacketConn, PeerCred), TransportError> {
+        let deadline = deadline(timeout);
+        loop {
+            let flags = libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+            let (addr, len) = (std::ptr::null_mut(), std::ptr::null_mut());
+            // Safety: null address/length pointers are allowed (the address is not wanted).
+            match cvt(unsafe { libc::accept4(self.fd.as_raw_fd(), addr, len, flags) }) {
+                Ok(fd) => {
+                    // Safety: `fd` was just returned by accept4(2) and nothing else owns it.
+                    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                    let conn = SeqpacketConn { fd };
+                    let cred = conn.peer_cred()?;
+                    return Ok((conn, cred));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // The client gave up before we accepted it: wait for the next one.
+                Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => {}
+                Err(e) if is_would_block(&e) => wait(self.fd.as_raw_fd(), libc::POLLIN, deadline)?,
+                Err(e) => return Err(os_err("accept", Some(&self.path), &e)),
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRawFd for SeqpacketListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for SeqpacketListener {
+    fn drop(&mut self) {
+        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
+            if (m.dev(), m.ino()) == self.file_id {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
+/// One connected SOCK_SEQPACKET endpoint. Closes its descriptor when dropped.
+#[derive(Debug)]
+pub struct SeqpacketConn {
+    fd: OwnedFd,
+}
+
+impl SeqpacketConn {
+    /// Connects to a listener at `path`. No listener there (the path does not exist, or a stale
+    /// socket file refuses) gives `TransportError::NotFound` naming the path and the errno; a
+    /// listener whose backlog is full gives `Io` (retry later) rather than blocking.
+    pub fn connect(path: impl AsRef<Path>) -> Result<Self, TransportError> {
+        let path = path.as_ref();
+        let (addr, len) = sockaddr(path)?;
+        let fd = new_socket()?;
+        loop {
+            // Safety: `addr` is a valid sockaddr_un of `len` bytes that outlives the call.
+            match cvt(unsafe { libc::connect(fd.as_raw_fd(), (&raw const addr).cast(), len) }) {
+                Ok(_) => return Ok(SeqpacketConn { fd }),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ECONNREFUSED)) => {
+                    return Err(TransportError::NotFound(format!("{}: {e}", path.display())));
+                }
+                Err(e) => return Err(os_err("connect", Some(path), &e)),
+            }
+        }
+    }
+
+    /// A connected pair (socketpair(2)), e.g. for a parent and the child it spawns.
+    pub fn pair() -> Result<(Self, Self), TransportError> {
+        let ty = libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+        let mut fds = [-1 as c_int; 2];
+        // Safety: `fds` is a writable array of two c_ints, as socketpair(2) requires.
+        cvt(unsafe { libc::socketpair(libc::AF_UNIX, ty, 0, fds.as_mut_ptr()) })
+            .map_err(|e| os_err("socketpair", None, &e))?;
+        // Safety: both descriptors were just created by socketpair(2) and nothing else owns them.
+        let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok((SeqpacketConn { fd: a }, SeqpacketConn { fd: b }))
+    }
+
+    /// The peer's credentials (SO_PEERCRED).
+    pub fn peer_cred(&self) -> Result<PeerCred, TransportError> {
+        let mut cred = libc::ucred {
+            pid: 0,
+            uid: 0,
+            gid: 0,
+        };
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        // Safety: `cred` and `len` are valid and writable; `len` holds the size of `cred`.
+        cvt(unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERCRED,
+                (&raw mut cred).cast(),
+                &mut len,
+            )
+        })
+        .map_err(|e| os_err("getsockopt(SO_PEERCRED)", None, &e))?;
+        Ok(PeerCred {
+            pid: cred.pid,
+            uid: cred.uid,
+            gid: cred.gid,
+        })
+    }
+}
+
+impl AsRawFd for SeqpacketConn {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Transport for SeqpacketConn {
+    fn send(&self, msg: &[u8], timeout: Option<Duration>) -> Result<(), TransportError> {
+        check_send_len(msg)?;
+        let deadline = deadline(timeout);
+        let flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
+        loop {
+            // Safety: `msg` is a valid readable buffer of `msg.len()` bytes for the call.
+            let rc =
+                unsafe { libc::send(self.fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), flags) };
+            if rc >= 0 {
+                // SOCK_SEQPACKET sends whole records or nothing.
+                return if rc as usize == msg.len() {
+                    Ok(())
+                } else {
+                    Err(TransportError::Io(format!(
+                        "send: short write {rc} of {}",
+                        msg.len()
+                    )))
+                };
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(libc::EMSGSIZE) => return Err(TransportError::TooLarge(msg.len())),
+                _ if is_would_block(&e) => wait(self.fd.as_raw_fd(), libc::POLLOUT, deadline)?,
+                _ if is_disconnect(&e) => return Err(TransportError::Disconnected),
+                _ => return Err(os_err("send", None, &e)),
+            }
+        }
+    }
+
+    fn recv(&self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<(), TransportError> {
+        buf.clear();
+        buf.reserve(MAX_MESSAGE);
+        let deadline = deadline(timeout);
+        // MSG_TRUNC makes recv return the record's real length even when it did not fit, so an
+        // oversized record is reported instead of being silently cut.
+        let flags = libc::MSG_DONTWAIT | libc::MSG_TRUNC;
+        loop {
+            let spare = buf.spare_capacity_mut();
+            // Safety: `spare` is writable memory of at least MAX_MESSAGE bytes (reserved above);
+            // recv writes at most that many.
+            let rc = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    spare.as_mut_ptr().cast(),
+                    MAX_MESSAGE,
+                    flags,
+                )
+            };
+            if rc > 0 {
+                let n = rc as usize;
+                if n > MAX_MESSAGE {
+                    return Err(TransportError::TooLarge(n));
+                }
+                // Safety: the kernel initialised the first `n` bytes of the spare capacity.
+                unsafe { buf.set_len(n) };
+                return Ok(());
+            }
+            if rc == 0 {
+                // EOF: the peer closed or either side shut down (empty records are never sent).
+                return Err(TransportError::Disconnected);
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => {}
+                _ if is_would_block(&e) => wait(self.fd.as_raw_fd(), libc::POLLIN, deadline)?,
+                _ if is_disconnect(&e) => return Err(TransportError::Disconnected),
+                _ => return Err(os_err("recv", None, &e)),
+            }
+        }
+    }
+
+    fn shutdown(&self) {
+        // Safety: plain syscall on a descriptor we own; it stays open (closed only on Drop), so
+        // no other file can be hit through a reused descriptor number.
+        let _ = unsafe { libc::shutdown(self.fd.as_raw_fd(), libc::SHUT_RDWR) };
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,251 @@
+//! ptpd's side of one driver channel: connects, reconnects after a driver restart, matches
+//! replies to requests by sequence number, and forwards unsolicited events.
+//!
+//! A request never waits on a dead driver: while disconnected it fails at once with
+//! `NoDevice`; a request in flight when the driver dies fails as soon as the channel closes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use ptp_ipc::transport::{Channel, ChannelError, Transport, TransportError};
+use ptp_ipc::{
+    ClockError, DriverError, DriverEvent, DriverReply, DriverRequest, DriverToPtpd, PtpdToDriver,
+    Seq,
+};
+
+/// Opens a new connection to the driver.
+pub trait Connector: Send + Sync + 'static {
+    type T: Transport + 'static;
+    fn connect(&self) -> Result<Self::T, TransportError>;
+    /// For logs.
+    fn describe(&self) -> String;
+}
+
+/// What ptpd knows about the driver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStatus {
+    pub connected: bool,
+    pub generation: u64,
+    pub connects: u64,
+    pub link_up: bool,
+    pub speed_mbps: u32,
+}
+
+type Chan<T> = Channel<T, PtpdToDriver, DriverToPtpd>;
+
+struct Shared<T: Transport> {
+    name: String,
+    conn: Mutex<Option<Arc<Chan<T>>>>,
+    pending: Mutex<HashMap<Seq, Sender<DriverReply>>>,
+    next_seq: AtomicU32,
+    status: Mutex<LinkStatus>,
+    stop: AtomicBool,
+    events: Option<Sender<DriverEvent>>,
+}
+
+fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One driver channel.
+pub struct DriverLink<C: Connector> {
+    shared: Arc<Shared<C::T>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Retry interval while the driver is absent: short, so a restarted driver is picked up within
+/// a fraction of a second.
+const RECONNECT_INTERVAL: Duration = Duration::from_millis(50);
+/// Sends to a driver are bounded like every other wait.
+const SEND_TIMEOUT: Duration = Duration::from_millis(200);
+
+impl<C: Connector> DriverLink<C> {
+    /// Starts the connection thread. Events (timestamps, frames, link) go to `events`.
+    pub fn start(name: &str, connector: C, events: Option<Sender<DriverEvent>>) -> Self {
+        let shared = Arc::new(Shared {
+            name: name.to_string(),
+            conn: Mutex::new(None),
+            pending: Mutex::new(HashMap::new()),
+            next_seq: AtomicU32::new(1),
+            status: Mutex::new(LinkStatus::default()),
+            stop: AtomicBool::new(false),
+            events,
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("link:{name}"))
+            .spawn(move || link_thread(&s, &connector))
+            .expect("spawn link thread");
+        Self {
+            shared,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub fn status(&self) -> LinkStatus {
+        *lock(&self.shared.status)
+    }
+
+    /// Sends `req` and waits at most `timeout` for its reply.
+    pub fn request(
+        &self,
+        req: DriverRequest,
+        timeout: Duration,
+    ) -> Result<DriverReply, ClockError> {
+        let Some(chan) = lock(&self.shared.conn).clone() else {
+            return Err(ClockError::NoDevice);
+        };
+        let generation = self.status().generation;
+        let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx): (Sender<DriverReply>, Receiver<DriverReply>) = bounded(1);
+        lock(&self.shared.pending).insert(seq, tx);
+        let sent = chan.send(&PtpdToDriver { seq, request: req }, Some(SEND_TIMEOUT));
+        let result = match sent {
+            Ok(()) => match rx.recv_timeout(timeout) {
+                Ok(reply) => Ok(reply),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(ClockError::Timeout),
+                // The link thread dropped our sender: the driver went away mid-request.
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    if self.status().generation != generation {
+                        Err(ClockError::Restarted)
+                    } else {
+                        Err(ClockError::NoDevice)
+                    }
+                }
+            },
+            Err(ChannelError::Transport(TransportError::Timeout)) => Err(ClockError::Timeout),
+            Err(ChannelError::Transport(TransportError::TooLarge(_))) => {
+                Err(ClockError::InvalidArgument)
+            }
+            Err(_) => Err(ClockError::NoDevice),
+        };
+        lock(&self.shared.pending).remove(&seq);
+        result
+    }
+
+    /// Sends a request whose reply nobody waits for (fire-and-forget frames); the reply, if any,
+    /// is discarded by the link thread.
+    pub fn post(&self, req: DriverRequest) -> Result<(), ClockError> {
+        let Some(chan) = lock(&self.shared.conn).clone() else {
+            return Err(ClockError::NoDevice);
+        };
+        let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);
+        chan.send(&PtpdToDriver { seq, request: req }, Some(SEND_TIMEOUT))
+            .map_err(|_| ClockError::NoDevice)
+    }
+}
+
+impl<C: Connector> Drop for DriverLink<C> {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(c) = lock(&self.shared.conn).take() {
+            c.shutdown();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Maps a driver's error to the clock scheme's.
+pub fn clock_error(e: &DriverError) -> ClockError {
+    match e {
+        DriverError::InvalidArgument | DriverError::BadFrame => ClockError::InvalidArgument,
+        DriverError::Unsupported => ClockError::Unsupported,
+        DriverError::Timeout => ClockError::Timeout,
+        DriverError::Busy => ClockError::Busy,
+        DriverError::Other(_) => ClockError::Io,
+    }
+}
+
+fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
+    let mut logged_absent = false;
+    while !s.stop.load(Ordering::Acquire) {
+        let t = match connector.connect() {
+            Ok(t) => t,
+            Err(e) => {
+                if !logged_absent {
+                    log::warn!(
+                        "{}: driver not reachable at {}: {e}",
+                        s.name,
+                        connector.describe()
+                    );
+                    logged_absent = true;
+                }
+                std::thread::sleep(RECONNECT_INTERVAL);
+                continue;
+            }
+        };
+        logged_absent = false;
+        let chan = Arc::new(Chan::new(t));
+        *lock(&s.conn) = Some(chan.clone());
+        {
+            let mut st = lock(&s.status);
+            st.connected = true;
+            st.connects += 1;
+        }
+        log::info!(
+            "{}: connected to driver at {}",
+            s.name,
+            connector.describe()
+        );
+        read_loop(s, &chan);
+        *lock(&s.conn) = None;
+        lock(&s.status).connected = false;
+        // Dropping the senders wakes every waiter at once.
+        lock(&s.pending).clear();
+        if !s.stop.load(Ordering::Acquire) {
+            log::warn!("{}: driver channel closed; reconnecting", s.name);
+        }
+    }
+}
+
+/// How long a read blocks before re-checking the stop flag.
+const READ_POLL: Duration = Duration::from_millis(200);
+
+fn read_loop<T: Transport>(s: &Shared<T>, chan: &Chan<T>) {
+    while !s.stop.load(Ordering::Acquire) {
+        match chan.recv(Some(READ_POLL)) {
+            Ok(DriverToPtpd::Reply { seq, reply }) => {
+                if let Some(tx) = lock(&s.pending).remove(&seq) {
+                    let _ = tx.try_send(reply);
+                }
+            }
+            Ok(DriverToPtpd::Event(ev)) => {
+                match &ev {
+                    DriverEvent::Restarted { generation } => {
+                        let mut st = lock(&s.status);
+                        if st.generation != 0 && st.generation != *generation {
+                            log::warn!("{}: driver restarted (generation {generation:#x})", s.name);
+                        }
+                        st.generation = *generation;
+                    }
+                    DriverEvent::Link { up, speed_mbps } => {
+                        let mut st = lock(&s.status);
+                        st.link_up = *up;
+                        st.speed_mbps = *speed_mbps;
+                    }
+                    _ => {}
+                }
+                if let Some(tx) = &s.events {
+                    // Never block the reader on a slow consumer; a dropped event is logged.
+                    if tx.try_send(ev).is_err() {
+                        log::warn!("{}: event queue full, event dropped", s.name);
+                    }
+                }
+            }
+            Err(ChannelError::Transport(TransportError::Timeout)) => {}
+            Err(ChannelError::Decode(e)) => {
+                log::warn!("{}: malformed message from driver: {e}", s.name)
+            }
+            Err(_) => return,
+        }
+    }
+}

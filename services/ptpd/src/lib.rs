@@ -1,0 +1,87 @@
+//! ptpd: the PTP service (DESIGN.md §6).
+//!
+//! It connects to one driver channel per clock ([`driver_link`]), survives driver restarts
+//! (reconnecting, and answering `NoDevice` while a driver is gone), and serves the clock scheme
+//! ([`scheme`]) to applications, which use the [`client`] library.
+
+pub mod client;
+pub mod config;
+pub mod driver_link;
+#[cfg(target_os = "linux")]
+pub mod platform_linux;
+pub mod scheme;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub const USAGE: &str = "\
+usage: ptpd -f CONFIG.toml
+  -f, --config PATH   configuration (see services/ptpd/src/config.rs)
+  --help
+";
+
+/// Entry point shared by the `ptpd` binary and `ptplab ptpd ...`.
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let path = match parse_args(args) {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("ptpd: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format(|buf, rec| {
+            use std::io::Write;
+            writeln!(buf, "ptpd: {}: {}", rec.level(), rec.args())
+        })
+        .try_init();
+    let config = match config::Config::load(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            log::error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Option<PathBuf>, String> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(args);
+    let mut path = None;
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Short('f') | Long("config") => {
+                path = Some(p.value().map_err(|e| e.to_string())?.into())
+            }
+            Long("help") | Short('h') => return Ok(None),
+            _ => return Err(arg.unexpected().to_string()),
+        }
+    }
+    path.map(Some)
+        .ok_or_else(|| "-f CONFIG is required".to_string())
+}
+
+/// Runs the service until it fails.
+pub fn run(config: config::Config) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        platform_linux::run(config)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = config;
+        Err("this platform has no clock scheme transport yet".into())
+    }
+}

@@ -1,0 +1,3 @@
+//! The lab: emulated hosts as real processes (DESIGN.md §7).
+pub mod lab;
+pub mod procs;

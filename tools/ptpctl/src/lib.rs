@@ -1,0 +1,302 @@
+//! ptpctl: phc_ctl-style verbs against ptpd's clock scheme (DESIGN.md §7).
+//!
+//! Every verb prints one human line, or with `--json` one JSON object per command.
+
+pub mod bench;
+pub mod units;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ptpd::client::{Client, ClientError, socket_path};
+use serde_json::{Value, json};
+
+pub const USAGE: &str = "\
+usage: ptpctl [--socket PATH] [--clock N] [--json] COMMAND [ARGS]
+commands (phc_ctl style):
+  get                 read the PHC
+  set [SECONDS]       set the PHC (default: to CLOCK_REALTIME)
+  adj SECONDS         step the PHC by SECONDS (may be negative)
+  freq PPB            set the frequency offset in ppb (absolute, from nominal)
+  cmp                 PHC minus CLOCK_REALTIME, from the tightest of 10 gettimex samples
+  caps                what the clock can do
+  status              driver, link and PTP port state
+  stats               driver counters
+  bench [-n N]        exact-path vs clock-page read latency (default N = 10000)
+options:
+  --socket PATH       ptpd's clock scheme (default $PTP_SOCKET, else /run/redox-ptp/ptp.sock)
+  --clock N           which clock (default 0)
+  --json              one JSON object per command
+";
+
+/// A parsed command line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Args {
+    pub socket: Option<PathBuf>,
+    pub clock: u32,
+    pub json: bool,
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Get,
+    Set(Option<u64>),
+    Adj(i64),
+    Freq(f64),
+    Cmp,
+    Caps,
+    Status,
+    Stats,
+    Bench { n: usize },
+}
+
+#[derive(Debug)]
+pub enum Error {
+    Usage(String),
+    Client(ClientError),
+    Other(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Usage(s) | Error::Other(s) => f.write_str(s),
+            Error::Client(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<ClientError> for Error {
+    fn from(e: ClientError) -> Self {
+        Error::Client(e)
+    }
+}
+
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Error> {
+    use lexopt::prelude::*;
+    let bad = |e: lexopt::Error| Error::Usage(e.to_string());
+    let mut p = lexopt::Parser::from_args(args);
+    let (mut socket, mut clock, mut json) = (None, 0u32, false);
+    let mut words: Vec<String> = Vec::new();
+    let mut n = 10_000usize;
+    while let Some(arg) = p.next().map_err(bad)? {
+        match arg {
+            Long("socket") => socket = Some(p.value().map_err(bad)?.into()),
+            Long("clock") => clock = p.value().map_err(bad)?.parse().map_err(bad)?,
+            Long("json") => json = true,
+            Short('n') => n = p.value().map_err(bad)?.parse().map_err(bad)?,
+            Long("help") | Short('h') => return Ok(None),
+            Value(v) => words.push(v.string().map_err(bad)?),
+            // Negative numbers ("adj -0.5") arrive as options; take them as words.
+            Short(c) if c.is_ascii_digit() || c == '.' => {
+                let rest = p.optional_value().map(|v| v.to_string_lossy().into_owned());
+                words.push(format!("-{c}{}", rest.unwrap_or_default()));
+            }
+            _ => return Err(bad(arg.unexpected())),
+        }
+    }
+    let need = |w: Option<&String>, what: &str| {
+        w.cloned()
+            .ok_or_else(|| Error::Usage(format!("missing {what}")))
+    };
+    let command = match words.first().map(String::as_str) {
+        None => return Err(Error::Usage("missing command".into())),
+        Some("get") => Command::Get,
+        Some("set") => Command::Set(match words.get(1) {
+            None => None,
+            Some(s) => {
+                let ns = units::parse_seconds(s).map_err(Error::Usage)?;
+                Some(u64::try_from(ns).map_err(|_| Error::Usage("time must be ≥ 0".into()))?)
+            }
+        }),
+        Some("adj") => {
+            let ns = units::parse_seconds(&need(words.get(1), "SECONDS")?).map_err(Error::Usage)?;
+            Command::Adj(i64::try_from(ns).map_err(|_| Error::Usage("step out of range".into()))?)
+        }
+        Some("freq") => {
+            let w = need(words.get(1), "PPB")?;
+            let ppb: f64 = w
+                .parse()
+                .map_err(|_| Error::Usage(format!("bad PPB {w:?}")))?;
+            if !ppb.is_finite() {
+                return Err(Error::Usage(format!("bad PPB {w:?}")));
+            }
+            Command::Freq(ppb)
+        }
+        Some("cmp") => Command::Cmp,
+        Some("caps") => Command::Caps,
+        Some("status") => Command::Status,
+        Some("stats") => Command::Stats,
+        Some("bench") => {
+            if n == 0 {
+                return Err(Error::Usage("-n must be > 0".into()));
+            }
+            Command::Bench { n }
+        }
+        Some(other) => return Err(Error::Usage(format!("unknown command {other:?}"))),
+    };
+    Ok(Some(Args {
+        socket,
+        clock,
+        json,
+        command,
+    }))
+}
+
+/// Entry point shared by the `ptpctl` binary and `ptplab ptpctl ...`.
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let args = match parse(args) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("ptpctl: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok((human, value)) => {
+            if args.json {
+                println!("{value}");
+            } else {
+                println!("{human}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            if args.json {
+                let code = match &e {
+                    Error::Client(c) => c.clock_error().map(|c| format!("{c:?}")),
+                    _ => None,
+                };
+                println!(
+                    "{}",
+                    json!({"ok": false, "error": e.to_string(), "code": code})
+                );
+            }
+            eprintln!("ptpctl: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs one command; returns the human line and the JSON object.
+pub fn run(args: &Args) -> Result<(String, Value), Error> {
+    let path = socket_path(args.socket.as_deref());
+    let c = Client::connect(&path)?;
+    let clock = args.clock;
+    Ok(match &args.command {
+        Command::Get => {
+            let ns = c.get(clock)?;
+            (
+                format!("clock time is {}", units::fmt_seconds(ns as i128)),
+                json!({"ok": true, "command": "get", "clock": clock, "ns": ns}),
+            )
+        }
+        Command::Set(t) => {
+            let ns = t.unwrap_or_else(ptp_ipc::time::realtime_ns);
+            c.set(clock, ns)?;
+            (
+                format!("set clock time to {}", units::fmt_seconds(ns as i128)),
+                json!({"ok": true, "command": "set", "clock": clock, "ns": ns}),
+            )
+        }
+        Command::Adj(d) => {
+            c.adj(clock, *d)?;
+            (
+                format!(
+                    "adjusted clock by {} seconds",
+                    units::fmt_seconds(*d as i128)
+                ),
+                json!({"ok": true, "command": "adj", "clock": clock, "delta_ns": d}),
+            )
+        }
+        Command::Freq(ppb) => {
+            let scaled = (ppb * 65.536).round() as i64;
+            c.freq(clock, scaled)?;
+            (
+                format!("adjusted clock frequency offset to {ppb} ppb"),
+                json!({"ok": true, "command": "freq", "clock": clock, "ppb": ppb, "scaled_ppm": scaled}),
+            )
+        }
+        Command::Cmp => {
+            let samples = c.gettimex(clock, 10)?;
+            let best = samples
+                .iter()
+                .min_by_key(|s| s.sys_after_ns.saturating_sub(s.sys_before_ns))
+                .ok_or_else(|| Error::Other("no samples".into()))?;
+            let mid = best.sys_before_ns as i128 / 2 + best.sys_after_ns as i128 / 2;
+            let offset = best.phc_ns as i128 - mid;
+            let window = best.sys_after_ns.saturating_sub(best.sys_before_ns);
+            (
+                format!("offset from CLOCK_REALTIME is {offset}ns (window {window}ns)"),
+                json!({"ok": true, "command": "cmp", "clock": clock, "offset_ns": offset as i64, "window_ns": window}),
+            )
+        }
+        Command::Caps => {
+            let k = c.caps(clock)?;
+            (
+                format!(
+                    "{} [{:04x}:{:04x}]\n  maximum frequency adjustment: {} ppb\n  TX timestamp sets: {}\n  RX filters: {:#x}\n  cross timestamping: {}\n  clock page: {}",
+                    k.part,
+                    k.vendor_id,
+                    k.device_id,
+                    k.max_adj_ppb,
+                    k.tx_ts_sets,
+                    k.rx_filters,
+                    k.cross_timestamp,
+                    if k.clock_page.is_empty() {
+                        "-"
+                    } else {
+                        &k.clock_page
+                    }
+                ),
+                json!({"ok": true, "command": "caps", "clock": clock, "part": k.part,
+                    "vendor_id": k.vendor_id, "device_id": k.device_id, "max_adj_ppb": k.max_adj_ppb,
+                    "tx_ts_sets": k.tx_ts_sets, "rx_filters": k.rx_filters,
+                    "cross_timestamp": k.cross_timestamp, "clock_page": k.clock_page}),
+            )
+        }
+        Command::Status => {
+            let s = c.status(clock)?;
+            let gm: String = s.grandmaster.iter().map(|b| format!("{b:02x}")).collect();
+            (
+                format!(
+                    "driver {} (generation {:#x}, {} connects), link {} {} Mb/s, port {:?}, offset {} ns, path delay {} ns, freq {:.3} ppb, gm {gm}, steps removed {}",
+                    if s.driver_up { "up" } else { "DOWN" },
+                    s.generation,
+                    s.connects,
+                    if s.link_up { "up" } else { "down" },
+                    s.link_speed_mbps,
+                    s.port_state,
+                    s.offset_ns,
+                    s.mean_path_delay_ns,
+                    s.freq_scaled_ppm as f64 / 65.536,
+                    s.steps_removed
+                ),
+                json!({"ok": true, "command": "status", "clock": clock, "driver_up": s.driver_up,
+                    "generation": s.generation, "connects": s.connects, "link_up": s.link_up,
+                    "link_speed_mbps": s.link_speed_mbps, "port_state": format!("{:?}", s.port_state),
+                    "offset_ns": s.offset_ns, "mean_path_delay_ns": s.mean_path_delay_ns,
+                    "freq_ppb": s.freq_scaled_ppm as f64 / 65.536, "grandmaster": gm,
+                    "steps_removed": s.steps_removed}),
+            )
+        }
+        Command::Stats => {
+            let s = c.stats(clock)?;
+            let v = json!({"ok": true, "command": "stats", "clock": clock,
+                "tx_requested": s.tx_requested, "tx_delivered": s.tx_delivered,
+                "tx_skipped": s.tx_skipped, "tx_timeouts": s.tx_timeouts, "tx_lost": s.tx_lost,
+                "quirk_recoveries": s.quirk_recoveries, "interrupts": s.interrupts,
+                "mmio_reads": s.mmio_reads, "mmio_writes": s.mmio_writes,
+                "tx_frames": s.tx_frames, "rx_frames": s.rx_frames,
+                "rx_timestamped": s.rx_timestamped, "rx_other": s.rx_other});
+            (format!("{s:?}"), v)
+        }
+        Command::Bench { n } => bench::run(&c, clock, *n)?,
+    })
+}
