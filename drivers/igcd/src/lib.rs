@@ -70,6 +70,7 @@ fn init_logging(prog: &str, name: &str) {
 }
 
 /// Opens the device the options name and runs the daemon until it fails.
+#[cfg_attr(not(feature = "emulate"), allow(unused_variables))]
 pub fn run(opts: Options) -> Result<(), Error> {
     #[cfg(feature = "emulate")]
     if let Some(model) = opts.emulate {

@@ -4,6 +4,9 @@
 //! (reconnecting, and answering `NoDevice` while a driver is gone), and serves the clock scheme
 //! ([`scheme`]) to applications, which use the [`client`] library.
 
+// The client library speaks the Linux host transport; the Redox scheme client comes with the
+// Redox port.
+#[cfg(target_os = "linux")]
 pub mod client;
 pub mod config;
 pub mod driver_link;
