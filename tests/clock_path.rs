@@ -266,7 +266,12 @@ fn killing_igcd_gives_enodev_promptly_and_recovers_on_restart() {
         st.generation, gen1,
         "a restarted driver must report a new generation"
     );
-    assert_eq!(st.connects, 2);
+    assert_eq!(
+        st.connects,
+        2,
+        "ptpd reconnected more than once:\n{}",
+        h.logs()
+    );
 }
 
 #[test]

@@ -185,18 +185,9 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
         };
         logged_absent = false;
         let chan = Arc::new(Chan::new(t));
-        *lock(&s.conn) = Some(chan.clone());
-        {
-            let mut st = lock(&s.status);
-            st.connected = true;
-            st.connects += 1;
-        }
-        log::info!(
-            "{}: connected to driver at {}",
-            s.name,
-            connector.describe()
-        );
-        read_loop(s, &chan);
+        // The session counts as up only when the driver's hello (`Restarted`) arrives: a dying
+        // driver's listener can still accept a connection it will never serve.
+        read_loop(s, &chan, &connector.describe());
         *lock(&s.conn) = None;
         lock(&s.status).connected = false;
         // Dropping the senders wakes every waiter at once.
@@ -210,7 +201,7 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
 /// How long a read blocks before re-checking the stop flag.
 const READ_POLL: Duration = Duration::from_millis(200);
 
-fn read_loop<T: Transport>(s: &Shared<T>, chan: &Chan<T>) {
+fn read_loop<T: Transport>(s: &Shared<T>, chan: &Arc<Chan<T>>, describe: &str) {
     while !s.stop.load(Ordering::Acquire) {
         match chan.recv(Some(READ_POLL)) {
             Ok(DriverToPtpd::Reply { seq, reply }) => {
@@ -226,6 +217,11 @@ fn read_loop<T: Transport>(s: &Shared<T>, chan: &Chan<T>) {
                             log::warn!("{}: driver restarted (generation {generation:#x})", s.name);
                         }
                         st.generation = *generation;
+                        st.connected = true;
+                        st.connects += 1;
+                        drop(st);
+                        *lock(&s.conn) = Some(chan.clone());
+                        log::info!("{}: connected to driver at {describe}", s.name);
                     }
                     DriverEvent::Link { up, speed_mbps } => {
                         let mut st = lock(&s.status);
