@@ -1,0 +1,235 @@
+//! The igc driver logic against the emulated i225 in deterministic mode (a virtual clock the
+//! test advances): bring-up, PHC operations and their exact register costs, the "other" vector.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use intel_common::clock::{Phc, ppb_to_scaled_ppm};
+use intel_common::igc::{self, Igc};
+use intel_common::{HwError, Regs};
+use intel_regs::igc as r;
+use ptp_emu::clock::VirtualClock;
+use ptp_emu::igc::{I225, I225Config};
+use ptp_pci::emulated::{EmuBar, EmuFunction, EmuIrq};
+use ptp_pci::{IrqVector, IrqWait, Mmio, PciFunction};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+
+struct Rig {
+    clock: VirtualClock,
+    func: EmuFunction<I225>,
+    regs: Arc<Regs<EmuBar<I225>>>,
+    other: EmuIrq,
+}
+
+fn rig() -> Rig {
+    let clock = VirtualClock::new(0);
+    let mut func = EmuFunction::new(I225::new(I225Config::i225(clock.source())), "test");
+    let regs = Arc::new(Regs::new(func.map_bar(0).unwrap()));
+    igc::reset(&regs).unwrap();
+    let mut v = func.alloc_vectors(igc::VECTORS).unwrap();
+    let other = v.swap_remove(igc::VECTOR_OTHER as usize);
+    let link = igc::link_up(&regs, Duration::from_millis(10));
+    assert!(link.up);
+    assert_eq!(link.speed_mbps, 2500);
+    igc::enable_msix(&regs);
+    igc::ptp_reset(&regs, T0);
+    Rig {
+        clock,
+        func,
+        regs,
+        other,
+    }
+}
+
+fn phc(rig: &Rig) -> Phc<EmuBar<I225>, Igc> {
+    Phc::new(rig.regs.clone(), Igc)
+}
+
+#[test]
+fn bring_up_programs_the_model() {
+    let rig = rig();
+    rig.func.with_device(|d| {
+        assert_eq!(d.phc_now_ns(), T0);
+        assert!(d.link_up());
+        assert_eq!(d.peek(r::TSIM), r::tsicr::TXTS);
+        assert_ne!(d.peek(r::IMS) & r::icr::TS, 0);
+        assert_ne!(d.peek(r::CTRL_EXT) & r::ctrl_ext::DRV_LOAD, 0);
+        assert_eq!(d.peek(r::IVAR_MISC), (igc::VECTOR_OTHER as u32 | 0x80) << 8);
+        assert_eq!(d.tsauxc(), 0);
+        assert_eq!(d.port_resets(), 1);
+    });
+}
+
+#[test]
+fn gettime_and_gettimex_cost_exactly_two_systim_reads_per_sample() {
+    let rig = rig();
+    let phc = phc(&rig);
+    rig.clock.advance(1_234_567_890);
+    rig.func.with_device(|d| d.reset_counters());
+    let before = rig.regs.reads();
+
+    let s = phc.gettime();
+    assert_eq!(s.phc_ns, T0 + 1_234_567_890);
+    assert_eq!(rig.regs.reads() - before, 2);
+
+    let samples = phc.gettimex(25).unwrap();
+    assert_eq!(samples.len(), 25);
+    assert!(samples.iter().all(|s| s.phc_ns == T0 + 1_234_567_890));
+    assert!(samples.iter().all(|s| s.sys_before_ns <= s.sys_after_ns));
+    assert_eq!(rig.regs.reads() - before, 2 + 2 * 25);
+    rig.func.with_device(|d| {
+        assert_eq!(d.reads(r::SYSTIML), 26);
+        assert_eq!(d.reads(r::SYSTIMH), 26);
+        // Nothing else was read: no SYSTIMR, no status polls.
+        assert_eq!(d.total_reads(), 52);
+    });
+    assert!(matches!(phc.gettimex(0), Err(HwError::InvalidArgument(_))));
+    assert!(matches!(phc.gettimex(26), Err(HwError::InvalidArgument(_))));
+}
+
+#[test]
+fn gettimex_pairs_are_consistent_across_a_second_boundary() {
+    // The latch makes L and H one sample even when the clock crosses a second between them;
+    // with the virtual clock we can put the boundary exactly there.
+    let rig = rig();
+    let phc = phc(&rig);
+    rig.clock.advance(999_999_999 - (T0 % 1_000_000_000));
+    let l = rig.regs.read(r::SYSTIML);
+    rig.clock.advance(10);
+    let h = rig.regs.read(r::SYSTIMH);
+    assert_eq!(
+        h as u64 * 1_000_000_000 + l as u64,
+        T0 - T0 % 1_000_000_000 + 999_999_999
+    );
+    assert_eq!(
+        phc.gettime().phc_ns,
+        T0 - T0 % 1_000_000_000 + 1_000_000_009
+    );
+}
+
+#[test]
+fn settime_writes_l_then_h_and_takes_effect() {
+    let rig = rig();
+    let phc = phc(&rig);
+    rig.func.with_device(|d| d.reset_counters());
+    phc.settime(42_000_000_007).unwrap();
+    rig.func.with_device(|d| {
+        assert_eq!(d.phc_now_ns(), 42_000_000_007);
+        assert_eq!((d.writes(r::SYSTIML), d.writes(r::SYSTIMH)), (1, 1));
+        // No read was needed to publish the new anchor.
+        assert_eq!(d.total_reads(), 0);
+    });
+    let last = phc.last_sample().unwrap();
+    assert_eq!(last.phc_ns, 42_000_000_007);
+    assert!(matches!(
+        phc.settime(u64::MAX),
+        Err(HwError::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn adjtime_steps_by_the_amount() {
+    let rig = rig();
+    let phc = phc(&rig);
+    for delta in [1_000_000_000i64, -333, 5] {
+        let before = rig.func.with_device(|d| d.phc_now_ns());
+        phc.adjtime(delta).unwrap();
+        let after = rig.func.with_device(|d| d.phc_now_ns());
+        // The virtual clock stands still; igcd adds back the host time that passed between its
+        // read and its write (microseconds here), which a frozen model does not see.
+        let err = after as i128 - before as i128 - delta as i128;
+        assert!(
+            (0..1_000_000).contains(&err),
+            "delta {delta}: off by {err} ns"
+        );
+    }
+    assert!(matches!(
+        phc.adjtime(-(T0 as i64) - 10_000_000_000),
+        Err(HwError::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn adjfine_programs_timinca_and_the_model_follows() {
+    let rig = rig();
+    let phc = phc(&rig);
+    let scaled = ppb_to_scaled_ppm(100_000.0); // +100 ppm
+    phc.adjfine(scaled).unwrap();
+    let expect = igc::timinca_for(scaled);
+    assert_eq!(rig.func.with_device(|d| d.timinca()), expect);
+    // Over 1 s of true time the PHC gains INCVALUE · 2^-32 / 3.2 ns per ns.
+    let t = rig.func.with_device(|d| d.phc_now_ns());
+    rig.clock.advance(1_000_000_000);
+    let gained = rig.func.with_device(|d| d.phc_now_ns()) - t - 1_000_000_000;
+    let model = (expect as u128 * 1_000_000_000 * 1000 / (1u128 << 32) / 3200) as u64;
+    assert!(
+        gained.abs_diff(model) <= 1,
+        "gained {gained} ns, expected {model}"
+    );
+    assert!((99_990..=100_000).contains(&gained), "{gained}");
+
+    // Negative, then out of range: refused, register untouched.
+    phc.adjfine(-scaled).unwrap();
+    assert_eq!(
+        rig.func.with_device(|d| d.timinca()),
+        expect | r::timinca::ISGN
+    );
+    let too_big = ppb_to_scaled_ppm(62_500_000.0);
+    assert!(matches!(
+        phc.adjfine(too_big),
+        Err(HwError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        phc.adjfine(i64::MIN),
+        Err(HwError::InvalidArgument(_))
+    ));
+    assert_eq!(
+        rig.func.with_device(|d| d.timinca()),
+        expect | r::timinca::ISGN
+    );
+    assert_eq!(phc.freq_scaled_ppm(), -scaled);
+}
+
+#[test]
+fn time_sync_cause_wakes_the_other_vector_and_rearms() {
+    let rig = rig();
+    let _ = igc::read_other_causes(&rig.regs);
+    igc::rearm_other(&rig.regs);
+    let _ = rig.other.wait(Duration::from_millis(1));
+    rig.func
+        .with_device_host(|d, host| d.raise_tsicr(r::tsicr::TXTS, host));
+    assert_eq!(rig.other.wait(Duration::from_secs(1)), IrqWait::Fired);
+    let causes = igc::read_other_causes(&rig.regs);
+    assert_ne!(causes.icr & r::icr::TS, 0);
+    assert_eq!(causes.tsicr, r::tsicr::TXTS);
+    // Read-to-clear: a second read sees nothing.
+    assert_eq!(igc::read_other_causes(&rig.regs).icr & r::icr::TS, 0);
+    igc::rearm_other(&rig.regs);
+    // After re-arming, the next cause fires again.
+    rig.func
+        .with_device_host(|d, host| d.raise_tsicr(r::tsicr::TXTS, host));
+    assert_eq!(rig.other.wait(Duration::from_secs(1)), IrqWait::Fired);
+}
+
+/// A device that never finishes its NVM auto-read.
+struct Dead;
+impl Mmio for Dead {
+    fn read32(&self, _offset: u32) -> u32 {
+        0
+    }
+    fn write32(&self, _offset: u32, _value: u32) {}
+}
+
+#[test]
+fn a_device_that_never_answers_gives_a_bounded_timeout() {
+    let regs = Regs::new(Dead);
+    let t = Instant::now();
+    let err = igc::reset(&regs).unwrap_err();
+    assert!(
+        matches!(err, HwError::Timeout { what, .. } if what.contains("AUTO_RD")),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(2));
+    assert!(!igc::link_up(&regs, Duration::from_millis(20)).up);
+}
