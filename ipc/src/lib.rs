@@ -7,6 +7,7 @@
 //! - [`clockpage`]: the seqlock-protected read-only clock page;
 //! - [`time`]: the host clocks the whole project uses.
 pub mod clockpage;
+pub mod frame;
 pub mod msg;
 #[cfg(unix)]
 pub mod time;

@@ -1,40 +1,79 @@
-//! Bring-up and the driver's threads, independent of the transport that carries requests.
+//! Bring-up, the data path and the driver's threads, independent of the transport that
+//! carries requests (DESIGN.md §5).
+//!
+//! Threads:
+//! - the caller's thread serves ptpd's requests ([`Device::handle`]), including `SendPtp`, which
+//!   reserves a TX timestamp set and posts the frame;
+//! - `irq-other` blocks on the "other" MSI-X vector: link changes and TX timestamps, retrieved
+//!   right there (seed 000 patch 3/4), never in a deferred worker;
+//! - `queues` blocks on the queue vector: received frames to ptpd, TX descriptor reclaim;
+//! - `watchdog`: frees TX timestamp sets older than the timeout and refreshes the clock page.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use intel_common::Regs;
 use intel_common::clock::{PageSample, Phc};
 use intel_common::igc::{self, Igc, Link};
-use intel_common::service::{self, Counters, NoDataPath};
+use intel_common::ring::{BUF_LEN, RxRing, TxRing};
+use intel_common::service::{self, Counters, DataPath};
+use intel_common::txts::{Reservation, TxTimestamps};
+use intel_common::Regs;
+use intel_regs::igc as r;
 use intel_regs::ids::Part;
-use ptp_ipc::{Caps, DriverEvent, DriverReply, DriverRequest, RxFilter};
+use ptp_ipc::time::mono_ns;
+use ptp_ipc::{Caps, DriverError, DriverEvent, DriverReply, DriverRequest, LostReason, RxFilter};
 use ptp_pci::{IrqVector, IrqWait, PciFunction};
 
 use crate::{Error, Options};
 
-/// Where the IRQ thread and the watchdog send events (the current ptpd connection, if any).
+/// Where the driver's threads send events (the current ptpd connection, if any).
 pub trait EventSink: Send + Sync + 'static {
     fn send(&self, ev: DriverEvent);
 }
 
-/// How often the watchdog refreshes the clock page (and, with timestamping, checks slots).
+/// How often the watchdog runs.
 pub const WATCHDOG_PERIOD: Duration = Duration::from_millis(100);
-/// How long the IRQ thread blocks before re-checking the stop flag.
+/// How long the IRQ threads block before re-checking the stop flag (and, for the queue
+/// thread, polling the ring in case an interrupt was lost).
 const IRQ_WAIT: Duration = Duration::from_millis(100);
+/// Descriptors per ring.
+const RING_LEN: usize = 256;
+/// Frames handled per queue-thread pass before re-arming.
+const RX_BUDGET: usize = 64;
+/// Smallest and largest frame accepted from ptpd (no FCS).
+const MIN_FRAME: usize = 14;
+const MAX_FRAME: usize = 1514;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A brought-up i225/i226.
 pub struct Device<F: PciFunction> {
-    /// Kept so the mapping and vectors stay valid for the daemon's life.
+    /// Kept so the mappings, vectors and DMA stay valid for the daemon's life.
     pub func: F,
     pub part: &'static Part,
     pub regs: Arc<Regs<F::Bar>>,
     pub phc: Arc<Phc<F::Bar, Igc>>,
     pub counters: Arc<Counters>,
     pub caps: Caps,
-    pub irq_other: Arc<F::Irq>,
-    pub link: Link,
+    pub data: Arc<Data<F::Bar>>,
+    irq_other: Arc<F::Irq>,
+    irq_queues: Arc<F::Irq>,
+}
+
+/// The data path state shared by the request thread and the IRQ threads.
+pub struct Data<M: ptp_pci::Mmio> {
+    regs: Arc<Regs<M>>,
+    counters: Arc<Counters>,
+    tx: Mutex<TxRing>,
+    rx: Mutex<RxRing>,
+    pub txts: TxTimestamps,
+    rx_filter: AtomicU8,
+    speed_mbps: AtomicU32,
+    link_up: AtomicBool,
+    tx_ts_timeout_ns: u64,
 }
 
 impl<F: PciFunction> Device<F> {
@@ -60,95 +99,298 @@ impl<F: PciFunction> Device<F> {
         igc::reset(&regs)?;
         let mut vectors = func.alloc_vectors(igc::VECTORS)?;
         let irq_other = Arc::new(vectors.swap_remove(igc::VECTOR_OTHER as usize));
+        let irq_queues = Arc::new(vectors.swap_remove(igc::VECTOR_QUEUES as usize));
         let link = igc::link_up(&regs, opts.link_wait);
         log::info!(
             "link {} {} Mb/s",
             if link.up { "up" } else { "down" },
             link.speed_mbps
         );
+        let tx = TxRing::new(&mut func, RING_LEN)?;
+        let rx = RxRing::new(&mut func, RING_LEN)?;
+        igc::setup_tx(&regs, &tx);
+        igc::setup_rx(&regs, &rx);
         igc::enable_msix(&regs);
+        igc::enable_queue_irqs(&regs);
         // The PHC starts at the host's wall-clock time, as Linux's igc_ptp_reset does.
         igc::ptp_reset(&regs, ptp_ipc::time::realtime_ns());
         let phc = Arc::new(Phc::new(regs.clone(), Igc).with_publisher(publish));
-        let first = phc.gettime();
-        log::info!("PHC running, {} ns", first.phc_ns);
+        log::info!("PHC running, {} ns", phc.gettime().phc_ns);
+        let counters = Arc::new(Counters::default());
+        let txts = TxTimestamps::new(igc::TS_REGS, opts.tx_ts_sets);
+        // TX timestamping is on from the start, as a PTP NIC is used; RX stays NONE until asked
+        // for (seed 002: stamping every frame costs throughput).
+        txts.enable(&regs, igc::TSYNCTXCTL_ON);
+        igc::apply_rx_filter(&regs, RxFilter::None)?;
         let caps = Caps {
             part: part.name.to_string(),
             vendor_id: ids.vendor,
             device_id: ids.device,
-            max_adj_ppb: intel_regs::igc::MAX_ADJ_PPB,
-            tx_ts_sets: 0,
-            rx_filters: 1 << RxFilter::None as u8,
+            max_adj_ppb: r::MAX_ADJ_PPB,
+            tx_ts_sets: txts.sets(),
+            rx_filters: [
+                RxFilter::None,
+                RxFilter::All,
+                RxFilter::PtpV2Event,
+                RxFilter::PtpV2L2Event,
+                RxFilter::PtpV2L4Event,
+            ]
+            .iter()
+            .fold(0, |m, f| m | 1 << *f as u8),
             n_ext_ts: 0,
             n_per_out: 0,
             cross_timestamp: true,
             clock_page,
         };
+        log::info!(
+            "TX timestamping on ({} set{}), RX filter NONE",
+            txts.sets(),
+            if txts.sets() == 1 { "" } else { "s" }
+        );
+        let data = Arc::new(Data {
+            regs: regs.clone(),
+            counters: counters.clone(),
+            tx: Mutex::new(tx),
+            rx: Mutex::new(rx),
+            txts,
+            rx_filter: AtomicU8::new(RxFilter::None as u8),
+            speed_mbps: AtomicU32::new(link.speed_mbps),
+            link_up: AtomicBool::new(link.up),
+            tx_ts_timeout_ns: opts.tx_ts_timeout.as_nanos() as u64,
+        });
         Ok(Self {
             func,
             part,
             regs,
             phc,
-            counters: Arc::new(Counters::default()),
+            counters,
             caps,
+            data,
             irq_other,
-            link,
+            irq_queues,
         })
     }
 
-    /// Executes one request from ptpd.
-    pub fn handle(&self, req: DriverRequest) -> DriverReply {
-        service::dispatch(&self.phc, &self.caps, &self.counters, &NoDataPath, req)
+    /// The link as last seen.
+    pub fn link(&self) -> Link {
+        Link {
+            up: self.data.link_up.load(Ordering::Relaxed),
+            speed_mbps: self.data.speed_mbps.load(Ordering::Relaxed),
+        }
     }
 
-    /// Starts the IRQ thread and the watchdog; they run until `stop` is set.
+    /// Executes one request from ptpd; events it causes (lost timestamps) go to `sink`.
+    pub fn handle<S: EventSink>(&self, req: DriverRequest, sink: &S) -> DriverReply {
+        let dp = Requests {
+            data: &self.data,
+            sink,
+        };
+        let mut reply = service::dispatch(&self.phc, &self.caps, &self.counters, &dp, req);
+        if let DriverReply::Stats(s) = &mut reply {
+            let c = self.data.txts.counters();
+            s.tx_requested = c.requested;
+            s.tx_skipped = c.skipped;
+            s.tx_timeouts = c.timeouts;
+        }
+        reply
+    }
+
+    /// Starts the IRQ threads and the watchdog; they run until `stop` is set.
     pub fn start_threads<S: EventSink>(
         &self,
         sink: Arc<S>,
         stop: Arc<AtomicBool>,
     ) -> Vec<std::thread::JoinHandle<()>> {
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .expect("spawn driver thread")
+        };
         let mut threads = Vec::new();
         {
-            let regs = self.regs.clone();
-            let irq = self.irq_other.clone();
-            let counters = self.counters.clone();
-            let stop = stop.clone();
-            let sink = sink.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("irq-other".into())
-                    .spawn(move || irq_thread(&regs, &*irq, &counters, &*sink, &stop))
-                    .expect("spawn IRQ thread"),
+            let (data, irq, sink, stop) = (
+                self.data.clone(),
+                self.irq_other.clone(),
+                sink.clone(),
+                stop.clone(),
             );
+            threads.push(spawn(
+                "irq-other",
+                Box::new(move || irq_other_thread(&data, &*irq, &*sink, &stop)),
+            ));
         }
         {
-            let phc = self.phc.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("watchdog".into())
-                    .spawn(move || {
-                        while !stop.load(Ordering::Relaxed) {
-                            // A fresh sample keeps the clock page and its rate estimate current.
-                            phc.gettime();
-                            std::thread::sleep(WATCHDOG_PERIOD);
-                        }
-                    })
-                    .expect("spawn watchdog"),
+            let (data, irq, sink, stop) = (
+                self.data.clone(),
+                self.irq_queues.clone(),
+                sink.clone(),
+                stop.clone(),
             );
+            threads.push(spawn(
+                "queues",
+                Box::new(move || queue_thread(&data, &*irq, &*sink, &stop)),
+            ));
+        }
+        {
+            let (data, phc) = (self.data.clone(), self.phc.clone());
+            threads.push(spawn(
+                "watchdog",
+                Box::new(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        for lost in data.txts.expire(&data.regs, mono_ns(), data.tx_ts_timeout_ns)
+                        {
+                            log::warn!("TX timestamp for cookie {} timed out", lost.cookie);
+                            data.lost(&*sink, lost.cookie, lost.reason);
+                        }
+                        // A fresh sample keeps the clock page and its rate estimate current.
+                        phc.gettime();
+                        std::thread::sleep(WATCHDOG_PERIOD);
+                    }
+                }),
+            ));
         }
         threads
     }
 }
 
-/// The IRQ thread: the only place the "other" causes are read. Time-sync causes are handled
-/// here, never deferred (seed 000, patch 3/4).
-fn irq_thread<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
-    regs: &Regs<M>,
+impl<M: ptp_pci::Mmio> Data<M> {
+    fn lost<S: EventSink + ?Sized>(&self, sink: &S, cookie: u64, reason: LostReason) {
+        Counters::bump(&self.counters.tx_lost);
+        sink.send(DriverEvent::TxTimestampLost { cookie, reason });
+    }
+
+    fn rx_filter(&self) -> RxFilter {
+        match self.rx_filter.load(Ordering::Relaxed) {
+            1 => RxFilter::All,
+            2 => RxFilter::PtpV2Event,
+            3 => RxFilter::PtpV2L2Event,
+            4 => RxFilter::PtpV2L4Event,
+            _ => RxFilter::None,
+        }
+    }
+
+    /// Latency compensation for the current link speed (reference §8.4).
+    fn latency(&self) -> (u64, u64) {
+        let (tx, rx) = r::latency_ns(self.speed_mbps.load(Ordering::Relaxed));
+        (tx as u64, rx as u64)
+    }
+
+    /// Sends one frame, asking for a TX timestamp when `want_ts`.
+    fn send<S: EventSink + ?Sized>(
+        &self,
+        cookie: u64,
+        want_ts: bool,
+        frame: &[u8],
+        sink: &S,
+    ) -> DriverReply {
+        if !(MIN_FRAME..=MAX_FRAME).contains(&frame.len()) {
+            return DriverReply::Error(DriverError::BadFrame);
+        }
+        if !self.link_up.load(Ordering::Relaxed) {
+            if want_ts {
+                self.lost(sink, cookie, LostReason::NotSent);
+            }
+            return DriverReply::Error(DriverError::Busy);
+        }
+        let (cmd, lost) = if want_ts {
+            match self.txts.reserve(cookie, mono_ns()) {
+                Reservation::Set(s) => (igc::tx_tstamp_cmd(s), None),
+                Reservation::Skipped => (0, Some(LostReason::NoFreeSlot)),
+                Reservation::Disabled => (0, Some(LostReason::Disabled)),
+            }
+        } else {
+            (0, None)
+        };
+        let posted = {
+            let mut tx = lock(&self.tx);
+            tx.reclaim();
+            tx.post(frame, cmd)
+        };
+        match posted {
+            Ok(tail) => {
+                self.regs.write(r::tdt(0), tail);
+                Counters::bump(&self.counters.tx_frames);
+                if let Some(reason) = lost {
+                    self.lost(sink, cookie, reason);
+                }
+                DriverReply::Done
+            }
+            Err(_) => {
+                if cmd != 0 {
+                    self.txts.cancel(((cmd >> r::txd::TSTAMP_REG_SHIFT) & 3) as u8, cookie);
+                }
+                if want_ts {
+                    self.lost(sink, cookie, LostReason::NotSent);
+                }
+                DriverReply::Error(DriverError::Busy)
+            }
+        }
+    }
+
+    fn set_tstamp_config<S: EventSink + ?Sized>(
+        &self,
+        tx_on: bool,
+        filter: RxFilter,
+        sink: &S,
+    ) -> DriverReply {
+        // Validate before touching anything: a refused filter changes nothing.
+        if let Err(e) = igc::rx_filter_type(filter) {
+            return DriverReply::Error(e.into());
+        }
+        if let Err(e) = igc::apply_rx_filter(&self.regs, filter) {
+            return DriverReply::Error(e.into());
+        }
+        self.rx_filter.store(filter as u8, Ordering::Relaxed);
+        if tx_on && !self.txts.enabled() {
+            self.txts.enable(&self.regs, igc::TSYNCTXCTL_ON);
+        } else if !tx_on && self.txts.enabled() {
+            for l in self.txts.disable(&self.regs) {
+                self.lost(sink, l.cookie, l.reason);
+            }
+        }
+        log::info!(
+            "timestamping: TX {}, RX {:?}",
+            if tx_on { "on" } else { "off" },
+            filter
+        );
+        DriverReply::TstampConfig {
+            tx_on,
+            rx_filter: filter,
+        }
+    }
+}
+
+/// The data-path half of request handling, with the sink for the events it causes.
+struct Requests<'a, M: ptp_pci::Mmio, S: EventSink> {
+    data: &'a Data<M>,
+    sink: &'a S,
+}
+
+impl<M: ptp_pci::Mmio, S: EventSink> DataPath for Requests<'_, M, S> {
+    fn handle(&self, req: DriverRequest) -> DriverReply {
+        match req {
+            DriverRequest::SendPtp {
+                cookie,
+                want_ts,
+                frame,
+            } => self.data.send(cookie, want_ts, &frame, self.sink),
+            DriverRequest::SetTstampConfig { tx_on, rx_filter } => {
+                self.data.set_tstamp_config(tx_on, rx_filter, self.sink)
+            }
+            _ => DriverReply::Error(DriverError::Unsupported),
+        }
+    }
+}
+
+/// The "other" vector: link changes and TX timestamps, handled on this thread.
+fn irq_other_thread<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
+    data: &Data<M>,
     irq: &I,
-    counters: &Counters,
     sink: &S,
     stop: &AtomicBool,
 ) {
+    let regs = &*data.regs;
     while !stop.load(Ordering::Relaxed) {
         match irq.wait(IRQ_WAIT) {
             IrqWait::TimedOut => continue,
@@ -156,11 +398,29 @@ fn irq_thread<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
             IrqWait::Fired => {}
         }
         let causes = igc::read_other_causes(regs);
-        if causes.icr & intel_regs::igc::icr::TS != 0 {
-            Counters::bump(&counters.interrupts);
+        if causes.icr & r::icr::TS != 0 {
+            Counters::bump(&data.counters.interrupts);
         }
-        if causes.icr & intel_regs::igc::icr::LSC != 0 {
-            let link = igc::link_from_status(regs.read(intel_regs::igc::STATUS));
+        if causes.tsicr & r::tsicr::TXTS != 0 {
+            let got = data.txts.retrieve(regs);
+            let (tx_lat, _) = data.latency();
+            for d in &got.delivered {
+                Counters::bump(&data.counters.tx_delivered);
+                sink.send(DriverEvent::TxTimestamp {
+                    cookie: d.cookie,
+                    ns: d.raw_ns + tx_lat,
+                });
+            }
+            if got.recovered > 0 {
+                data.counters
+                    .quirk_recoveries
+                    .fetch_add(got.recovered, Ordering::Relaxed);
+            }
+        }
+        if causes.icr & r::icr::LSC != 0 {
+            let link = igc::link_from_status(regs.read(r::STATUS));
+            data.link_up.store(link.up, Ordering::Relaxed);
+            data.speed_mbps.store(link.speed_mbps, Ordering::Relaxed);
             log::info!(
                 "link {} {} Mb/s",
                 if link.up { "up" } else { "down" },
@@ -172,5 +432,52 @@ fn irq_thread<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
             });
         }
         igc::rearm_other(regs);
+    }
+}
+
+/// The queue vector: received frames go to ptpd (PTP) or are counted (anything else).
+fn queue_thread<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
+    data: &Data<M>,
+    irq: &I,
+    sink: &S,
+    stop: &AtomicBool,
+) {
+    let regs = &*data.regs;
+    while !stop.load(Ordering::Relaxed) {
+        let fired = match irq.wait(IRQ_WAIT) {
+            IrqWait::Closed => break,
+            IrqWait::Fired => true,
+            IrqWait::TimedOut => false,
+        };
+        let filter = data.rx_filter();
+        let (_, rx_lat) = data.latency();
+        loop {
+            let tail = lock(&data.rx).poll(RX_BUDGET, |meta, buf| {
+                Counters::bump(&data.counters.rx_frames);
+                let (stamp, frame) = igc::split_rx_stamp(meta.status, &buf[..meta.len.min(BUF_LEN)]);
+                if ptp_ipc::frame::classify(frame).is_none() {
+                    Counters::bump(&data.counters.rx_other);
+                    return;
+                }
+                let rx_ns = stamp
+                    .filter(|_| igc::keeps_rx_stamp(filter, frame))
+                    .map(|ns| ns.saturating_sub(rx_lat));
+                if rx_ns.is_some() {
+                    Counters::bump(&data.counters.rx_timestamped);
+                }
+                sink.send(DriverEvent::PtpFrame {
+                    rx_ns,
+                    frame: frame.to_vec(),
+                });
+            });
+            match tail {
+                Some(t) => regs.write(r::rdt(0), t),
+                None => break,
+            }
+        }
+        lock(&data.tx).reclaim();
+        if fired {
+            igc::rearm_queues(regs);
+        }
     }
 }

@@ -14,6 +14,8 @@ usage: igcd [options]
   --name NAME             name used in logs
   --osc-ppm PPM           emulated oscillator frequency error (default 0)
   --link-wait-ms MS       how long bring-up waits for link (default 2000)
+  --tx-ts-sets N          TX timestamp register sets to use, 1..4 (default 4)
+  --tx-ts-timeout-ms MS   free a TX timestamp set after MS without a stamp (default 1000)
   --help
 ";
 
@@ -32,6 +34,8 @@ pub struct Options {
     pub name: String,
     pub osc_ppm: f64,
     pub link_wait: Duration,
+    pub tx_ts_sets: u8,
+    pub tx_ts_timeout: Duration,
 }
 
 impl Options {
@@ -45,6 +49,8 @@ impl Options {
             name: String::new(),
             osc_ppm: 0.0,
             link_wait: Duration::from_millis(2000),
+            tx_ts_sets: 4,
+            tx_ts_timeout: Duration::from_millis(1000),
         };
         let mut p = lexopt::Parser::from_args(args);
         let bad = |e: lexopt::Error| Error::Usage(e.to_string());
@@ -66,6 +72,19 @@ impl Options {
                 Long("link-wait-ms") => {
                     o.link_wait =
                         Duration::from_millis(p.value().map_err(bad)?.parse().map_err(bad)?)
+                }
+                Long("tx-ts-sets") => {
+                    o.tx_ts_sets = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if !(1..=4).contains(&o.tx_ts_sets) {
+                        return Err(Error::Usage("--tx-ts-sets must be 1..=4".into()));
+                    }
+                }
+                Long("tx-ts-timeout-ms") => {
+                    let ms: u64 = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if !(1..=600_000).contains(&ms) {
+                        return Err(Error::Usage("--tx-ts-timeout-ms must be 1..=600000".into()));
+                    }
+                    o.tx_ts_timeout = Duration::from_millis(ms);
                 }
                 Long("help") | Short('h') => return Ok(None),
                 _ => return Err(bad(arg.unexpected())),

@@ -79,8 +79,8 @@ pub fn run<F: PciFunction>(func: F, opts: Options) -> Result<(), Error> {
         let hello = [
             DriverEvent::Restarted { generation },
             DriverEvent::Link {
-                up: dev.link.up,
-                speed_mbps: dev.link.speed_mbps,
+                up: dev.link().up,
+                speed_mbps: dev.link().speed_mbps,
             },
         ];
         if hello.into_iter().any(|ev| {
@@ -90,19 +90,19 @@ pub fn run<F: PciFunction>(func: F, opts: Options) -> Result<(), Error> {
             continue;
         }
         *sink.conn.lock().unwrap_or_else(|e| e.into_inner()) = Some(chan.clone());
-        serve(&dev, &chan);
+        serve(&dev, &chan, &*sink);
         *sink.conn.lock().unwrap_or_else(|e| e.into_inner()) = None;
         log::info!("ptpd disconnected");
     }
 }
 
 /// Serves one ptpd connection until it closes.
-fn serve<F: PciFunction>(dev: &Device<F>, chan: &DriverChannel) {
+fn serve<F: PciFunction>(dev: &Device<F>, chan: &DriverChannel, sink: &Sink) {
     use ptp_ipc::transport::ChannelError;
     loop {
         match chan.recv(None) {
             Ok(PtpdToDriver { seq, request }) => {
-                let reply = dev.handle(request);
+                let reply = dev.handle(request, sink);
                 if let Err(e) = chan.send(&DriverToPtpd::Reply { seq, reply }, Some(SEND_TIMEOUT)) {
                     log::warn!("reply {seq} not delivered: {e}");
                     if matches!(e, ChannelError::Transport(TransportError::Disconnected)) {

@@ -7,7 +7,12 @@ use intel_regs::ids::{self, Part};
 use intel_regs::igc::{self as r, ctrl, ctrl_ext, eecd, gpie, icr, status, timadj, timinca};
 use ptp_pci::Mmio;
 
+use intel_regs::igc::{rxd, txd};
+use ptp_ipc::RxFilter;
+
 use crate::clock::ClockHw;
+use crate::ring::{RxRing, TxRing};
+use crate::txts::TsRegs;
 use crate::{HwError, Regs};
 
 /// MSI-X vector assignment: queues on 0, the "other" cause (link, time sync) on its own vector
@@ -194,6 +199,144 @@ pub fn timinca_for(scaled_ppm: i64) -> u32 {
         v |= timinca::ISGN;
     }
     v
+}
+
+/// The four TX timestamp sets of i225/i226 (§7.4) and the TXSTMPH_0 interrupt-clear bug (§7.2).
+pub const TS_REGS: TsRegs = TsRegs {
+    ctl: r::TSYNCTXCTL,
+    low: &r::TXSTMPL,
+    high: &r::TXSTMPH,
+    txstmph0_quirk: true,
+    h0_clears_all: true,
+};
+
+/// TSYNCTXCTL to enable TX timestamping: ENABLED | TXSYNSIG (igc writes 0x30, §2.1).
+pub const TSYNCTXCTL_ON: u32 = r::tsynctxctl::ENABLED | r::tsynctxctl::TXSYNSIG;
+
+/// Descriptor bits that ask for a timestamp in `set` (§7.1: MAC_TSTAMP, TSTAMP_REG b17:16).
+pub fn tx_tstamp_cmd(set: u8) -> u32 {
+    txd::MAC_TSTAMP | ((set as u32 & 3) << txd::TSTAMP_REG_SHIFT)
+}
+
+/// Programs TX queue 0 over `ring` and enables the transmitter (§10.2 step 3).
+pub fn setup_tx<M: Mmio>(regs: &Regs<M>, ring: &TxRing) {
+    regs.write(r::txdctl(0), 0);
+    let _ = regs.read(r::STATUS);
+    regs.write(r::tdlen(0), ring.byte_len());
+    regs.write(r::tdbal(0), ring.bus_addr() as u32);
+    regs.write(r::tdbah(0), (ring.bus_addr() >> 32) as u32);
+    regs.write(r::tdh(0), 0);
+    regs.write(r::tdt(0), 0);
+    regs.write(r::txdctl(0), 8 | 1 << 8 | 16 << 16 | r::xdctl::QUEUE_ENABLE);
+    let tctl = regs.read(r::TCTL);
+    regs.write(
+        r::TCTL,
+        (tctl & !r::tctl::CT_MASK)
+            | r::tctl::PSP
+            | r::tctl::RTLC
+            | 15 << r::tctl::CT_SHIFT
+            | r::tctl::EN,
+    );
+}
+
+/// SRRCTL for queue 0: 2 KB buffers, 256-byte header field, advanced one-buffer descriptors.
+const SRRCTL_BASE: u32 =
+    (2048 >> 10) | (256 << r::srrctl::BSIZEHDR_SHIFT) | r::srrctl::DESCTYPE_ADV_ONEBUF;
+
+/// Programs RX queue 0 over `ring` and enables the receiver, promiscuous (PTP multicast
+/// addresses, and the lab's frames, must all reach ptpd) with CRC stripping (§10.2 step 4).
+pub fn setup_rx<M: Mmio>(regs: &Regs<M>, ring: &RxRing) {
+    regs.write(r::rxdctl(0), 0);
+    regs.write(r::rdbal(0), ring.bus_addr() as u32);
+    regs.write(r::rdbah(0), (ring.bus_addr() >> 32) as u32);
+    regs.write(r::rdlen(0), ring.byte_len());
+    regs.write(r::rdh(0), 0);
+    regs.write(r::rdt(0), 0);
+    regs.write(r::srrctl(0), SRRCTL_BASE);
+    regs.write(r::rxdctl(0), 8 | 8 << 8 | 4 << 16 | r::xdctl::QUEUE_ENABLE);
+    regs.write(r::rdt(0), ring.initial_tail());
+    regs.write(
+        r::RCTL,
+        r::rctl::EN | r::rctl::BAM | r::rctl::SECRC | r::rctl::LPE | r::rctl::UPE | r::rctl::MPE,
+    );
+}
+
+/// Routes queue 0's RX and TX causes to [`VECTOR_QUEUES`] (IVAR0 entry 0, §6) with auto-clear
+/// and auto-mask, and enables it.
+pub fn enable_queue_irqs<M: Mmio>(regs: &Regs<M>) {
+    let v = VECTOR_QUEUES as u32 | r::IVAR_VALID;
+    regs.write(r::IVAR0, v | v << 8);
+    let mask = 1u32 << VECTOR_QUEUES;
+    regs.modify(r::EIAC, mask, 0);
+    regs.modify(r::EIAM, mask, 0);
+    regs.write(r::EIMS, mask);
+}
+
+/// Re-enables the queue vector after its work is done.
+pub fn rearm_queues<M: Mmio>(regs: &Regs<M>) {
+    regs.write(r::EIMS, 1 << VECTOR_QUEUES);
+}
+
+/// The hardware filter for a requested RX filter, and the filter the driver then reports. Where
+/// the hardware has no exact type (L2-only or L4-only events), it stamps a superset and the
+/// driver drops the stamps of frames outside the request (see [`keeps_rx_stamp`]).
+pub fn rx_filter_type(filter: RxFilter) -> Result<Option<u32>, HwError> {
+    use r::tsyncrxctl as t;
+    Ok(match filter {
+        RxFilter::None => None,
+        RxFilter::All => Some(t::TYPE_ALL),
+        RxFilter::PtpV2Event | RxFilter::PtpV2L4Event => Some(t::TYPE_EVENT_V2),
+        RxFilter::PtpV2L2Event => Some(t::TYPE_L2_V2),
+        RxFilter::PtpV1L4Event => return Err(HwError::Unsupported("PTPv1 RX timestamping")),
+    })
+}
+
+/// Whether a frame stamped by the hardware keeps its stamp under `filter`.
+pub fn keeps_rx_stamp(filter: RxFilter, frame: &[u8]) -> bool {
+    use ptp_ipc::frame::{Transport, classify};
+    let info = classify(frame);
+    let event_v2 = |t: fn(&Transport) -> bool| {
+        info.is_some_and(|i| i.version == 2 && i.is_event() && t(&i.transport))
+    };
+    match filter {
+        RxFilter::None | RxFilter::PtpV1L4Event => false,
+        RxFilter::All => true,
+        RxFilter::PtpV2Event => event_v2(|t| matches!(t, Transport::L2 | Transport::Udp4 { dst_port: 319 })),
+        RxFilter::PtpV2L2Event => event_v2(|t| matches!(t, Transport::L2)),
+        RxFilter::PtpV2L4Event => event_v2(|t| matches!(t, Transport::Udp4 { dst_port: 319 })),
+    }
+}
+
+/// Applies an RX filter without touching the link or the rings (§8.1 enable/disable order):
+/// reconfiguring timestamping never takes the link down (seed 003).
+pub fn apply_rx_filter<M: Mmio>(regs: &Regs<M>, filter: RxFilter) -> Result<(), HwError> {
+    match rx_filter_type(filter)? {
+        None => {
+            regs.write(r::TSYNCRXCTL, 0);
+            regs.write(r::srrctl(0), SRRCTL_BASE);
+            regs.modify(r::RXPBS, 0, r::rxpbs::CFG_TS_EN);
+        }
+        Some(ty) => {
+            regs.modify(r::RXPBS, r::rxpbs::CFG_TS_EN, 0);
+            regs.write(r::srrctl(0), SRRCTL_BASE | r::srrctl::TIMESTAMP);
+            regs.write(
+                r::TSYNCRXCTL,
+                r::tsyncrxctl::ENABLED | ty | r::tsyncrxctl::RXSYNSIG,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Splits a received buffer into (timer-0 stamp in ns, frame) when the write-back says the
+/// device put a timestamp header in front (TSIP, §8.1: dwords 2–3 = timer 0 ns, s).
+pub fn split_rx_stamp(status: u32, buf: &[u8]) -> (Option<u64>, &[u8]) {
+    if status & rxd::STAT_TSIP == 0 || buf.len() < r::TS_HDR_LEN {
+        return (None, buf);
+    }
+    let dw = |i: usize| u32::from_le_bytes([buf[4 * i], buf[4 * i + 1], buf[4 * i + 2], buf[4 * i + 3]]);
+    let ns = dw(3) as u64 * NS_PER_S + dw(2) as u64;
+    (Some(ns), &buf[r::TS_HDR_LEN..])
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 pub mod clock;
 pub mod funnel;
 pub mod igc;
+pub mod ring;
+pub mod txts;
 pub mod service;
 
 pub use funnel::Regs;
@@ -23,6 +25,9 @@ pub enum HwError {
     /// A value out of the hardware's range.
     #[error("invalid argument: {0}")]
     InvalidArgument(&'static str),
+    /// The hardware cannot do it.
+    #[error("unsupported: {0}")]
+    Unsupported(&'static str),
     /// The PCI layer failed.
     #[error("pci: {0}")]
     Pci(#[from] ptp_pci::PciError),
@@ -33,6 +38,7 @@ impl From<HwError> for ptp_ipc::DriverError {
         match e {
             HwError::Timeout { .. } => Self::Timeout,
             HwError::InvalidArgument(_) => Self::InvalidArgument,
+            HwError::Unsupported(_) => Self::Unsupported,
             other => Self::Other(other.to_string()),
         }
     }

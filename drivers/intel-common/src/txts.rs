@@ -1,0 +1,299 @@
+//! TX timestamp slots: the state the 2023 igc fixes put under one lock (reference §7.3, §7.4;
+//! seed 000).
+//!
+//! Every piece of TX timestamp state — which sets are pending, for which request, since when,
+//! whether timestamping is enabled — lives in [`TxTimestamps`] behind a single spin lock taken
+//! by the transmit path, the IRQ thread and the watchdog. There is no separate "in progress"
+//! flag to race with (patch 1/4), the enable check happens under the same lock as the slot
+//! reservation (patch 2/4), retrieval runs on the IRQ thread (patch 3/4), and the TXSTMPH_0
+//! interrupt-clear bug is worked around there (patch 4/4).
+//!
+//! The family supplies the registers through [`TsRegs`]; igc has four sets, igb one.
+
+use ptp_ipc::LostReason;
+use ptp_pci::Mmio;
+
+use crate::Regs;
+
+/// Where a family's TX timestamp sets live.
+#[derive(Debug, Clone, Copy)]
+pub struct TsRegs {
+    /// TSYNCTXCTL: valid bits (TXTT_n = bit n) and ENABLED.
+    pub ctl: u32,
+    /// TXSTMPL_n / TXSTMPH_n.
+    pub low: &'static [u32],
+    pub high: &'static [u32],
+    /// Whether the TXSTMPH_0 interrupt-clear bug applies (i225/i226).
+    pub txstmph0_quirk: bool,
+    /// Whether a TXSTMPH_0 read clears every valid bit, not only TXTT_0 (igc driver comments,
+    /// reference §7.1 [U]). When set, pending sets are checked for stamps whose bit was lost.
+    pub h0_clears_all: bool,
+}
+
+/// What the transmit path should do with a frame that wants a timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// Stamp it in this set.
+    Set(u8),
+    /// Every set is busy: send unstamped; the request is lost (counted as skipped).
+    Skipped,
+    /// TX timestamping is off: send unstamped; not counted as skipped (patch 2/4).
+    Disabled,
+}
+
+/// A timestamp retrieved for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    pub cookie: u64,
+    /// Raw stamp in ns, before latency compensation.
+    pub raw_ns: u64,
+    /// Host monotonic ns when the request was made (for latency figures).
+    pub requested_mono_ns: u64,
+}
+
+/// A request that will get no timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lost {
+    pub cookie: u64,
+    pub reason: LostReason,
+}
+
+/// What one IRQ-thread pass found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Retrieval {
+    pub delivered: Vec<Delivered>,
+    /// Stamps recovered only thanks to the TXSTMPH_0 workaround (or the all-sets check).
+    pub recovered: u64,
+    /// Valid stamps nobody was waiting for (a freed slot's late stamp).
+    pub stale: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    /// The request waiting on this set, if any.
+    cookie: Option<u64>,
+    /// When it was reserved (host monotonic ns).
+    start_ns: u64,
+    /// TXSTMPL of the last stamp read from this set, to detect one whose valid bit was lost.
+    last_low: u32,
+}
+
+#[derive(Debug)]
+struct State {
+    enabled: bool,
+    /// Sets in use (1..=max).
+    sets: u8,
+    slots: [Slot; 4],
+}
+
+/// Counters kept by the slot table itself.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TsCounters {
+    pub requested: u64,
+    pub skipped: u64,
+    pub timeouts: u64,
+}
+
+/// The TX timestamp state of one port.
+pub struct TxTimestamps {
+    regs: TsRegs,
+    state: spin::Mutex<(State, TsCounters)>,
+}
+
+const NS_PER_S: u64 = 1_000_000_000;
+
+impl TxTimestamps {
+    /// `sets` = how many of the family's sets to use (1..=regs.low.len()).
+    pub fn new(regs: TsRegs, sets: u8) -> Self {
+        let max = regs.low.len().min(4) as u8;
+        Self {
+            regs,
+            state: spin::Mutex::new((
+                State {
+                    enabled: false,
+                    sets: sets.clamp(1, max),
+                    slots: [Slot::default(); 4],
+                },
+                TsCounters::default(),
+            )),
+        }
+    }
+
+    pub fn sets(&self) -> u8 {
+        self.state.lock().0.sets
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.state.lock().0.enabled
+    }
+
+    pub fn counters(&self) -> TsCounters {
+        self.state.lock().1
+    }
+
+    /// Requests waiting for a stamp.
+    pub fn pending(&self) -> usize {
+        self.state.lock().0.slots.iter().filter(|s| s.cookie.is_some()).count()
+    }
+
+    /// Turns TX timestamping on: TSYNCTXCTL = ENABLED (| igc's TXSYNSIG), then reads every set
+    /// to discard stale stamps and release the sets (reference §7.4 "Enable").
+    pub fn enable<M: Mmio>(&self, regs: &Regs<M>, ctl_value: u32) {
+        let mut g = self.state.lock();
+        regs.write(self.regs.ctl, ctl_value);
+        for (i, (&l, &h)) in self.regs.low.iter().zip(self.regs.high).enumerate() {
+            g.0.slots[i].last_low = regs.read(l);
+            let _ = regs.read(h);
+        }
+        g.0.enabled = true;
+    }
+
+    /// Turns TX timestamping off and frees every pending request, which is reported lost.
+    pub fn disable<M: Mmio>(&self, regs: &Regs<M>) -> Vec<Lost> {
+        let mut g = self.state.lock();
+        regs.write(self.regs.ctl, 0);
+        g.0.enabled = false;
+        g.0.slots
+            .iter_mut()
+            .filter_map(|s| s.cookie.take())
+            .map(|cookie| Lost {
+                cookie,
+                reason: LostReason::Disabled,
+            })
+            .collect()
+    }
+
+    /// Transmit path: reserves the first free set for `cookie`, recording the start time in the
+    /// same critical section, so the watchdog can never see a reserved slot without its start.
+    pub fn reserve(&self, cookie: u64, now_ns: u64) -> Reservation {
+        let mut g = self.state.lock();
+        let (st, c) = &mut *g;
+        if !st.enabled {
+            return Reservation::Disabled;
+        }
+        let sets = st.sets as usize;
+        match st.slots[..sets].iter().position(|s| s.cookie.is_none()) {
+            Some(i) => {
+                st.slots[i].cookie = Some(cookie);
+                st.slots[i].start_ns = now_ns;
+                c.requested += 1;
+                Reservation::Set(i as u8)
+            }
+            None => {
+                c.skipped += 1;
+                Reservation::Skipped
+            }
+        }
+    }
+
+    /// Transmit path: the frame for a reservation could not be queued; free the set.
+    pub fn cancel(&self, set: u8, cookie: u64) {
+        let mut g = self.state.lock();
+        let slot = &mut g.0.slots[set as usize];
+        if slot.cookie == Some(cookie) {
+            slot.cookie = None;
+            g.1.requested -= 1;
+        }
+    }
+
+    /// IRQ thread, on TSICR.TXTS: retrieves every available stamp. One TSYNCTXCTL read serves
+    /// all sets. Set 0 is read last because reading TXSTMPH_0 may clear every valid bit
+    /// (reference §7.1); that read is also what re-arms the i225 TXTS interrupt (§7.2).
+    pub fn retrieve<M: Mmio>(&self, regs: &Regs<M>) -> Retrieval {
+        let mut out = Retrieval::default();
+        let mut g = self.state.lock();
+        let st = &mut g.0;
+        let valid = regs.read(self.regs.ctl) & 0xF;
+        let n = self.regs.low.len();
+
+        // Sets 1.. whose valid bit is set.
+        for i in 1..n {
+            if valid & (1 << i) != 0 {
+                let l = regs.read(self.regs.low[i]);
+                let h = regs.read(self.regs.high[i]);
+                Self::take(st, i, l, h, &mut out);
+            }
+        }
+
+        // Set 0 and the interrupt-clear workaround.
+        let pending0 = st.slots[0].cookie.is_some();
+        if valid & 1 != 0 {
+            let l = regs.read(self.regs.low[0]);
+            let h = regs.read(self.regs.high[0]);
+            Self::take(st, 0, l, h, &mut out);
+        } else if self.regs.txstmph0_quirk {
+            if pending0 {
+                // A stamp can land in set 0 between the TSYNCTXCTL read and here without its
+                // valid bit being seen: read L, H (clears the condition), L again; a changed L
+                // is a new stamp (two stamps never share a nanosecond field).
+                let old = regs.read(self.regs.low[0]);
+                let _ = regs.read(self.regs.high[0]);
+                let new = regs.read(self.regs.low[0]);
+                if new != old {
+                    let h = regs.read(self.regs.high[0]);
+                    out.recovered += 1;
+                    Self::take(st, 0, new, h, &mut out);
+                }
+            } else {
+                // Nobody waits on set 0: one read re-arms the interrupt, nothing to recover.
+                let _ = regs.read(self.regs.high[0]);
+            }
+        }
+
+        // If reading TXSTMPH_0 cleared every valid bit, a stamp that landed in a pending set
+        // after the TSYNCTXCTL read has lost its bit. Its TXSTMPL differs from the last one read
+        // from that set. (Linux's handler has this window; this closes it.)
+        let h0_read = valid & 1 != 0 || self.regs.txstmph0_quirk;
+        if h0_read && self.regs.h0_clears_all {
+            for i in 1..n {
+                if valid & (1 << i) == 0 && st.slots[i].cookie.is_some() {
+                    let l = regs.read(self.regs.low[i]);
+                    if l != st.slots[i].last_low {
+                        let h = regs.read(self.regs.high[i]);
+                        out.recovered += 1;
+                        Self::take(st, i, l, h, &mut out);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn take(st: &mut State, i: usize, low: u32, high: u32, out: &mut Retrieval) {
+        let slot = &mut st.slots[i];
+        slot.last_low = low;
+        match slot.cookie.take() {
+            Some(cookie) => out.delivered.push(Delivered {
+                cookie,
+                raw_ns: high as u64 * NS_PER_S + low as u64,
+                requested_mono_ns: slot.start_ns,
+            }),
+            None => out.stale += 1,
+        }
+    }
+
+    /// Watchdog: frees every request older than `timeout_ns`, reporting it lost. If any expired,
+    /// reads TXSTMPH_0 to release the sets (and re-arm the interrupt), as Linux's igc_ptp_tx_hang.
+    pub fn expire<M: Mmio>(&self, regs: &Regs<M>, now_ns: u64, timeout_ns: u64) -> Vec<Lost> {
+        let mut g = self.state.lock();
+        let (st, c) = &mut *g;
+        let mut lost = Vec::new();
+        for s in st.slots.iter_mut() {
+            if let Some(cookie) = s.cookie
+                && now_ns.saturating_sub(s.start_ns) > timeout_ns
+            {
+                s.cookie = None;
+                c.timeouts += 1;
+                lost.push(Lost {
+                    cookie,
+                    reason: LostReason::Timeout,
+                });
+            }
+        }
+        if !lost.is_empty() {
+            st.slots[0].last_low = regs.read(self.regs.low[0]);
+            let _ = regs.read(self.regs.high[0]);
+        }
+        lost
+    }
+}
