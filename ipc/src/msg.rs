@@ -87,6 +87,8 @@ pub struct Caps {
     pub part: String,
     pub vendor_id: u16,
     pub device_id: u16,
+    /// The port's MAC address (the PTP clock identity and L2 source address derive from it).
+    pub mac: [u8; 6],
     /// Largest |frequency adjustment| in ppb.
     pub max_adj_ppb: u32,
     /// TX timestamp register sets in use.

@@ -24,7 +24,7 @@
 //! as u8; [`DriverError`] a u8 tag (InvalidArgument 1, Unsupported 2, Timeout 3, Busy 4,
 //! BadFrame 5, Other 6 and a string); frames a u16 length and the bytes (≤ [`MAX_FRAME`]);
 //! strings a u8 length and UTF-8 (≤ [`MAX_TEXT`], or [`MAX_PATH`] for `Caps::clock_page`);
-//! gettimex samples a u8 count (≤ [`MAX_SAMPLES`]) then 3 × u64 each; `[u8; 8]` raw.
+//! gettimex samples a u8 count (≤ [`MAX_SAMPLES`]) then 3 × u64 each; `[u8; N]` raw.
 //!
 //! Decoders are total: any byte string yields a message or a typed [`DecodeError`], never a
 //! panic, and they never allocate more than the input holds (every length is checked against its
@@ -264,7 +264,7 @@ impl Field for bool {
     }
 }
 
-impl Field for [u8; 8] {
+impl<const N: usize> Field for [u8; N] {
     fn put(&self, w: &mut Writer) {
         w.raw(self);
     }
@@ -367,6 +367,7 @@ impl Field for Caps {
         w.str(&self.part, MAX_TEXT, "Caps.part");
         w.put(&self.vendor_id);
         w.put(&self.device_id);
+        w.put(&self.mac);
         w.put(&self.max_adj_ppb);
         w.put(&self.tx_ts_sets);
         w.put(&self.rx_filters);
@@ -380,6 +381,7 @@ impl Field for Caps {
             part: r.str(MAX_TEXT, "Caps.part")?,
             vendor_id: r.get()?,
             device_id: r.get()?,
+            mac: r.get()?,
             max_adj_ppb: r.get()?,
             tx_ts_sets: r.get()?,
             rx_filters: r.get()?,

@@ -126,6 +126,7 @@ impl<F: PciFunction> Device<F> {
             part: part.name.to_string(),
             vendor_id: ids.vendor,
             device_id: ids.device,
+            mac: igc::read_mac(&regs),
             max_adj_ppb: r::MAX_ADJ_PPB,
             tx_ts_sets: txts.sets(),
             rx_filters: [

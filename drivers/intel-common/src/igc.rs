@@ -39,6 +39,13 @@ pub struct Link {
     pub speed_mbps: u32,
 }
 
+/// The MAC address the NVM preloaded into RAL0/RAH0 (§10.1).
+pub fn read_mac<M: Mmio>(regs: &Regs<M>) -> [u8; 6] {
+    let lo = regs.read(r::ral(0)).to_le_bytes();
+    let hi = regs.read(r::rah(0)).to_le_bytes();
+    [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]]
+}
+
 /// Decodes STATUS (§10.1): no speed bit means 10 Mb/s.
 pub fn link_from_status(s: u32) -> Link {
     let speed_mbps = if s & status::SPEED_2500 != 0 {

@@ -86,12 +86,14 @@ fn caps() -> impl Strategy<Value = Caps> {
         text(MAX_TEXT),
         any::<(u16, u16, u32, u8, u32, u8, u8, bool)>(),
         text(MAX_PATH),
+        any::<[u8; 6]>(),
     )
         .prop_map(
-            |(part, (v, d, adj, sets, filt, ext, per, cross), page)| Caps {
+            |(part, (v, d, adj, sets, filt, ext, per, cross), page, mac)| Caps {
                 part,
                 vendor_id: v,
                 device_id: d,
+                mac,
                 max_adj_ppb: adj,
                 tx_ts_sets: sets,
                 rx_filters: filt,
@@ -479,6 +481,7 @@ fn golden_caps() {
         part: "i225".into(),
         vendor_id: 0x8086,
         device_id: 0x15F3,
+        mac: [0x02, 0, 0, 0, 0, 0x01],
         max_adj_ppb: 62_499_999,
         tx_ts_sets: 4,
         rx_filters: 0b111,
@@ -489,9 +492,10 @@ fn golden_caps() {
     });
     #[rustfmt::skip]
     let want = [
-        1, 4, 5, 0, 24, 0, 0, 0,
+        1, 4, 5, 0, 30, 0, 0, 0,
         4, b'i', b'2', b'2', b'5',
         0x86, 0x80, 0xF3, 0x15,
+        0x02, 0, 0, 0, 0, 0x01,
         0x9F, 0xAC, 0xB9, 0x03,                             // 62_499_999 = 0x03B9AC9F
         4,
         7, 0, 0, 0,

@@ -239,9 +239,15 @@ pub fn run(args: &Args) -> Result<(String, Value), Error> {
         }
         Command::Caps => {
             let k = c.caps(clock)?;
+            let mac = k
+                .mac
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":");
             (
                 format!(
-                    "{} [{:04x}:{:04x}]\n  maximum frequency adjustment: {} ppb\n  TX timestamp sets: {}\n  RX filters: {:#x}\n  cross timestamping: {}\n  clock page: {}",
+                    "{} [{:04x}:{:04x}] {mac}\n  maximum frequency adjustment: {} ppb\n  TX timestamp sets: {}\n  RX filters: {:#x}\n  cross timestamping: {}\n  clock page: {}",
                     k.part,
                     k.vendor_id,
                     k.device_id,
@@ -256,7 +262,7 @@ pub fn run(args: &Args) -> Result<(String, Value), Error> {
                     }
                 ),
                 json!({"ok": true, "command": "caps", "clock": clock, "part": k.part,
-                    "vendor_id": k.vendor_id, "device_id": k.device_id, "max_adj_ppb": k.max_adj_ppb,
+                    "vendor_id": k.vendor_id, "device_id": k.device_id, "mac": mac, "max_adj_ppb": k.max_adj_ppb,
                     "tx_ts_sets": k.tx_ts_sets, "rx_filters": k.rx_filters,
                     "cross_timestamp": k.cross_timestamp, "clock_page": k.clock_page}),
             )
