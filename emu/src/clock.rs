@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 /// Elapsed true time, in nanoseconds, as the model sees it.
 ///
@@ -73,21 +72,26 @@ impl TimeSource for VirtualClock {
     }
 }
 
-/// Host monotonic time since the clock was created (real-time mode).
+/// Host CLOCK_MONOTONIC, absolute (real-time mode).
 ///
-/// `std::time::Instant` is CLOCK_MONOTONIC on Linux: it does not jump with wall-clock changes,
-/// which is what an oscillator needs.
-#[derive(Debug, Clone, Copy)]
+/// The reading is the kernel's monotonic clock itself, not time since the `HostClock` was
+/// created: two models in different processes on one host then share a timebase, which the
+/// wire needs, since a frame carries its departure instant and the receiving model timestamps
+/// it at departure + cable delay (DESIGN.md §4 "Wire"). CLOCK_MONOTONIC does not jump with
+/// wall-clock changes, which is what an oscillator needs.
+///
+/// On targets without `clock_gettime` (none of the supported ones) it falls back to
+/// `std::time::Instant` since the first use in the process, which still shares a timebase
+/// within one process.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct HostClock {
-    origin: Instant,
+    _private: (),
 }
 
 impl HostClock {
-    /// A clock reading 0 now.
+    /// A handle to the host's monotonic clock (all handles read the same clock).
     pub fn new() -> Self {
-        Self {
-            origin: Instant::now(),
-        }
+        Self { _private: () }
     }
 
     /// This clock as the shared [`TimeSource`] a model config takes.
@@ -96,16 +100,37 @@ impl HostClock {
     }
 }
 
-impl Default for HostClock {
-    fn default() -> Self {
-        Self::new()
+impl TimeSource for HostClock {
+    fn now_ns(&self) -> u64 {
+        monotonic_ns()
     }
 }
 
-impl TimeSource for HostClock {
-    fn now_ns(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+/// CLOCK_MONOTONIC in ns.
+#[cfg(unix)]
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // Safety: `ts` is a valid, writable timespec for the duration of the call; CLOCK_MONOTONIC
+    // is always supported, and on the impossible failure `ts` stays zeroed.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        return 0;
     }
+    let sec = u64::try_from(ts.tv_sec).unwrap_or(0);
+    let nsec = u64::try_from(ts.tv_nsec).unwrap_or(0);
+    sec.saturating_mul(1_000_000_000).saturating_add(nsec)
+}
+
+/// Fallback: `Instant` since the first call in this process.
+#[cfg(not(unix))]
+fn monotonic_ns() -> u64 {
+    use std::sync::OnceLock;
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    let origin = *ORIGIN.get_or_init(Instant::now);
+    u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -130,5 +155,18 @@ mod tests {
         let a = c.now_ns();
         let b = c.now_ns();
         assert!(b >= a);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn host_clock_is_absolute_clock_monotonic() {
+        // Two independent handles (as in two processes) agree: the reading is the kernel clock,
+        // not time since creation.
+        let a = HostClock::new().now_ns();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let late = HostClock::new();
+        let b = late.now_ns();
+        assert!(b >= a + 2_000_000, "{a} {b}");
+        assert!(a > 0);
     }
 }

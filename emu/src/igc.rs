@@ -1,17 +1,35 @@
-//! Register-level model of the Intel i225/i226 (Linux `igc`), part 1: register file and
-//! reset, link, interrupts, and the time-sync clock. Section numbers (§n) refer to
-//! `shared/reference/intel-timesync.md`.
+//! Register-level model of the Intel i225/i226 (Linux `igc`): register file and reset, link,
+//! interrupts, the time-sync clock, the TX/RX data path of queue 0 with TX timestamp sets and
+//! RX timestamps in the packet buffer, and the TXSTMPH_0 interrupt bug. Section numbers (§n)
+//! refer to `shared/reference/intel-timesync.md`.
 //!
 //! The model is a plain state machine in the rust-vmm vm-superio style: the emulated PCI
 //! backend calls [`Device::read32`]/[`Device::write32`] with a BAR offset, the model changes
 //! state and signals MSI-X through the [`DeviceHost`]; true time comes from the injected
-//! [`TimeSource`]. State is split by function so the TX/RX timestamping and ring models of
-//! part 2 slot in as further sub-structs (`tx`, `rx`) without touching the rest:
+//! [`TimeSource`]. State is split by function:
 //!
 //! - `regs`: storage for every offset without behaviour, loaded with power-on values;
 //! - `link` / `phy`: STATUS link bits and the MDIC PHY;
 //! - `irq`: ICR/IMS/EICR/... and MSI-X delivery;
-//! - `tsync`: SYSTIM (the [`Phc`](crate::phc::Phc)), TIMINCA, TSAUXC, TSICR/TSIM.
+//! - `tsync`: SYSTIM (the [`Phc`](crate::phc::Phc)), TIMINCA, TSAUXC, TSICR/TSIM and the
+//!   §7.2 TXTS interrupt gate;
+//! - `txstamp`: TSYNCTXCTL and the four TXSTMPL/H sets (§7);
+//! - `tx` / `rx`: the queue-0 engines (§9, §10), `rxfilter`: the TSYNCRXCTL.TYPE filter (§8);
+//! - `hooks`: actions armed for after a given register read (deterministic races).
+//!
+//! The MAC/PHY is attached to a [`WirePort`] ([`I225::attach_wire`]). Without one the model
+//! keeps the part-1 link behaviour (the link follows the cable flag and CTRL.SLU) and frames
+//! it sends are counted and dropped; with one, the link also needs
+//! [`WirePort::link_up`] (a [`Disconnected`](crate::wire::Disconnected) wire keeps it down).
+//!
+//! # The §7.2 quirk
+//!
+//! On i225/i226 "the interrupt is only cleared if the IGC_TXSTMPH_0 register is read" (seed
+//! 000, patch 4/4). The model puts a gate in front of the TXTS interrupt: it closes when a TX
+//! stamp asserts TXTS and reopens on a TXSTMPH_0 read. Stamps latched while it is closed
+//! still set TXTT_n and TSICR.TXTS but raise no interrupt; when the gate reopens with TXTS
+//! still pending in `TSICR & TSIM`, the interrupt is raised then \[assumption\].
+//! [`I225Config::tx_stamp_quirk`] = false gives an ideal part.
 //!
 //! # Model assumptions
 //!
@@ -21,18 +39,28 @@
 //!   TSAUXC) keeps running through it \[U\]; TSICR/TSIM are cleared. The PHY and the MSI-X
 //!   table (BAR3) are not reset.
 //! - The link comes up as soon as CTRL.SLU is set with the cable connected (no
-//!   autonegotiation delay); [`I225::poll`](Device::poll) has no scheduled work.
+//!   autonegotiation delay). A wire attached or detached changes the link at the next
+//!   [`poll`](Device::poll), which raises ICR.LSC then.
+//! - TXSTMPL_n/TXSTMPH_n are read-only: writes are ignored \[assumption\]. TSYNCTXCTL's TXTT
+//!   bits are read-only to software \[assumption\].
 //! - Reads of write-only registers (ICS, IMC, EICS, EIMC) return 0; writes to read-only bits
 //!   (STATUS, EECD.AUTO_RD) are ignored. Offsets beyond a BAR read all ones (an unsupported
 //!   request) and drop writes; an unaligned offset is rounded down to its dword.
 
+mod hooks;
 mod irq;
 mod link;
 mod regfile;
+mod rx;
+mod rxfilter;
 mod tsync;
+mod tx;
+mod txstamp;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_datapath;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,15 +70,21 @@ use intel_regs::igc::*;
 use ptp_pci::PciIds;
 use ptp_pci::emulated::{Device, DeviceHost};
 
+pub use hooks::{MAX_ARMED_READS, ReadAction};
 pub use irq::OTHER_CAUSES;
 pub use link::LinkSpeed;
+pub use tx::MAX_TX_FRAME;
+pub use txstamp::TX_STAMP_SETS;
 
 use crate::clock::TimeSource;
 use crate::phc::SysTime;
+use crate::wire::{WirePort, WireStats};
+use hooks::ReadHooks;
 use irq::Interrupts;
 use link::{Link, Phy};
 use regfile::{Counters, RegFile};
 use tsync::TimeSync;
+use txstamp::TxStamps;
 
 /// Size of BAR0, the register space.
 pub const BAR0_LEN: u32 = 128 * 1024;
@@ -90,7 +124,20 @@ pub struct I225Config {
     pub cable_connected: bool,
     /// TSAUXC at power-on. Default 0 (timer 0 counts); see [`I226_REPORTED_TSAUXC`].
     pub tsauxc_power_on: u32,
+    /// Model the §7.2 bug: after a TXTS interrupt no other comes until TXSTMPH_0 is read.
+    /// Default true (the real part); false for an ideal part to compare against.
+    pub tx_stamp_quirk: bool,
+    /// A TXSTMPH_0 read clears all TXTT bits, not only TXTT_0 (§7.1, from driver comments
+    /// \[U\]). Default true.
+    pub txstmph0_clears_all: bool,
+    /// True time from the TX engine picking a frame up to its first bit on the wire, ns
+    /// (descriptor and data fetch, MAC and PHY). Default [`DEFAULT_TX_PIPELINE_NS`].
+    pub tx_pipeline_ns: u64,
 }
+
+/// Default [`I225Config::tx_pipeline_ns`]: 1 µs \[assumption: a plausible order of magnitude
+/// for a PCIe NIC's descriptor and data fetch; no figure is in the reference\].
+pub const DEFAULT_TX_PIPELINE_NS: u64 = 1_000;
 
 impl std::fmt::Debug for I225Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -106,6 +153,9 @@ impl std::fmt::Debug for I225Config {
                 "tsauxc_power_on",
                 &format_args!("{:#010x}", self.tsauxc_power_on),
             )
+            .field("tx_stamp_quirk", &self.tx_stamp_quirk)
+            .field("txstmph0_clears_all", &self.txstmph0_clears_all)
+            .field("tx_pipeline_ns", &self.tx_pipeline_ns)
             .finish_non_exhaustive()
     }
 }
@@ -124,6 +174,9 @@ impl I225Config {
             link_speed: LinkSpeed::Mbps2500,
             cable_connected: true,
             tsauxc_power_on: 0,
+            tx_stamp_quirk: true,
+            txstmph0_clears_all: true,
+            tx_pipeline_ns: DEFAULT_TX_PIPELINE_NS,
         }
     }
 
@@ -136,6 +189,50 @@ impl I225Config {
             ..Self::i225(clock)
         }
     }
+}
+
+/// Data-path and fault counters of an [`I225`] (model-side; survive port resets).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct I225Stats {
+    /// Frames that left the MAC (to the wire or, without one, nowhere).
+    pub tx_frames: u64,
+    /// Their bytes (after padding).
+    pub tx_bytes: u64,
+    /// Frames sent with no wire attached (dropped).
+    pub tx_no_wire: u64,
+    /// Malformed TX frames dropped (bad buffer address, zero length, no EOP in a full ring,
+    /// ...).
+    pub tx_malformed: u64,
+    /// Polls at which the TX queue stalled on a descriptor DMA could not read.
+    pub tx_dma_errors: u64,
+    /// Frames written to an RX buffer.
+    pub rx_frames: u64,
+    /// Their bytes (the frame only, without header or FCS).
+    pub rx_bytes: u64,
+    /// Of those, frames with a timestamp header (TSIP).
+    pub rx_stamped: u64,
+    /// Frames dropped for want of a free RX descriptor (RX missed).
+    pub rx_missed: u64,
+    /// Frames dropped as larger than the RX buffer.
+    pub rx_too_big: u64,
+    /// Frames dropped as shorter than an Ethernet header.
+    pub rx_runt: u64,
+    /// Frames dropped because RX was disabled or the link down.
+    pub rx_not_ready: u64,
+    /// RX descriptors or buffers DMA could not reach.
+    pub rx_dma_errors: u64,
+    /// TX stamps latched into a set.
+    pub tx_stamps_latched: u64,
+    /// TX stamps lost because their set still held an unread stamp.
+    pub tx_stamps_lost: u64,
+    /// TX stamps swallowed by [`I225::drop_tx_stamps`] (injected).
+    pub tx_stamps_dropped: u64,
+    /// Releasing TXSTMPH reads a stuck TXTT bit survived ([`I225::stick_txtt`], injected).
+    pub txtt_stuck_reads: u64,
+    /// Time-sync interrupts swallowed by [`I225::drop_ts_interrupts`] (injected).
+    pub ts_irqs_dropped: u64,
+    /// TX stamps whose TXTS interrupt the closed §7.2 gate held back.
+    pub txts_held_by_quirk: u64,
 }
 
 /// The i225/i226 model. See the module docs for what is modelled and assumed.
@@ -152,6 +249,16 @@ pub struct I225 {
     phy: Phy,
     irq: Interrupts,
     tsync: TimeSync,
+    txs: TxStamps,
+    hooks: ReadHooks,
+    wire: Option<Box<dyn WirePort>>,
+    /// See [`I225Config::tx_pipeline_ns`].
+    tx_pipeline_ns: u64,
+    /// The wire is busy with earlier frames until this instant.
+    tx_busy_until: u64,
+    /// Time-sync interrupts still to be swallowed (fault injection).
+    drop_ts_irqs: u64,
+    stats: I225Stats,
     counters: Counters,
     port_resets: u64,
 }
@@ -161,6 +268,7 @@ impl std::fmt::Debug for I225 {
         f.debug_struct("I225")
             .field("device", &format_args!("{:#06x}", self.ids.device))
             .field("link_up", &self.link.up)
+            .field("wire", &self.wire.is_some())
             .field("phc_ns", &self.phc_now_ns())
             .finish_non_exhaustive()
     }
@@ -198,10 +306,18 @@ impl I225 {
                 cfg.osc_error_ppb,
                 cfg.tsauxc_power_on,
             ),
+            txs: TxStamps::new(cfg.txstmph0_clears_all),
+            hooks: ReadHooks::default(),
+            wire: None,
+            tx_pipeline_ns: cfg.tx_pipeline_ns,
+            tx_busy_until: 0,
+            drop_ts_irqs: 0,
+            stats: I225Stats::default(),
             counters: Counters::new(BAR0_LEN),
             port_resets: 0,
             clock: cfg.clock,
         };
+        dev.tsync.set_txts_quirk(cfg.tx_stamp_quirk);
         dev.load_power_on();
         // PCIe: MSI-X vector control = masked at reset (storage only, see `msix`).
         for n in 0..MSIX_VECTORS as u32 {
@@ -246,6 +362,7 @@ impl I225 {
         self.load_power_on();
         self.irq.reset();
         self.tsync.port_reset();
+        self.txs.port_reset();
         // CTRL.SLU is now clear, so the link drops; ICR was just reset, so no LSC is left
         // pending for it (the driver sees LSC when it brings the link back up).
         self.link.update(false);
@@ -266,18 +383,33 @@ impl I225 {
         self.update_link(host);
     }
 
+    /// Re-evaluates STATUS.LU: CTRL.SLU, the cable flag and, with a wire, its link partner.
     fn update_link(&mut self, host: &mut dyn DeviceHost) {
+        let partner = self.wire.as_ref().is_none_or(|w| w.link_up());
         let slu = self.regs.get(CTRL) & ctrl::SLU != 0;
-        if self.link.update(slu) {
+        if self.link.update(slu && partner) {
             self.irq.cause(icr::LSC, host);
         }
     }
 
-    /// Raises ICR.TS if the time-sync causes just became pending (§2.4, §6).
+    /// Raises ICR.TS if the time-sync causes just became pending (§2.4, §6). A
+    /// [`drop_ts_interrupts`](Self::drop_ts_interrupts) fault lets ICR.TS show but sends
+    /// no message.
     fn update_ts(&mut self, host: &mut dyn DeviceHost) {
         if self.tsync.take_ts_edge() {
-            self.irq.cause(icr::TS, host);
+            if self.drop_ts_irqs > 0 {
+                self.drop_ts_irqs -= 1;
+                self.stats.ts_irqs_dropped += 1;
+                self.irq.cause_silent(icr::TS);
+            } else {
+                self.irq.cause(icr::TS, host);
+            }
         }
+    }
+
+    /// Which TX stamp set a TXSTMPL/TXSTMPH offset belongs to.
+    fn stamp_set(offset: u32, regs: &[u32; TX_STAMP_SETS]) -> Option<usize> {
+        regs.iter().position(|&r| r == offset)
     }
 
     /// STATUS: link bits plus GIO_MASTER_ENABLE, which stays set until the driver writes
@@ -315,14 +447,29 @@ impl I225 {
             TSAUXC => self.tsync.tsauxc,
             TSICR => self.tsync.tsicr,
             TSIM => self.tsync.tsim,
+            TSYNCTXCTL => self.txs.ctl(),
+            o if Self::stamp_set(o, &TXSTMPL).is_some() => {
+                Self::stamp_set(o, &TXSTMPL).map_or(0, |n| self.txs.set(n).nsec)
+            }
+            o if Self::stamp_set(o, &TXSTMPH).is_some() => {
+                Self::stamp_set(o, &TXSTMPH).map_or(0, |n| self.txs.set(n).sec)
+            }
             o if o < BAR0_LEN => self.regs.get(o),
             _ => u32::MAX,
         }
     }
 
     /// A BAR0 read with its side effects (§6 ICR/EICR read-to-clear, §3 SYSTIML latch,
-    /// §2.4 TSICR read-to-clear).
+    /// §2.4 TSICR read-to-clear, §7.1 TXSTMPH release, §7.2 gate).
     fn read_bar0(&mut self, offset: u32, host: &mut dyn DeviceHost) -> u32 {
+        if let Some(n) = Self::stamp_set(offset, &TXSTMPH) {
+            let v = self.txs.read_h(n);
+            if n == 0 {
+                self.tsync.reopen_txts_gate();
+                self.update_ts(host);
+            }
+            return v;
+        }
         match offset {
             ICR => self.irq.read_icr(host),
             EICR => self.irq.read_eicr(),
@@ -370,6 +517,9 @@ impl I225 {
                 self.tsync.phc.set_timinca(t, v);
             }
             TIMADJ => self.tsync.timadj = v,
+            TSYNCTXCTL => self.txs.write_ctl(v),
+            o if Self::stamp_set(o, &TXSTMPL).is_some()
+                || Self::stamp_set(o, &TXSTMPH).is_some() => {}
             TSAUXC => {
                 let t = self.now();
                 self.tsync.write_tsauxc(t, v);
@@ -382,8 +532,9 @@ impl I225 {
                 self.tsync.tsim = v;
                 self.update_ts(host);
             }
-            // Everything else, including TSYNCTXCTL/TSYNCRXCTL/TXSTMP*/RXPBS/SRRCTL until
-            // the part-2 TX/RX models own them: plain storage.
+            // Everything else is storage, including the ring registers (TDH/RDH are also
+            // written by the engines; TDT/RDT writes take effect at the next poll),
+            // TSYNCRXCTL, RXPBS, SRRCTL and IVAR0, which the engines read when they run.
             o => self.regs.set(o, v),
         }
     }
@@ -422,8 +573,9 @@ impl I225 {
         self.link.up
     }
 
-    /// Sets TSICR cause `bits` as a time-sync event would (until the part-2 timestamping model
-    /// raises TXTS itself); an enabled cause raises ICR.TS and routes it (§2.4, §6).
+    /// Sets TSICR cause `bits` as a time-sync event would; an enabled cause raises ICR.TS and
+    /// routes it (§2.4, §6). This is a raw cause: it bypasses the §7.2 gate (neither closes
+    /// nor waits for it); TX stamps latched by the TX engine go through the gate.
     pub fn raise_tsicr(&mut self, bits: u32, host: &mut dyn DeviceHost) {
         self.tsync.raise(bits);
         self.update_ts(host);
@@ -517,6 +669,146 @@ impl I225 {
         self.counters.reset();
         self.irq.raised = [0; 32];
     }
+
+    // --- Wire ---
+
+    /// Attaches the MAC/PHY to `wire`, returning the previous one. The link is re-evaluated
+    /// (and ICR.LSC raised if it changed) at the next [`poll`](Device::poll).
+    pub fn attach_wire(&mut self, wire: Box<dyn WirePort>) -> Option<Box<dyn WirePort>> {
+        self.wire.replace(wire)
+    }
+
+    /// Detaches the wire: back to the part-1 link behaviour, frames sent are dropped.
+    pub fn detach_wire(&mut self) -> Option<Box<dyn WirePort>> {
+        self.wire.take()
+    }
+
+    /// The attached wire, if any.
+    pub fn wire(&self) -> Option<&dyn WirePort> {
+        self.wire.as_deref()
+    }
+
+    /// The attached wire, mutably (for its cable's fault injection).
+    pub fn wire_mut(&mut self) -> Option<&mut (dyn WirePort + 'static)> {
+        self.wire.as_deref_mut()
+    }
+
+    /// The attached wire's counters (zero without a wire).
+    pub fn wire_stats(&self) -> WireStats {
+        self.wire.as_ref().map(|w| w.stats()).unwrap_or_default()
+    }
+
+    /// Loses the next `n` frames on the attached wire's cable. False if there is no wire or
+    /// it has no cable.
+    pub fn wire_drop_next(&mut self, n: u64) -> bool {
+        match self.wire.as_mut().and_then(|w| w.cable_mut()) {
+            Some(c) => {
+                c.drop_next(n);
+                true
+            }
+            None => false,
+        }
+    }
+
+    // --- TX timestamps (§7) ---
+
+    /// TXTT_0..3 (TSYNCTXCTL b3:0) as the hardware holds them.
+    pub fn txtt(&self) -> u32 {
+        self.txs.txtt()
+    }
+
+    /// The stamp in TX set `n` (TXSTMPH_n:TXSTMPL_n; whatever was last latched), without the
+    /// read side effects. Sets beyond 3 read 0.
+    pub fn tx_stamp(&self, n: usize) -> SysTime {
+        self.txs.set(n)
+    }
+
+    /// Turns the §7.2 quirk on (real part) or off (ideal part); off also releases an
+    /// interrupt the gate holds, without raising it.
+    pub fn set_tx_stamp_quirk(&mut self, on: bool) {
+        self.tsync.set_txts_quirk(on);
+    }
+
+    /// Whether the §7.2 gate lets the next TXTS raise an interrupt.
+    pub fn txts_gate_open(&self) -> bool {
+        self.tsync.txts_gate_open()
+    }
+
+    /// Whether a TXSTMPH_0 read clears every TXTT bit (§7.1).
+    pub fn set_txstmph0_clears_all(&mut self, on: bool) {
+        self.txs.h0_clears_all = on;
+    }
+
+    // --- Deterministic interleaving (hooks) ---
+
+    /// Holds the TX engine until the `nth` (≥ 1) next read of BAR0 `offset` has returned its
+    /// value, then runs it inside that read: frames posted meanwhile go out, latch their
+    /// stamps and raise their interrupts between that read and the driver's next access.
+    /// False if too many actions are armed ([`MAX_ARMED_READS`]).
+    pub fn hold_tx_until_read(&mut self, offset: u32, nth: u32) -> bool {
+        self.after_read(offset, nth, ReadAction::ReleaseTx)
+    }
+
+    /// Arms `action` for right after the `nth` (≥ 1) next read of BAR0 `offset` (see
+    /// [`ReadAction`]).
+    pub fn after_read(&mut self, offset: u32, nth: u32, action: ReadAction) -> bool {
+        self.hooks.arm(offset, nth, action)
+    }
+
+    /// Actions armed and not yet run.
+    pub fn armed_reads(&self) -> usize {
+        self.hooks.len()
+    }
+
+    /// Disarms every armed action (a held TX engine resumes at the next poll).
+    pub fn disarm_reads(&mut self) {
+        self.hooks.clear();
+    }
+
+    /// Runs the actions due after a read of `offset`.
+    fn run_read_hooks(&mut self, offset: u32, host: &mut dyn DeviceHost) {
+        for action in self.hooks.on_read(offset) {
+            match action {
+                ReadAction::ReleaseTx => self.run_tx(host, true),
+            }
+        }
+    }
+
+    // --- Fault injection (DESIGN.md §4) ---
+
+    /// The next `n` TX stamp requests latch nothing (the frames still go out).
+    pub fn drop_tx_stamps(&mut self, n: u64) {
+        self.txs.drop_next(n);
+    }
+
+    /// TXTT_`set` reads as set from now on and survives `reads` releasing TXSTMPH reads
+    /// (`None`: until [`clear_stuck_txtt`](Self::clear_stuck_txtt)). New stamps into the set
+    /// are lost meanwhile, since it looks busy.
+    pub fn stick_txtt(&mut self, set: usize, reads: Option<u32>) {
+        self.txs.stick(set, reads);
+    }
+
+    /// Ends a stuck TXTT fault and clears the bit.
+    pub fn clear_stuck_txtt(&mut self, set: usize) {
+        self.txs.clear_stuck(set);
+    }
+
+    /// The next `n` time-sync interrupts (ICR.TS edges) send no MSI-X message; ICR.TS and
+    /// TSICR still show the cause.
+    pub fn drop_ts_interrupts(&mut self, n: u64) {
+        self.drop_ts_irqs = self.drop_ts_irqs.saturating_add(n);
+    }
+
+    /// Data-path and fault counters.
+    pub fn stats(&self) -> I225Stats {
+        I225Stats {
+            tx_stamps_latched: self.txs.latched,
+            tx_stamps_lost: self.txs.lost,
+            tx_stamps_dropped: self.txs.dropped,
+            txtt_stuck_reads: self.txs.stuck_reads,
+            ..self.stats
+        }
+    }
 }
 
 impl Device for I225 {
@@ -542,7 +834,9 @@ impl Device for I225 {
             0 if offset < BAR0_LEN => {
                 self.counters.total_reads += 1;
                 self.counters.count_read(offset);
-                self.read_bar0(offset, host)
+                let v = self.read_bar0(offset, host);
+                self.run_read_hooks(offset, host);
+                v
             }
             3 if offset < BAR3_LEN => {
                 self.counters.total_reads += 1;
@@ -569,8 +863,22 @@ impl Device for I225 {
         }
     }
 
-    fn poll(&mut self, _host: &mut dyn DeviceHost) -> Option<Duration> {
-        // Part 1 has no scheduled work: link-up and reset complete at once.
-        None
+    /// Link (a wire may have come or gone), then the TX engine, then frames that have
+    /// arrived. Returns the time until the next frame arrives, or the wire's poll interval.
+    fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
+        self.update_link(host);
+        self.run_tx(host, false);
+        if self.run_rx(host) {
+            return Some(Duration::ZERO);
+        }
+        let w = self.wire.as_ref()?;
+        let now = self.now();
+        let arrival = w
+            .next_arrival()
+            .map(|a| Duration::from_nanos(a.saturating_sub(now)));
+        match (arrival, w.poll_interval()) {
+            (Some(a), Some(i)) => Some(a.min(i)),
+            (a, i) => a.or(i),
+        }
     }
 }

@@ -6,6 +6,7 @@
 //!
 //! - [`phc`]: the PHC/oscillator arithmetic (SYSTIM, TIMINCA, crystal error), exact.
 //! - [`igc`]: the i225/i226 model.
+//! - [`wire`]: what a NIC model is attached to (loopback, nothing, a Unix datagram socket).
 //! - [`host`]: a recording [`DeviceHost`](ptp_pci::emulated::DeviceHost) for tests that drive a
 //!   model directly.
 
@@ -15,7 +16,9 @@ pub mod clock;
 pub mod host;
 pub mod igc;
 pub mod phc;
+pub mod wire;
 
 pub use clock::{HostClock, TimeSource, VirtualClock};
-pub use igc::{I225, I225Config, LinkSpeed};
+pub use igc::{I225, I225Config, I225Stats, LinkSpeed, ReadAction};
 pub use phc::{Phc, SysTime};
+pub use wire::{Cable, Disconnected, Loopback, WireFrame, WirePort};

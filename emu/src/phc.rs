@@ -24,6 +24,8 @@
 //! matter how often the driver writes TIMINCA. Reading SYSTIM truncates to whole ns, like the
 //! register.
 
+use std::collections::VecDeque;
+
 use intel_regs::igc::{TICK_PS, timinca};
 
 /// Nanoseconds per second.
@@ -67,9 +69,9 @@ impl SysTime {
     }
 }
 
-/// The PHC state. See the module docs for the equation.
+/// One stretch of the PHC law: the state between two rebases.
 #[derive(Debug, Clone)]
-pub struct Phc {
+struct Segment {
     /// True time of the last rebase.
     base_t: u64,
     /// SYSTIM at `base_t`, in 2^-32 ns, below [`WRAP_FRAC`].
@@ -84,19 +86,30 @@ pub struct Phc {
     running: bool,
 }
 
-impl Phc {
-    /// A running PHC reading `systim_ns` at true time `t`, nominal TIMINCA.
-    pub fn new(t: u64, systim_ns: u64, osc_ppb: i64) -> Self {
-        Self {
-            base_t: t,
-            base: (systim_ns as u128 % WRAP_NS) << FRAC_BITS,
-            rem: 0,
-            timinca: 0,
-            osc_ppb: osc_ppb.clamp(-MAX_OSC_ERROR_PPB, MAX_OSC_ERROR_PPB),
-            running: true,
-        }
-    }
+/// `ns + delta` on the SYSTIM circle (wrapping at 2^32 s like the registers): how the model
+/// applies the fixed PHY latencies to a timestamp.
+pub fn wrap_add_ns(ns: u64, delta: i64) -> u64 {
+    let w = WRAP_NS as i128;
+    (((ns as i128 + delta as i128) % w + w) % w) as u64
+}
 
+/// The PHC state. See the module docs for the equation.
+#[derive(Debug, Clone)]
+pub struct Phc {
+    /// The law in force since the last rebase.
+    seg: Segment,
+    /// The laws in force before, newest last, so a timestamp of an instant that lies before
+    /// the last rebase (a frame whose arrival the model processes late) reads SYSTIM as it was
+    /// then. Bounded by [`HISTORY`].
+    history: VecDeque<Segment>,
+}
+
+/// Rebases remembered for [`Phc::ns_at_instant`]. A driver adjusting the frequency every
+/// sync interval rebases a few times a second; the model processes a frame at most
+/// milliseconds late, so a handful suffices.
+const HISTORY: usize = 16;
+
+impl Segment {
     /// Rate numerator `N` (2^-32 ns per true ns is `N / RATE_DEN`).
     fn rate_num(&self) -> u128 {
         let osc = (NS_PER_S as i64 + self.osc_ppb) as u128;
@@ -126,13 +139,38 @@ impl Phc {
         let frac = (self.base + q * n + part / RATE_DEN) % WRAP_FRAC;
         (frac, part % RATE_DEN)
     }
+}
+
+impl Phc {
+    /// A running PHC reading `systim_ns` at true time `t`, nominal TIMINCA.
+    pub fn new(t: u64, systim_ns: u64, osc_ppb: i64) -> Self {
+        Self {
+            seg: Segment {
+                base_t: t,
+                base: (systim_ns as u128 % WRAP_NS) << FRAC_BITS,
+                rem: 0,
+                timinca: 0,
+                osc_ppb: osc_ppb.clamp(-MAX_OSC_ERROR_PPB, MAX_OSC_ERROR_PPB),
+                running: true,
+            },
+            history: VecDeque::new(),
+        }
+    }
+
+    fn at(&self, t: u64) -> (u128, u128) {
+        self.seg.at(t)
+    }
 
     /// Moves the base to `t` (never backwards) so a parameter change applies from `t` on.
     fn rebase(&mut self, t: u64) {
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(self.seg.clone());
         let (base, rem) = self.at(t);
-        self.base = base;
-        self.rem = rem;
-        self.base_t = self.base_t.max(t);
+        self.seg.base = base;
+        self.seg.rem = rem;
+        self.seg.base_t = self.seg.base_t.max(t);
     }
 
     /// SYSTIM at `t` in 2^-32 ns (fraction included), for tests that check sub-ns behaviour.
@@ -145,6 +183,25 @@ impl Phc {
         (self.at(t).0 >> FRAC_BITS) as u64
     }
 
+    /// SYSTIM in whole ns as it read at `t`, also for an instant before the last rebase
+    /// (settime, TIMINCA write, stop/start): the law in force at `t` is looked up among the
+    /// last 16 rebases. Timestamps need this: hardware latches SYSTIM when the frame
+    /// passes, while the model may process the frame later. An instant older than the
+    /// remembered history reads as the oldest remembered law's base (no time elapsed).
+    pub fn ns_at_instant(&self, t: u64) -> u64 {
+        if t >= self.seg.base_t {
+            return self.ns_at(t);
+        }
+        let seg = self
+            .history
+            .iter()
+            .rev()
+            .find(|s| s.base_t <= t)
+            .or(self.history.front())
+            .unwrap_or(&self.seg);
+        (seg.at(t).0 >> FRAC_BITS) as u64
+    }
+
     /// SYSTIM at `t` split as SYSTIMH:SYSTIML.
     pub fn time_at(&self, t: u64) -> SysTime {
         SysTime::from_ns(self.ns_at(t))
@@ -153,48 +210,48 @@ impl Phc {
     /// Sets SYSTIM to `ns` at `t` (settime; wraps at 2^32 s). The sub-ns fraction is zeroed.
     pub fn set_ns(&mut self, t: u64, ns: u64) {
         self.rebase(t);
-        self.base = (ns as u128 % WRAP_NS) << FRAC_BITS;
-        self.rem = 0;
+        self.seg.base = (ns as u128 % WRAP_NS) << FRAC_BITS;
+        self.seg.rem = 0;
     }
 
     /// TIMINCA as last written.
     pub fn timinca(&self) -> u32 {
-        self.timinca
+        self.seg.timinca
     }
 
     /// Writes TIMINCA at `t`: time up to `t` accrues at the old rate.
     pub fn set_timinca(&mut self, t: u64, value: u32) {
         self.rebase(t);
-        self.timinca = value;
+        self.seg.timinca = value;
     }
 
     /// The crystal's frequency error in ppb.
     pub fn osc_error_ppb(&self) -> i64 {
-        self.osc_ppb
+        self.seg.osc_ppb
     }
 
     /// Changes the crystal's frequency error at `t` (temperature drift, a test's step), clamped
     /// to ±[`MAX_OSC_ERROR_PPB`].
     pub fn set_osc_error_ppb(&mut self, t: u64, ppb: i64) {
         self.rebase(t);
-        self.osc_ppb = ppb.clamp(-MAX_OSC_ERROR_PPB, MAX_OSC_ERROR_PPB);
+        self.seg.osc_ppb = ppb.clamp(-MAX_OSC_ERROR_PPB, MAX_OSC_ERROR_PPB);
     }
 
     /// Whether SYSTIM is counting (TSAUXC.DISABLE0 clear).
     pub fn is_running(&self) -> bool {
-        self.running
+        self.seg.running
     }
 
     /// Stops (false) or restarts (true) the timer at `t`. Stopped, SYSTIM holds its value;
     /// restarted, it continues from that value (§2.3: DISABLE0 "stops SYSTIM0").
     pub fn set_running(&mut self, t: u64, running: bool) {
-        if running == self.running {
+        if running == self.seg.running {
             return;
         }
         self.rebase(t);
-        self.running = running;
+        self.seg.running = running;
         // While stopped `base_t` went stale; counting resumes from `t`.
-        self.base_t = self.base_t.max(t);
+        self.seg.base_t = self.seg.base_t.max(t);
     }
 }
 
@@ -323,5 +380,33 @@ mod tests {
         assert_eq!(p.ns_at(5 * S), 0);
         p.set_timinca(5 * S, 0);
         assert_eq!(p.ns_at(11 * S), S);
+    }
+
+    #[test]
+    fn instants_before_a_rebase_read_the_old_law() {
+        let mut p = Phc::new(0, 0, 0);
+        p.set_timinca(S, linux_timinca(1000));
+        p.set_ns(2 * S, 100 * S);
+        // Before the settime: the +1000 ppb law; before the TIMINCA write: nominal.
+        assert_eq!(p.ns_at_instant(S / 2), S / 2);
+        assert_eq!(
+            p.ns_at_instant(S + S / 2),
+            S + expected_ns(S / 2, 13743, false, 0)
+        );
+        assert_eq!(p.ns_at_instant(2 * S), 100 * S);
+        assert_eq!(p.ns_at_instant(3 * S), p.ns_at(3 * S));
+        // Bounded history: very old instants read the oldest remembered base.
+        for i in 0..100 {
+            p.set_timinca(3 * S + i, 0);
+        }
+        let _ = p.ns_at_instant(0);
+    }
+
+    #[test]
+    fn wrap_add_wraps_both_ways() {
+        let top = (1u64 << 32) * S;
+        assert_eq!(wrap_add_ns(5, -10), top - 5);
+        assert_eq!(wrap_add_ns(top - 1, 3), 2);
+        assert_eq!(wrap_add_ns(7, 0), 7);
     }
 }

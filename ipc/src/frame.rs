@@ -105,7 +105,10 @@ mod tests {
     #[test]
     fn recognises_transports_and_messages() {
         let s = classify(&l2(0, 2)).unwrap();
-        assert_eq!((s.transport, s.offset, s.is_event(), s.version), (Transport::L2, 14, true, 2));
+        assert_eq!(
+            (s.transport, s.offset, s.is_event(), s.version),
+            (Transport::L2, 14, true, 2)
+        );
         assert!(!classify(&l2(0xB, 2)).unwrap().is_event());
         let u = classify(&udp(319, 1)).unwrap();
         assert_eq!(u.transport, Transport::Udp4 { dst_port: 319 });

@@ -2,13 +2,16 @@
 //!
 //! - [`msg`]: every message type, defined once;
 //! - [`wire`]: their versioned little-endian encoding, with total decoders;
-//! - [`transport`]: datagram transports (in-process, Unix SOCK_SEQPACKET on Linux hosts) behind
-//!   one trait, and the typed [`transport::Channel`] on top;
+//! - [`transport`]: datagram transports (in-process, Unix SOCK_SEQPACKET on Linux hosts, scheme
+//!   handles on Redox) behind one trait, and the typed [`transport::Channel`] on top;
 //! - [`clockpage`]: the seqlock-protected read-only clock page;
-//! - [`time`]: the host clocks the whole project uses.
+//! - [`time`]: the host clocks the whole project uses;
+//! - `redox` (Redox only): readiness towards init/pcid-spawner and time-scheme timers.
 pub mod clockpage;
 pub mod frame;
 pub mod msg;
+#[cfg(target_os = "redox")]
+pub mod redox;
 #[cfg(unix)]
 pub mod time;
 pub mod transport;

@@ -138,7 +138,8 @@ pub struct Stats {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum DriverRequest {
     /// Queue a PTP frame; with `want_ts` its TX timestamp comes back as a `TxTimestamp` (or
-    /// `TxTimestampLost`) event carrying `cookie`.
+    /// `TxTimestampLost`) event carrying `cookie`. Answered only on error (`Error`), so a
+    /// timestamping workload costs one message each way per frame, not two.
     SendPtp {
         cookie: u64,
         want_ts: bool,
@@ -168,7 +169,7 @@ pub enum DriverRequest {
 /// driver → ptpd: the answer to one request.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum DriverReply {
-    /// SendPtp, SetTime, AdjTime, AdjFine, SetTstampConfig succeeded.
+    /// SetTime, AdjTime, AdjFine succeeded (SendPtp succeeds silently).
     Done,
     Time {
         ns: u64,

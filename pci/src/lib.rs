@@ -15,6 +15,10 @@ pub mod config;
 pub mod dma;
 pub mod emulated;
 pub mod mmio;
+pub mod pcid_proto;
+#[cfg(target_os = "redox")]
+pub mod redox;
+pub mod rt;
 
 pub use config::{Capability, MsixInfo, PciIds};
 pub use dma::DmaRegion;

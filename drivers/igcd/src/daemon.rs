@@ -13,14 +13,14 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use intel_common::Regs;
 use intel_common::clock::{PageSample, Phc};
 use intel_common::igc::{self, Igc, Link};
 use intel_common::ring::{BUF_LEN, RxRing, TxRing};
 use intel_common::service::{self, Counters, DataPath};
 use intel_common::txts::{Reservation, TxTimestamps};
-use intel_common::Regs;
-use intel_regs::igc as r;
 use intel_regs::ids::Part;
+use intel_regs::igc as r;
 use ptp_ipc::time::mono_ns;
 use ptp_ipc::{Caps, DriverError, DriverEvent, DriverReply, DriverRequest, LostReason, RxFilter};
 use ptp_pci::{IrqVector, IrqWait, PciFunction};
@@ -61,6 +61,7 @@ pub struct Device<F: PciFunction> {
     pub data: Arc<Data<F::Bar>>,
     irq_other: Arc<F::Irq>,
     irq_queues: Arc<F::Irq>,
+    irq_priority: Option<i32>,
 }
 
 /// The data path state shared by the request thread and the IRQ threads.
@@ -169,6 +170,7 @@ impl<F: PciFunction> Device<F> {
             data,
             irq_other,
             irq_queues,
+            irq_priority: opts.irq_priority,
         })
     }
 
@@ -181,19 +183,26 @@ impl<F: PciFunction> Device<F> {
     }
 
     /// Executes one request from ptpd; events it causes (lost timestamps) go to `sink`.
-    pub fn handle<S: EventSink>(&self, req: DriverRequest, sink: &S) -> DriverReply {
+    /// Returns the reply to send, or `None` for a successful `SendPtp`, which is answered only
+    /// on error (its outcome arrives as `TxTimestamp`/`TxTimestampLost`): at timestamping rates
+    /// a reply per frame would double the channel's traffic.
+    pub fn handle<S: EventSink>(&self, req: DriverRequest, sink: &S) -> Option<DriverReply> {
         let dp = Requests {
             data: &self.data,
             sink,
         };
+        let is_send = matches!(req, DriverRequest::SendPtp { .. });
         let mut reply = service::dispatch(&self.phc, &self.caps, &self.counters, &dp, req);
+        if is_send && reply == DriverReply::Done {
+            return None;
+        }
         if let DriverReply::Stats(s) = &mut reply {
             let c = self.data.txts.counters();
             s.tx_requested = c.requested;
             s.tx_skipped = c.skipped;
             s.tx_timeouts = c.timeouts;
         }
-        reply
+        Some(reply)
     }
 
     /// Starts the IRQ threads and the watchdog; they run until `stop` is set.
@@ -208,6 +217,17 @@ impl<F: PciFunction> Device<F> {
                 .spawn(f)
                 .expect("spawn driver thread")
         };
+        // With --irq-priority the timestamp IRQ thread runs SCHED_FIFO, as Linux's threaded
+        // interrupt handlers do, so a timestamp never waits behind ordinary work. Off by
+        // default: on a 2-core host it also starves the consumers of those timestamps.
+        let prio = self.irq_priority;
+        let irq_prio = move |name: &'static str| {
+            if let Some(p) = prio
+                && let Err(e) = ptp_pci::rt::make_current_thread_realtime(p)
+            {
+                log::warn!("{name} thread stays at normal priority: {e}");
+            }
+        };
         let mut threads = Vec::new();
         {
             let (data, irq, sink, stop) = (
@@ -218,7 +238,10 @@ impl<F: PciFunction> Device<F> {
             );
             threads.push(spawn(
                 "irq-other",
-                Box::new(move || irq_other_thread(&data, &*irq, &*sink, &stop)),
+                Box::new(move || {
+                    irq_prio("irq-other");
+                    irq_other_thread(&data, &*irq, &*sink, &stop)
+                }),
             ));
         }
         {
@@ -230,6 +253,9 @@ impl<F: PciFunction> Device<F> {
             );
             threads.push(spawn(
                 "queues",
+                // Bulk frame work stays at normal priority (Linux does it in softirq context,
+                // falling back to the normal-priority ksoftirqd under load): at real-time
+                // priority it would starve the consumers it feeds on a small machine.
                 Box::new(move || queue_thread(&data, &*irq, &*sink, &stop)),
             ));
         }
@@ -239,7 +265,9 @@ impl<F: PciFunction> Device<F> {
                 "watchdog",
                 Box::new(move || {
                     while !stop.load(Ordering::Relaxed) {
-                        for lost in data.txts.expire(&data.regs, mono_ns(), data.tx_ts_timeout_ns)
+                        for lost in data
+                            .txts
+                            .expire(&data.regs, mono_ns(), data.tx_ts_timeout_ns)
                         {
                             log::warn!("TX timestamp for cookie {} timed out", lost.cookie);
                             data.lost(&*sink, lost.cookie, lost.reason);
@@ -319,7 +347,8 @@ impl<M: ptp_pci::Mmio> Data<M> {
             }
             Err(_) => {
                 if cmd != 0 {
-                    self.txts.cancel(((cmd >> r::txd::TSTAMP_REG_SHIFT) & 3) as u8, cookie);
+                    self.txts
+                        .cancel(((cmd >> r::txd::TSTAMP_REG_SHIFT) & 3) as u8, cookie);
                 }
                 if want_ts {
                     self.lost(sink, cookie, LostReason::NotSent);
@@ -455,21 +484,18 @@ fn queue_thread<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
         loop {
             let tail = lock(&data.rx).poll(RX_BUDGET, |meta, buf| {
                 Counters::bump(&data.counters.rx_frames);
-                let (stamp, frame) = igc::split_rx_stamp(meta.status, &buf[..meta.len.min(BUF_LEN)]);
-                if ptp_ipc::frame::classify(frame).is_none() {
-                    Counters::bump(&data.counters.rx_other);
-                    return;
+                match igc::rx_frame(filter, meta.status, &buf[..meta.len.min(BUF_LEN)], rx_lat) {
+                    igc::RxFrame::Other { .. } => Counters::bump(&data.counters.rx_other),
+                    igc::RxFrame::Ptp { rx_ns, frame } => {
+                        if rx_ns.is_some() {
+                            Counters::bump(&data.counters.rx_timestamped);
+                        }
+                        sink.send(DriverEvent::PtpFrame {
+                            rx_ns,
+                            frame: frame.to_vec(),
+                        });
+                    }
                 }
-                let rx_ns = stamp
-                    .filter(|_| igc::keeps_rx_stamp(filter, frame))
-                    .map(|ns| ns.saturating_sub(rx_lat));
-                if rx_ns.is_some() {
-                    Counters::bump(&data.counters.rx_timestamped);
-                }
-                sink.send(DriverEvent::PtpFrame {
-                    rx_ns,
-                    frame: frame.to_vec(),
-                });
             });
             match tail {
                 Some(t) => regs.write(r::rdt(0), t),

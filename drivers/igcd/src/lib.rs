@@ -9,6 +9,8 @@ pub mod daemon;
 pub mod options;
 #[cfg(target_os = "linux")]
 mod platform_linux;
+#[cfg(target_os = "redox")]
+pub mod platform_redox;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -61,12 +63,17 @@ fn init_logging(prog: &str, name: &str) {
     } else {
         format!("{prog}[{name}]")
     };
-    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .format(move |buf, rec| {
-            use std::io::Write;
-            writeln!(buf, "{tag}: {}: {}", rec.level(), rec.args())
-        })
-        .try_init();
+    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+    b.format(move |buf, rec| {
+        use std::io::Write;
+        writeln!(buf, "{tag}: {}: {}", rec.level(), rec.args())
+    });
+    // Redox: stderr plus the logging scheme's file (reference §11).
+    #[cfg(target_os = "redox")]
+    b.target(env_logger::Target::Pipe(Box::new(
+        platform_redox::LogTarget,
+    )));
+    let _ = b.try_init();
 }
 
 /// Opens the device the options name and runs the daemon until it fails.
@@ -74,8 +81,13 @@ fn init_logging(prog: &str, name: &str) {
 pub fn run(opts: Options) -> Result<(), Error> {
     #[cfg(feature = "emulate")]
     if let Some(model) = opts.emulate {
-        let func = options::emulated_function(model, &opts);
+        let func = options::emulated_function(model, &opts)?;
         return platform_run(func, opts);
+    }
+    // Redox: the function pcid-spawner handed us (no --emulate).
+    #[cfg(target_os = "redox")]
+    if platform_redox::started_by_pcid() {
+        return platform_redox::run(opts);
     }
     Err(Error::Usage(
         "no device: pass --emulate i225|i226 (host builds) or start under pcid (Redox)".into(),

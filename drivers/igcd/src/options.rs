@@ -13,6 +13,12 @@ usage: igcd [options]
   --clock-page PATH       publish the clock page at PATH
   --name NAME             name used in logs
   --osc-ppm PPM           emulated oscillator frequency error (default 0)
+  --wire WIRE             what the emulated port is cabled to: none (default: link up, frames
+                          go nowhere), loopback, bind:PATH or connect:PATH (a Unix datagram
+                          wire to another emulated NIC or a benchmark peer)
+  --cable-delay-ns NS     emulated cable delay (default 50)
+  --irq-priority PRIO     run the IRQ threads (and an emulated NIC's model thread) SCHED_FIFO at
+                          PRIO (Linux threaded IRQs use 50); default: normal priority
   --link-wait-ms MS       how long bring-up waits for link (default 2000)
   --tx-ts-sets N          TX timestamp register sets to use, 1..4 (default 4)
   --tx-ts-timeout-ms MS   free a TX timestamp set after MS without a stamp (default 1000)
@@ -26,6 +32,34 @@ pub enum Model {
     I226,
 }
 
+/// What an emulated port is cabled to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wire {
+    None,
+    Loopback,
+    Bind(PathBuf),
+    Connect(PathBuf),
+}
+
+impl std::str::FromStr for Wire {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "none" => Wire::None,
+            "loopback" => Wire::Loopback,
+            _ => match s.split_once(':') {
+                Some(("bind", p)) if !p.is_empty() => Wire::Bind(p.into()),
+                Some(("connect", p)) if !p.is_empty() => Wire::Connect(p.into()),
+                _ => {
+                    return Err(format!(
+                        "bad --wire {s:?} (none, loopback, bind:PATH, connect:PATH)"
+                    ));
+                }
+            },
+        })
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Options {
     pub emulate: Option<Model>,
@@ -36,6 +70,9 @@ pub struct Options {
     pub link_wait: Duration,
     pub tx_ts_sets: u8,
     pub tx_ts_timeout: Duration,
+    pub wire: Wire,
+    pub cable_delay_ns: u64,
+    pub irq_priority: Option<i32>,
 }
 
 impl Options {
@@ -51,6 +88,9 @@ impl Options {
             link_wait: Duration::from_millis(2000),
             tx_ts_sets: 4,
             tx_ts_timeout: Duration::from_millis(1000),
+            wire: Wire::None,
+            cable_delay_ns: 50,
+            irq_priority: None,
         };
         let mut p = lexopt::Parser::from_args(args);
         let bad = |e: lexopt::Error| Error::Usage(e.to_string());
@@ -86,6 +126,28 @@ impl Options {
                     }
                     o.tx_ts_timeout = Duration::from_millis(ms);
                 }
+                Long("wire") => {
+                    o.wire = p
+                        .value()
+                        .map_err(bad)?
+                        .string()
+                        .map_err(bad)?
+                        .parse()
+                        .map_err(Error::Usage)?
+                }
+                Long("cable-delay-ns") => {
+                    o.cable_delay_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.cable_delay_ns > 1_000_000_000 {
+                        return Err(Error::Usage("--cable-delay-ns must be ≤ 1 s".into()));
+                    }
+                }
+                Long("irq-priority") => {
+                    let p: i32 = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if !(1..=98).contains(&p) {
+                        return Err(Error::Usage("--irq-priority must be 1..=98".into()));
+                    }
+                    o.irq_priority = Some(p);
+                }
                 Long("help") | Short('h') => return Ok(None),
                 _ => return Err(bad(arg.unexpected())),
             }
@@ -97,14 +159,16 @@ impl Options {
     }
 }
 
-/// Builds the emulated PCI function for `model`, with its model thread running in real time.
+/// Builds the emulated PCI function for `model`, cabled as `--wire` says, with its model thread
+/// running in real time.
 #[cfg(feature = "emulate")]
 pub fn emulated_function(
     model: Model,
     opts: &Options,
-) -> ptp_pci::emulated::EmuFunction<ptp_emu::igc::I225> {
+) -> Result<ptp_pci::emulated::EmuFunction<ptp_emu::igc::I225>, Error> {
     use ptp_emu::clock::HostClock;
     use ptp_emu::igc::{I225, I225Config};
+    use ptp_emu::wire::{Cable, Loopback, UnixDatagramWire, WirePort};
 
     // A locally administered MAC derived from the process id, so two emulated hosts differ.
     let pid = std::process::id();
@@ -127,7 +191,31 @@ pub fn emulated_function(
     } else {
         opts.name.clone()
     };
-    let mut f = ptp_pci::emulated::EmuFunction::new(I225::new(cfg), name);
-    f.start_model_thread(Duration::from_millis(10));
-    f
+    let mut nic = I225::new(cfg);
+    let cable = Cable::new(opts.cable_delay_ns);
+    let io = |what: &str, p: &std::path::Path, e: std::io::Error| {
+        Error::Other(format!("wire {what} {}: {e}", p.display()))
+    };
+    let wire: Option<Box<dyn WirePort>> = match &opts.wire {
+        Wire::None => None,
+        Wire::Loopback => Some(Box::new(Loopback::new(opts.cable_delay_ns))),
+        Wire::Bind(p) => Some(Box::new(
+            UnixDatagramWire::bind(p)
+                .map_err(|e| io("bind", p, e))?
+                .with_cable(cable),
+        )),
+        Wire::Connect(p) => Some(Box::new(
+            UnixDatagramWire::connect(p)
+                .map_err(|e| io("connect", p, e))?
+                .with_cable(cable),
+        )),
+    };
+    if let Some(w) = wire {
+        nic.attach_wire(w);
+    }
+    let mut f = ptp_pci::emulated::EmuFunction::new(nic, name);
+    // The model thread also polls the wire; 1 ms bounds how late an arriving frame is noticed
+    // when nothing else wakes the model (arrival stamps do not depend on it).
+    f.start_model_thread_with_priority(Duration::from_millis(1), opts.irq_priority.map(|p| p + 10));
+    Ok(f)
 }

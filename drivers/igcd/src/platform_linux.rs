@@ -90,7 +90,7 @@ pub fn run<F: PciFunction>(func: F, opts: Options) -> Result<(), Error> {
             continue;
         }
         *sink.conn.lock().unwrap_or_else(|e| e.into_inner()) = Some(chan.clone());
-        serve(&dev, &chan, &*sink);
+        serve(&dev, &chan, &sink);
         *sink.conn.lock().unwrap_or_else(|e| e.into_inner()) = None;
         log::info!("ptpd disconnected");
     }
@@ -102,7 +102,9 @@ fn serve<F: PciFunction>(dev: &Device<F>, chan: &DriverChannel, sink: &Sink) {
     loop {
         match chan.recv(None) {
             Ok(PtpdToDriver { seq, request }) => {
-                let reply = dev.handle(request, sink);
+                let Some(reply) = dev.handle(request, sink) else {
+                    continue;
+                };
                 if let Err(e) = chan.send(&DriverToPtpd::Reply { seq, reply }, Some(SEND_TIMEOUT)) {
                     log::warn!("reply {seq} not delivered: {e}");
                     if matches!(e, ChannelError::Transport(TransportError::Disconnected)) {

@@ -70,6 +70,9 @@ struct State {
     osc_rate_ppb: f64,
 }
 
+/// A host-time bracket around the latching read wider than this (the thread was preempted)
+/// is not used for the clock page or the rate estimate.
+const MAX_BRACKET_NS: u64 = 20_000;
 /// Minimum window before a rate measurement is trusted (host scheduling noise is ~µs).
 const RATE_WINDOW_MIN_NS: u64 = 200_000_000;
 /// Window after which the anchor moves forward, so the estimate follows oscillator wander.
@@ -125,7 +128,17 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
         let l = self.hw.latch(&self.regs);
         let after = mono_ns();
         let phc = self.hw.finish(&self.regs, l);
-        self.observe(&mut st, phc, before / 2 + after / 2)
+        let mono = before / 2 + after / 2;
+        if after - before > MAX_BRACKET_NS {
+            // Preempted around the latch: the reading is fine, its host time is not precise
+            // enough to anchor the clock page or the rate estimate.
+            return PageSample {
+                phc_ns: phc,
+                mono_ns: mono,
+                rate_ppb: self.rate_locked(&st),
+            };
+        }
+        self.observe(&mut st, phc, mono)
     }
 
     /// `samples` readings, each bracketed by CLOCK_REALTIME immediately around the latching
@@ -147,8 +160,14 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
                 sys_after_ns,
             });
         }
-        // Map the last sample to the monotonic timescale for the clock page.
-        let s = out[out.len() - 1];
+        // Map the tightest sample to the monotonic timescale for the clock page.
+        let s = *out
+            .iter()
+            .min_by_key(|s| s.sys_after_ns - s.sys_before_ns)
+            .expect("at least one sample");
+        if s.sys_after_ns - s.sys_before_ns > MAX_BRACKET_NS {
+            return Ok(out);
+        }
         let rt_minus_mono = realtime_ns() as i128 - mono_ns() as i128;
         let mid = (s.sys_before_ns / 2 + s.sys_after_ns / 2) as i128;
         let mono = (mid - rt_minus_mono).max(0) as u64;

@@ -308,7 +308,9 @@ pub fn keeps_rx_stamp(filter: RxFilter, frame: &[u8]) -> bool {
     match filter {
         RxFilter::None | RxFilter::PtpV1L4Event => false,
         RxFilter::All => true,
-        RxFilter::PtpV2Event => event_v2(|t| matches!(t, Transport::L2 | Transport::Udp4 { dst_port: 319 })),
+        RxFilter::PtpV2Event => {
+            event_v2(|t| matches!(t, Transport::L2 | Transport::Udp4 { dst_port: 319 }))
+        }
         RxFilter::PtpV2L2Event => event_v2(|t| matches!(t, Transport::L2)),
         RxFilter::PtpV2L4Event => event_v2(|t| matches!(t, Transport::Udp4 { dst_port: 319 })),
     }
@@ -335,13 +337,36 @@ pub fn apply_rx_filter<M: Mmio>(regs: &Regs<M>, filter: RxFilter) -> Result<(), 
     Ok(())
 }
 
+/// What the driver does with one received buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxFrame<'a> {
+    /// A PTP frame for ptpd, with its RX timestamp (latency-compensated) if the filter keeps it.
+    Ptp { rx_ns: Option<u64>, frame: &'a [u8] },
+    /// Anything else (counted; the netstack's, once one is attached).
+    Other { frame: &'a [u8] },
+}
+
+/// Classifies one received buffer: strips the timestamp header, keeps the stamp only when
+/// `filter` asks for this frame, and subtracts the RX latency of the link (§8.4).
+pub fn rx_frame(filter: RxFilter, status: u32, buf: &[u8], rx_latency_ns: u64) -> RxFrame<'_> {
+    let (stamp, frame) = split_rx_stamp(status, buf);
+    if ptp_ipc::frame::classify(frame).is_none() {
+        return RxFrame::Other { frame };
+    }
+    let rx_ns = stamp
+        .filter(|_| keeps_rx_stamp(filter, frame))
+        .map(|ns| ns.saturating_sub(rx_latency_ns));
+    RxFrame::Ptp { rx_ns, frame }
+}
+
 /// Splits a received buffer into (timer-0 stamp in ns, frame) when the write-back says the
 /// device put a timestamp header in front (TSIP, §8.1: dwords 2–3 = timer 0 ns, s).
 pub fn split_rx_stamp(status: u32, buf: &[u8]) -> (Option<u64>, &[u8]) {
     if status & rxd::STAT_TSIP == 0 || buf.len() < r::TS_HDR_LEN {
         return (None, buf);
     }
-    let dw = |i: usize| u32::from_le_bytes([buf[4 * i], buf[4 * i + 1], buf[4 * i + 2], buf[4 * i + 3]]);
+    let dw =
+        |i: usize| u32::from_le_bytes([buf[4 * i], buf[4 * i + 1], buf[4 * i + 2], buf[4 * i + 3]]);
     let ns = dw(3) as u64 * NS_PER_S + dw(2) as u64;
     (Some(ns), &buf[r::TS_HDR_LEN..])
 }

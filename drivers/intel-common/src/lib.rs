@@ -8,8 +8,8 @@ pub mod clock;
 pub mod funnel;
 pub mod igc;
 pub mod ring;
-pub mod txts;
 pub mod service;
+pub mod txts;
 
 pub use funnel::Regs;
 

@@ -34,7 +34,10 @@ pub struct TxRing {
 impl TxRing {
     /// Allocates `len` descriptors (a multiple of 8: TDLEN is in 128-byte units) and buffers.
     pub fn new<F: PciFunction>(func: &mut F, len: usize) -> Result<Self, HwError> {
-        assert!(len >= 8 && len % 8 == 0, "ring length must be a multiple of 8");
+        assert!(
+            len >= 8 && len % 8 == 0,
+            "ring length must be a multiple of 8"
+        );
         Ok(Self {
             desc: func.alloc_dma(len * DESC_LEN)?,
             bufs: func.alloc_dma(len * BUF_LEN)?,
@@ -86,8 +89,10 @@ impl TxRing {
         let d = i * DESC_LEN;
         self.desc.write64(d, self.bufs.bus_addr() + buf_off as u64);
         let cmd = txd::DTYP_DATA | txd::DEXT | txd::IFCS | txd::EOP | txd::RS | len | cmd_extra;
-        self.desc
-            .write64(d + 8, cmd as u64 | ((len << txd::PAYLEN_SHIFT) as u64) << 32);
+        self.desc.write64(
+            d + 8,
+            cmd as u64 | ((len << txd::PAYLEN_SHIFT) as u64) << 32,
+        );
         // The buffer and descriptor must be visible to the device before the tail write that
         // hands them over.
         fence(Ordering::Release);
@@ -133,7 +138,10 @@ pub struct RxRing {
 
 impl RxRing {
     pub fn new<F: PciFunction>(func: &mut F, len: usize) -> Result<Self, HwError> {
-        assert!(len >= 8 && len % 8 == 0, "ring length must be a multiple of 8");
+        assert!(
+            len >= 8 && len % 8 == 0,
+            "ring length must be a multiple of 8"
+        );
         let r = Self {
             desc: func.alloc_dma(len * DESC_LEN)?,
             bufs: func.alloc_dma(len * BUF_LEN)?,
@@ -162,7 +170,8 @@ impl RxRing {
 
     fn arm(&self, i: usize) {
         let d = i * DESC_LEN;
-        self.desc.write64(d, self.bufs.bus_addr() + (i * BUF_LEN) as u64);
+        self.desc
+            .write64(d, self.bufs.bus_addr() + (i * BUF_LEN) as u64);
         // The header address overlays the write-back's status: zero means "not done".
         self.desc.write64(d + 8, 0);
     }

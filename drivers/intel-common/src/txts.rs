@@ -133,7 +133,13 @@ impl TxTimestamps {
 
     /// Requests waiting for a stamp.
     pub fn pending(&self) -> usize {
-        self.state.lock().0.slots.iter().filter(|s| s.cookie.is_some()).count()
+        self.state
+            .lock()
+            .0
+            .slots
+            .iter()
+            .filter(|s| s.cookie.is_some())
+            .count()
     }
 
     /// Turns TX timestamping on: TSYNCTXCTL = ENABLED (| igc's TXSYNSIG), then reads every set
@@ -223,16 +229,24 @@ impl TxTimestamps {
             Self::take(st, 0, l, h, &mut out);
         } else if self.regs.txstmph0_quirk {
             if pending0 {
-                // A stamp can land in set 0 between the TSYNCTXCTL read and here without its
-                // valid bit being seen: read L, H (clears the condition), L again; a changed L
-                // is a new stamp (two stamps never share a nanosecond field).
-                let old = regs.read(self.regs.low[0]);
-                let _ = regs.read(self.regs.high[0]);
-                let new = regs.read(self.regs.low[0]);
-                if new != old {
+                // A stamp can land in set 0 after the TSYNCTXCTL read without its valid bit
+                // being seen. Linux reads L, H (clearing the condition), L again and takes a
+                // changed L as a new stamp; that misses one that landed before the first L read.
+                // Comparing with the last stamp consumed from set 0 covers the whole window
+                // (two stamps never share a nanosecond field), at the same cost.
+                let l = regs.read(self.regs.low[0]);
+                if l != st.slots[0].last_low {
                     let h = regs.read(self.regs.high[0]);
                     out.recovered += 1;
-                    Self::take(st, 0, new, h, &mut out);
+                    Self::take(st, 0, l, h, &mut out);
+                } else {
+                    let _ = regs.read(self.regs.high[0]);
+                    let again = regs.read(self.regs.low[0]);
+                    if again != l {
+                        let h = regs.read(self.regs.high[0]);
+                        out.recovered += 1;
+                        Self::take(st, 0, again, h, &mut out);
+                    }
                 }
             } else {
                 // Nobody waits on set 0: one read re-arms the interrupt, nothing to recover.

@@ -2,11 +2,20 @@
 //! extended EICR/EICS/EIMS/EIMC/EIAC/EIAM set and IVAR_MISC routing of the "other" causes.
 
 use intel_regs::igc::{IVAR_VALID, gpie, icr};
+
+/// The two causes of one queue in an IVAR0 entry (§6): RX at bits (q&1)·16, TX 8 bits above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum QueueCause {
+    /// ICR.RXT0: a received frame was written back.
+    Rx,
+    /// ICR.TXDW: a TX descriptor was written back.
+    Tx,
+}
 use ptp_pci::emulated::DeviceHost;
 
 /// ICR causes that MSI-X mode routes to the "other" vector named in IVAR_MISC b15:8 (§6) —
-/// everything that is not a queue cause. Queue causes (TXDW, RXT0, ...) reach their vectors
-/// through IVAR0 once the TX/RX model exists (part 2).
+/// everything that is not a queue cause. Queue causes (TXDW, RXT0) reach their vectors
+/// through IVAR0 (`Interrupts::queue_cause`).
 pub const OTHER_CAUSES: u32 = icr::LSC | icr::TS | icr::DOUTSYNC | icr::DRSTA;
 
 /// EICR's "other" bit outside MSI-X mode (§6: reading ICR "also clears EICR b31").
@@ -92,6 +101,41 @@ impl Interrupts {
     /// A cause becomes pending (hardware event or an ICS write).
     pub(super) fn cause(&mut self, bits: u32, host: &mut dyn DeviceHost) {
         self.icr |= bits & !icr::INT_ASSERTED;
+        self.update(host);
+    }
+
+    /// A time-sync cause whose message a fault injection swallows: ICR shows the cause, but the
+    /// edge is consumed without sending anything (and without setting EICR).
+    pub(super) fn cause_silent(&mut self, bits: u32) {
+        self.icr |= bits & !icr::INT_ASSERTED;
+        self.asserted |= self.icr & self.ims;
+    }
+
+    /// A queue cause of queue `q`, routed by the IVAR0 entry `ivar_entry` (register
+    /// IVAR0 + 4·(q>>1), §6). ICR shows the cause in every mode. In MSI-X mode the cause sets
+    /// the EICR bit of the vector in its IVAR byte (when VALID) and sends that vector's message
+    /// if EIMS enables it, with the same EIAC/EIAM side effects as the "other" vector; without
+    /// MSI-X it is an ordinary ICR cause gated by IMS.
+    pub(super) fn queue_cause(
+        &mut self,
+        q: u32,
+        cause: QueueCause,
+        ivar_entry: u32,
+        host: &mut dyn DeviceHost,
+    ) {
+        let (bit, shift) = match cause {
+            QueueCause::Rx => (icr::RXT0, (q & 1) * 16),
+            QueueCause::Tx => (icr::TXDW, (q & 1) * 16 + 8),
+        };
+        self.icr |= bit;
+        if self.msix_mode() {
+            let byte = (ivar_entry >> shift) & 0xFF;
+            if byte & IVAR_VALID != 0 {
+                let v = 1u32 << (byte & 0x1F);
+                self.eicr |= v;
+                self.fire_pending(v, host);
+            }
+        }
         self.update(host);
     }
 

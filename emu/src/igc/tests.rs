@@ -121,14 +121,20 @@ fn unmodelled_offsets_are_storage_and_read_only_writes_are_ignored() {
         RCTL,
         rdbal(0),
         srrctl(0),
-        TSYNCTXCTL,
-        TXSTMPL[2],
+        TSYNCRXCTL,
         RXPBS,
+        IVAR0,
         0x1_FFFC,
     ] {
         r.wr(off, 0xdead_beef ^ off);
         assert_eq!(r.rd(off), 0xdead_beef ^ off, "offset {off:#x}");
     }
+    // Part 2 owns these: TXTT bits and the stamp sets are read-only [assumption].
+    r.wr(TSYNCTXCTL, 0xdead_beef);
+    assert_eq!(r.rd(TSYNCTXCTL), 0xdead_beef & !tsynctxctl::TXTT_ANY);
+    r.wr(TXSTMPL[2], 0x1234);
+    r.wr(TXSTMPH[2], 0x1234);
+    assert_eq!((r.rd(TXSTMPL[2]), r.rd(TXSTMPH[2])), (0, 0));
     let st = r.rd(STATUS);
     r.wr(STATUS, !st);
     assert_eq!(r.rd(STATUS), st);

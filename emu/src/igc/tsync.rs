@@ -1,11 +1,10 @@
 //! The time-sync block of i225/i226 (intel-timesync.md §1–§5): SYSTIM with its latching and
 //! settime rules, TIMINCA, TIMADJ, TSAUXC and the TSICR/TSIM cause pair.
 //!
-//! TX/RX timestamping (TSYNCTXCTL, TXSTMP sets, RXPBS/SRRCTL) is stored as plain registers for
-//! now; the part-2 TX/RX models sit next to this struct and raise their causes through
-//! [`TimeSync::raise`].
+//! The TX timestamp sets live in `txstamp`; they raise TSICR.TXTS through
+//! [`TimeSync::raise_txts`], which models the i225 interrupt gate of §7.2.
 
-use intel_regs::igc::tsauxc;
+use intel_regs::igc::{tsauxc, tsicr};
 
 use crate::phc::{NS_PER_S, Phc, SysTime};
 
@@ -24,6 +23,13 @@ pub(super) struct TimeSync {
     pub(super) tsim: u32,
     /// `TSICR & TSIM != 0` at the last evaluation: ICR.TS is raised on its rising edge.
     ts_level: bool,
+    /// Model the §7.2 hardware bug (the real i225/i226); false = an ideal part.
+    pub(super) txts_quirk: bool,
+    /// The §7.2 gate: open until a TXTS event asserts, closed again until TXSTMPH_0 is read.
+    txts_gate_open: bool,
+    /// A TXTS cause set while the gate was closed: it shows in TSICR but may not assert the
+    /// interrupt until the gate reopens.
+    txts_held: bool,
 }
 
 impl TimeSync {
@@ -41,6 +47,9 @@ impl TimeSync {
             tsicr: 0,
             tsim: 0,
             ts_level: false,
+            txts_quirk: true,
+            txts_gate_open: true,
+            txts_held: false,
         }
     }
 
@@ -52,6 +61,8 @@ impl TimeSync {
         self.tsicr = 0;
         self.tsim = 0;
         self.ts_level = false;
+        self.txts_gate_open = true;
+        self.txts_held = false;
     }
 
     /// SYSTIML read at true time `t`: samples the timer, latches the seconds for SYSTIMH.
@@ -113,11 +124,61 @@ impl TimeSync {
         self.tsicr |= bits;
     }
 
+    /// A TX timestamp latched: sets TSICR.TXTS through the §7.2 gate. Returns true when the
+    /// closed gate holds the interrupt back.
+    ///
+    /// The bug (seed 000 patch 4/4: "the interrupt is only cleared if the IGC_TXSTMPH_0
+    /// register is read") is modelled as a gate in front of the TXTS interrupt: a TXTS event
+    /// with the gate open asserts normally and closes the gate; later events still set
+    /// TSICR.TXTS (and their TXTT bits) but assert nothing until a TXSTMPH_0 read reopens it.
+    /// \[assumption\] The gate closes on every TXTS event, whether or not TSIM enables TXTS:
+    /// the latch is inside the timestamp unit, ahead of the mask.
+    pub(super) fn raise_txts(&mut self) -> bool {
+        self.tsicr |= tsicr::TXTS;
+        if !self.txts_quirk {
+            return false;
+        }
+        if self.txts_gate_open {
+            self.txts_gate_open = false;
+            false
+        } else {
+            self.txts_held = true;
+            true
+        }
+    }
+
+    /// A TXSTMPH_0 read reopens the §7.2 gate. \[assumption\] If TSICR.TXTS is still pending
+    /// (a held cause the driver never cleared) it asserts now — the caller re-evaluates the
+    /// edge, so `TSICR & TSIM` raises ICR.TS then — and the gate closes again behind it.
+    pub(super) fn reopen_txts_gate(&mut self) {
+        if !self.txts_quirk {
+            return;
+        }
+        self.txts_held = false;
+        self.txts_gate_open = self.tsicr & tsicr::TXTS == 0;
+    }
+
+    /// Turns the §7.2 quirk on or off; off also releases a held cause.
+    pub(super) fn set_txts_quirk(&mut self, on: bool) {
+        self.txts_quirk = on;
+        if !on {
+            self.txts_held = false;
+            self.txts_gate_open = true;
+        }
+    }
+
+    /// Whether the §7.2 gate is open (always true on an ideal part).
+    pub(super) fn txts_gate_open(&self) -> bool {
+        !self.txts_quirk || self.txts_gate_open
+    }
+
     /// True once when `TSICR & TSIM` goes from zero to non-zero. While any enabled cause
     /// stays uncleared no new ICR.TS is produced: "TSICR must be cleared ... before another
     /// ICR.Time_Sync can be raised" (§2.4, i210 datasheet as cited by linuxptp).
+    /// A TXTS held by the closed §7.2 gate does not count.
     pub(super) fn take_ts_edge(&mut self) -> bool {
-        let level = self.tsicr & self.tsim != 0;
+        let held = if self.txts_held { tsicr::TXTS } else { 0 };
+        let level = self.tsicr & self.tsim & !held != 0;
         let edge = level && !self.ts_level;
         self.ts_level = level;
         edge

@@ -8,9 +8,9 @@
 //! it. Every field is an `AtomicU64` (the `f64` rate as its bits), so no access is a data race
 //! even though the readers are other processes; a reader never blocks the writer.
 //!
-//! Backing: a 4 KiB file mapped `MAP_SHARED` on Linux hosts. On Redox the page will be the
-//! `fmap` of a scheme, behind the same API (the `platform` module); until then `create`/`open`
-//! return [`ClockPageError::Unsupported`] there.
+//! Backing: a 4 KiB file mapped `MAP_SHARED` on Linux hosts; on Redox a segment of the `shm`
+//! scheme (`/scheme/shm/<name>`, see `redox.rs` for what that scheme does not enforce); other
+//! OSes get [`ClockPageError::Unsupported`].
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -19,7 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 #[cfg(target_os = "linux")]
 #[path = "linux.rs"]
 mod platform;
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "redox")]
+#[path = "redox.rs"]
+mod platform;
+#[cfg(not(any(target_os = "linux", target_os = "redox")))]
 #[path = "unsupported.rs"]
 mod platform;
 

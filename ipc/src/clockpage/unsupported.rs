@@ -1,4 +1,4 @@
-//! Clock page backing for OSes without one yet (Redox: to be the `fmap` of a scheme).
+//! Clock page backing for OSes without one (neither Linux nor Redox).
 
 use std::path::Path;
 

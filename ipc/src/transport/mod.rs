@@ -4,7 +4,8 @@
 //! preserving boundaries, so the wire format needs no framing. Implementations:
 //! - [`InProc`]: between threads of one process (crossbeam-channel);
 //! - `SeqpacketConn` / `SeqpacketListener` (Linux hosts): Unix-domain SOCK_SEQPACKET sockets;
-//! - Redox schemes: to come, behind the same trait.
+//! - `SchemeConn` (Redox): a handle on a scheme whose reads and writes carry one whole message
+//!   each; the server side queues per-client messages in a [`mailbox::Mailbox`].
 //!
 //! Every blocking call takes `timeout: Option<Duration>` (`None` blocks, `Some(ZERO)` polls), and
 //! [`Transport::shutdown`] wakes any thread blocked on the endpoint, so no daemon thread can hang
@@ -19,6 +20,12 @@ use crate::wire::{DecodeError, EncodeError, MAX_MESSAGE, Wire};
 
 mod inproc;
 pub use inproc::{InProc, inproc_pair};
+pub mod mailbox;
+
+#[cfg(target_os = "redox")]
+mod redox;
+#[cfg(target_os = "redox")]
+pub use redox::SchemeConn;
 
 #[cfg(target_os = "linux")]
 mod unix;

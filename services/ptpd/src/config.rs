@@ -9,11 +9,17 @@
 //! name = "igc0"
 //! channel = "/run/redox-ptp/igc0.sock" # the driver channel igcd serves
 //! ```
+//!
+//! An optional `[ptp]` table (and `[clock.ptp]` per-clock overrides) makes ptpd run PTP on the
+//! clocks; its keys are described in [`crate::ptp::config`]. Without it ptpd serves the clock
+//! scheme only.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+
+use crate::ptp::config::{PortOptions, PtpConfigError, PtpSection, PtpSettings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -23,6 +29,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, err: toml::de::Error },
     #[error("{0}")]
     Invalid(String),
+    #[error("{0}")]
+    Ptp(#[from] PtpConfigError),
 }
 
 /// One driver whose PHC ptpd serves as a clock.
@@ -32,6 +40,9 @@ pub struct ClockConfig {
     pub name: String,
     /// The driver channel (a SOCK_SEQPACKET path on Linux hosts).
     pub channel: PathBuf,
+    /// Per-clock PTP port options (`[clock.ptp]`).
+    #[serde(default)]
+    pub ptp: Option<PortOptions>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -47,6 +58,9 @@ pub struct Config {
     pub request_timeout_ms: u64,
     #[serde(default, rename = "clock")]
     pub clocks: Vec<ClockConfig>,
+    /// PTP (`[ptp]`); absent: the clock scheme only.
+    #[serde(default)]
+    pub ptp: Option<PtpSection>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -88,7 +102,18 @@ impl Config {
                 )));
             }
         }
+        self.ptp_settings()?;
         Ok(())
+    }
+
+    /// The validated PTP settings; `None` when the configuration runs no PTP.
+    pub fn ptp_settings(&self) -> Result<Option<PtpSettings>, ConfigError> {
+        let clocks: Vec<(String, Option<PortOptions>)> = self
+            .clocks
+            .iter()
+            .map(|c| (c.name.clone(), c.ptp.clone()))
+            .collect();
+        Ok(crate::ptp::config::resolve(self.ptp.as_ref(), &clocks)?)
     }
 
     pub fn request_timeout(&self) -> Duration {
@@ -127,6 +152,155 @@ mod tests {
         assert!(matches!(
             Config::from_str(dup, p),
             Err(ConfigError::Invalid(_))
+        ));
+    }
+
+    const BASE: &str = "socket = \"/x\"\n[[clock]]\nname = \"a\"\nchannel = \"/a\"\n[[clock]]\nname = \"b\"\nchannel = \"/b\"\n";
+
+    fn with(extra: &str) -> Result<Config, ConfigError> {
+        Config::from_str(&format!("{BASE}{extra}"), Path::new("t.toml"))
+    }
+
+    #[test]
+    fn no_ptp_section_runs_no_ptp() {
+        assert_eq!(with("").unwrap().ptp_settings().unwrap(), None);
+        assert_eq!(
+            with("[ptp]\nenabled = false\n")
+                .unwrap()
+                .ptp_settings()
+                .unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn parses_ptp4l_names_and_per_clock_overrides() {
+        use crate::ptp::config::{DelayMechanism, NetworkTransport};
+        // [ptp] must come before the [[clock]] tables in TOML, so build the text by hand.
+        let text = "socket = \"/x\"\n\
+            [ptp]\ndomainNumber = 3\npriority1 = 10\npriority2 = 20\nclientOnly = false\n\
+            clockIdentity = \"00005e.fffe.005301\"\nlogSyncInterval = -3\n\
+            logAnnounceInterval = 0\nlogMinDelayReqInterval = -2\nlogMinPdelayReqInterval = -1\n\
+            announceReceiptTimeout = 4\ndelay_mechanism = \"P2P\"\nnetwork_transport = \"UDPv4\"\n\
+            summary_interval = 2\ntx_timestamp_timeout = 20\nmax_frequency = 100000\n\
+            step_threshold = 0.00002\nutc_offset = 37\ncurrentUtcOffsetValid = true\n\
+            [[clock]]\nname = \"a\"\nchannel = \"/a\"\n\
+            [clock.ptp]\nnetwork_transport = \"L2\"\nsource_ip = \"192.0.2.1\"\nmasterOnly = true\n\
+            [[clock]]\nname = \"b\"\nchannel = \"/b\"\n\
+            [[clock]]\nname = \"c\"\nchannel = \"/c\"\n[clock.ptp]\nenabled = false\n";
+        let c = Config::from_str(text, Path::new("t.toml")).unwrap();
+        let s = c.ptp_settings().unwrap().unwrap();
+        assert_eq!(s.instance.domain_number, 3);
+        assert_eq!((s.instance.priority1, s.instance.priority2), (10, 20));
+        assert_eq!(
+            s.instance.clock_identity,
+            Some([0, 0, 0x5e, 0xff, 0xfe, 0, 0x53, 1])
+        );
+        assert_eq!(s.instance.summary_interval, 2);
+        assert_eq!(s.instance.step_threshold, Some(0.00002));
+        assert!(s.instance.time_properties.utc_offset_valid);
+        assert_eq!(s.ports.len(), 2, "clock c runs no PTP");
+        let (a, b) = (&s.ports[0], &s.ports[1]);
+        assert_eq!((a.clock, b.clock), (0, 1));
+        assert_eq!(a.transport, NetworkTransport::L2);
+        assert_eq!(b.transport, NetworkTransport::UdpV4);
+        assert!(a.master_only && !b.master_only);
+        assert_eq!(a.source_ip, Some("192.0.2.1".parse().unwrap()));
+        for p in [a, b] {
+            assert_eq!(p.delay_mechanism, DelayMechanism::P2P);
+            assert_eq!(p.log_sync_interval, -3);
+            assert_eq!(p.log_announce_interval, 0);
+            assert_eq!(p.log_min_delay_req_interval, -2);
+            assert_eq!(p.log_min_pdelay_req_interval, -1);
+            assert_eq!(p.announce_receipt_timeout, 4);
+            assert_eq!(p.tx_timestamp_timeout, Duration::from_millis(20));
+            assert_eq!(p.max_frequency_ppb, 100_000);
+        }
+    }
+
+    #[test]
+    fn ptp4l_defaults() {
+        let s = with("[ptp]\n").unwrap().ptp_settings().unwrap().unwrap();
+        let p = &s.ports[0];
+        assert_eq!(
+            (
+                p.log_sync_interval,
+                p.log_announce_interval,
+                p.announce_receipt_timeout
+            ),
+            (0, 1, 3)
+        );
+        assert_eq!((s.instance.priority1, s.instance.domain_number), (128, 0));
+        assert_eq!(s.instance.clock_identity, None);
+        assert_eq!(s.instance.time_properties.utc_offset, 37);
+    }
+
+    #[test]
+    fn rejects_bad_ptp_values_with_typed_errors() {
+        use crate::ptp::config::PtpConfigError as E;
+        let bad = |t: &str| match with(t) {
+            Err(ConfigError::Ptp(e)) => e,
+            other => panic!("{t}: {other:?}"),
+        };
+        assert!(matches!(
+            bad("[ptp]\ndomainNumber = 200\n"),
+            E::OutOfRange {
+                key: "domainNumber",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad("[ptp]\nlogSyncInterval = 9\n"),
+            E::OutOfRange {
+                key: "logSyncInterval",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad("[ptp]\nannounceReceiptTimeout = 1\n"),
+            E::OutOfRange { .. }
+        ));
+        assert!(matches!(
+            bad("[ptp]\ndelay_mechanism = \"Auto\"\n"),
+            E::Unsupported {
+                key: "delay_mechanism",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad("[ptp]\nnetwork_transport = \"UDPv6\"\n"),
+            E::Unsupported {
+                key: "network_transport",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad("[ptp]\nclockIdentity = \"nope\"\n"),
+            E::BadClockIdentity(_)
+        ));
+        assert!(matches!(
+            bad("[ptp]\nstep_threshold = 0.0\n"),
+            E::BadStepThreshold(_)
+        ));
+        assert!(matches!(
+            bad("[ptp]\ntx_timestamp_timeout = 0\n"),
+            E::OutOfRange { .. }
+        ));
+        // Unknown keys, and instance-wide keys in a per-clock table, are parse errors.
+        assert!(matches!(
+            with("[ptp]\nbogus = 1\n"),
+            Err(ConfigError::Parse { .. })
+        ));
+        let per_clock = "socket = \"/x\"\n[[clock]]\nname = \"a\"\nchannel = \"/a\"\n[clock.ptp]\npriority1 = 3\n";
+        assert!(matches!(
+            Config::from_str(per_clock, Path::new("t.toml")),
+            Err(ConfigError::Parse { .. })
+        ));
+        // Every clock disabled.
+        let none = "socket = \"/x\"\n[ptp]\n[[clock]]\nname = \"a\"\nchannel = \"/a\"\n[clock.ptp]\nenabled = false\n";
+        assert!(matches!(
+            Config::from_str(none, Path::new("t.toml")),
+            Err(ConfigError::Ptp(E::NoPtpPorts))
         ));
     }
 }

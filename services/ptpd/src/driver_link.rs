@@ -124,10 +124,23 @@ impl<C: Connector> DriverLink<C> {
             Err(ChannelError::Transport(TransportError::TooLarge(_))) => {
                 Err(ClockError::InvalidArgument)
             }
-            Err(_) => Err(ClockError::NoDevice),
+            Err(_) => {
+                // The driver is gone; say so at once rather than when the link thread notices.
+                self.mark_down(&chan);
+                Err(ClockError::NoDevice)
+            }
         };
         lock(&self.shared.pending).remove(&seq);
         result
+    }
+
+    /// Marks the session over `chan` down, unless the link thread has already replaced it.
+    fn mark_down(&self, chan: &Arc<Chan<C::T>>) {
+        let mut conn = lock(&self.shared.conn);
+        if conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, chan)) {
+            *conn = None;
+            lock(&self.shared.status).connected = false;
+        }
     }
 
     /// Sends a request whose reply nobody waits for (fire-and-forget frames); the reply, if any,

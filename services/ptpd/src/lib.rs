@@ -4,14 +4,19 @@
 //! (reconnecting, and answering `NoDevice` while a driver is gone), and serves the clock scheme
 //! ([`scheme`]) to applications, which use the [`client`] library.
 
-// The client library speaks the Linux host transport; the Redox scheme client comes with the
-// Redox port.
+// The client library: Unix socket on Linux hosts, the `/scheme/ptp` handle on Redox.
 #[cfg(target_os = "linux")]
+pub mod client;
+#[cfg(target_os = "redox")]
+#[path = "client_redox.rs"]
 pub mod client;
 pub mod config;
 pub mod driver_link;
 #[cfg(target_os = "linux")]
 pub mod platform_linux;
+#[cfg(target_os = "redox")]
+pub mod platform_redox;
+pub mod ptp;
 pub mod scheme;
 
 use std::ffi::OsString;
@@ -23,6 +28,10 @@ usage: ptpd -f CONFIG.toml
   -f, --config PATH   configuration (see services/ptpd/src/config.rs)
   --help
 ";
+
+/// statime logs every filter step at info level; ptpd writes its own ptp4l-style lines, so
+/// statime's are only shown from warnings up unless RUST_LOG asks for more.
+pub const DEFAULT_LOG_FILTER: &str = "info,statime=warn";
 
 /// Entry point shared by the `ptpd` binary and `ptplab ptpd ...`.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
@@ -37,7 +46,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+    let env = env_logger::Env::default().default_filter_or(DEFAULT_LOG_FILTER);
+    let _ = env_logger::Builder::from_env(env)
         .format(|buf, rec| {
             use std::io::Write;
             writeln!(buf, "ptpd: {}: {}", rec.level(), rec.args())
@@ -82,7 +92,11 @@ pub fn run(config: config::Config) -> Result<(), String> {
     {
         platform_linux::run(config)
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "redox")]
+    {
+        platform_redox::run(config)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "redox")))]
     {
         let _ = config;
         Err("this platform has no clock scheme transport yet".into())

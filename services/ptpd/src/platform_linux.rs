@@ -33,16 +33,30 @@ const CLIENT_IDLE: Duration = Duration::from_secs(600);
 const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn run(config: Config) -> Result<(), String> {
+    let ptp = config.ptp_settings().map_err(|e| e.to_string())?;
+    let (event_txs, event_rxs) = crate::ptp::event_channels(ptp.as_ref(), config.clocks.len());
     let links = config
         .clocks
         .iter()
-        .map(|c| DriverLink::start(&c.name, UnixConnector(c.channel.clone()), None))
+        .zip(event_txs)
+        .map(|(c, events)| DriverLink::start(&c.name, UnixConnector(c.channel.clone()), events))
         .collect();
-    let scheme = Arc::new(ClockScheme::new(
-        links,
-        config.privileged_uids.clone(),
-        config.request_timeout(),
-    ));
+    let board = ptp
+        .as_ref()
+        .map(|_| crate::ptp::PtpStatusBoard::new(config.clocks.len()));
+    let scheme = Arc::new(
+        ClockScheme::new(
+            links,
+            config.privileged_uids.clone(),
+            config.request_timeout(),
+        )
+        .with_ptp_status(board.clone()),
+    );
+    // Runs alongside the clock scheme for the life of the process.
+    let _engine = match ptp {
+        Some(settings) => Some(crate::ptp::start(settings, &scheme, event_rxs, board)?),
+        None => None,
+    };
     let listener = SeqpacketListener::bind(&config.socket)
         .map_err(|e| format!("clock scheme at {}: {e}", config.socket.display()))?;
     log::info!(

@@ -10,6 +10,7 @@ use ptp_ipc::{
 };
 
 use crate::driver_link::{Connector, DriverLink, clock_error};
+use crate::ptp::PtpStatusBoard;
 
 /// Root, or a uid the configuration allows, may change clocks; everyone may read.
 pub fn may_write(uid: u32, privileged: &[u32]) -> bool {
@@ -23,6 +24,8 @@ pub struct ClockScheme<C: Connector> {
     timeout: Duration,
     /// The frequency last applied to each clock through the scheme.
     freq: Vec<AtomicI64>,
+    /// What the PTP engine publishes, when ptpd runs PTP.
+    ptp: Option<PtpStatusBoard>,
 }
 
 impl<C: Connector> ClockScheme<C> {
@@ -32,7 +35,15 @@ impl<C: Connector> ClockScheme<C> {
             links,
             privileged,
             timeout,
+            ptp: None,
         }
+    }
+
+    /// Reports the PTP engine's port snapshots in `status` (clocks without a snapshot stay
+    /// `Disabled`).
+    pub fn with_ptp_status(mut self, board: Option<PtpStatusBoard>) -> Self {
+        self.ptp = board;
+        self
     }
 
     pub fn links(&self) -> &[DriverLink<C>] {
@@ -106,16 +117,29 @@ impl<C: Connector> ClockScheme<C> {
         let link = self.link(clock)?;
         let st = link.status();
         let freq = self.freq[clock as usize].load(Ordering::Relaxed);
-        Ok(ClockReply::Status(ClockStatus {
+        let base = ClockStatus {
             driver_up: st.connected,
             generation: st.generation,
             connects: st.connects,
             link_up: st.link_up,
             link_speed_mbps: st.speed_mbps,
-            // No PTP port runs on this clock yet.
+            // No PTP port runs on this clock.
             port_state: PortState::Disabled,
             freq_scaled_ppm: freq,
             ..ClockStatus::default()
+        };
+        let snap = self.ptp.as_ref().and_then(|b| b.get(clock as usize));
+        Ok(ClockReply::Status(match snap {
+            Some(p) => ClockStatus {
+                port_state: p.port_state,
+                offset_ns: p.offset_ns,
+                mean_path_delay_ns: p.mean_path_delay_ns,
+                freq_scaled_ppm: p.freq_scaled_ppm,
+                grandmaster: p.grandmaster,
+                steps_removed: p.steps_removed,
+                ..base
+            },
+            None => base,
         }))
     }
 }

@@ -1,0 +1,304 @@
+//! The driver channel on Redox: scheme `ptpdrv.<pci name>_igc`, path `ptp` (DESIGN.md §2).
+//!
+//! ptpd opens `/scheme/ptpdrv.<pci name>_igc/ptp` (uid 0 only) and speaks the same messages as
+//! over a Linux SOCK_SEQPACKET socket: one `write` = one encoded `PtpdToDriver`, one `read` =
+//! one encoded `DriverToPtpd` (a reply or an event) from the handle's [`Mailbox`]; a read of 0
+//! bytes means this conversation is over (a newer ptpd connection replaced it). Requests are
+//! executed inside the `write`, on the main thread, so a reply is queued before the write
+//! returns; events come from the IRQ threads through [`Sink`], which wakes the main loop to
+//! answer parked reads and post EVENT_READ.
+//!
+//! Privilege: only uid 0 may open `ptp`; the uid is taken at open, as redox-scheme 0.12 passes
+//! a correct uid with `openat` but not with every later call.
+
+use std::collections::BTreeMap;
+use std::ffi::c_int;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ptp_ipc::transport::mailbox::{Mailbox, ReadOutcome};
+use ptp_ipc::{DriverEvent, DriverToPtpd, PtpdToDriver, Wire};
+use ptp_pci::PciFunction;
+use redox_scheme::scheme::SchemeSync;
+use redox_scheme::{CallerCtx, OpenResult};
+use syscall::error::{EACCES, EAGAIN, EBADF, EMSGSIZE, ENOENT, EPIPE, EWOULDBLOCK, Error, Result};
+use syscall::flag::{EventFlags, O_NONBLOCK};
+use syscall::schemev2::NewFdFlags;
+
+use crate::daemon::{Device, EventSink};
+
+/// A self-pipe: any thread may wake the main event loop without blocking (§10: `pipe` stays
+/// available after `setrens(0, 0)`).
+pub struct WakePipe {
+    rd: c_int,
+    wr: c_int,
+}
+
+impl WakePipe {
+    pub fn new() -> std::io::Result<Self> {
+        let mut fds: [c_int; 2] = [-1; 2];
+        // Safety: `fds` is a writable array of two c_ints, as pipe(2) requires.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        for fd in fds {
+            // Safety: fcntl on descriptors we just created; no memory is passed.
+            unsafe {
+                let fl = libc::fcntl(fd, libc::F_GETFL);
+                libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+        Ok(Self {
+            rd: fds[0],
+            wr: fds[1],
+        })
+    }
+
+    /// The end the event loop subscribes.
+    pub fn read_fd(&self) -> usize {
+        self.rd as usize
+    }
+
+    /// Wakes the loop. Never blocks: a full pipe already holds a wake-up.
+    pub fn wake(&self) {
+        let b = [1u8];
+        // Safety: writes one byte from `b`, alive for the call, to our non-blocking pipe.
+        let _ = unsafe { libc::write(self.wr, b.as_ptr().cast(), 1) };
+    }
+
+    /// Empties the pipe (bounded: it is non-blocking and holds at most its capacity).
+    pub fn drain(&self) {
+        let mut buf = [0u8; 64];
+        // Safety: reads at most 64 bytes into `buf`, which outlives each call.
+        while unsafe { libc::read(self.rd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+    }
+}
+
+impl Drop for WakePipe {
+    fn drop(&mut self) {
+        // Safety: both ends are ours and unused after this.
+        unsafe {
+            libc::close(self.rd);
+            libc::close(self.wr);
+        }
+    }
+}
+
+/// Where the IRQ threads' events go: the mailbox of the current ptpd connection.
+pub struct Sink {
+    current: Mutex<Option<Arc<Mailbox>>>,
+    wake: WakePipe,
+}
+
+impl Sink {
+    pub fn new(wake: WakePipe) -> Self {
+        Self {
+            current: Mutex::new(None),
+            wake,
+        }
+    }
+
+    fn current(&self) -> MutexGuard<'_, Option<Arc<Mailbox>>> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn wake_pipe(&self) -> &WakePipe {
+        &self.wake
+    }
+
+    fn push(&self, mb: &Mailbox, msg: &DriverToPtpd) {
+        let mut buf = Vec::with_capacity(128);
+        match msg.try_encode(&mut buf) {
+            Ok(()) => match mb.push(&buf) {
+                Ok(()) => self.wake.wake(),
+                Err(e) => log::warn!("message to ptpd dropped: {e}"),
+            },
+            Err(e) => log::warn!("message to ptpd not encodable: {e}"),
+        }
+    }
+}
+
+impl EventSink for Sink {
+    fn send(&self, ev: DriverEvent) {
+        let mb = self.current().clone();
+        if let Some(mb) = mb {
+            self.push(&mb, &DriverToPtpd::Event(ev));
+        }
+    }
+}
+
+enum Handle {
+    Root,
+    Ptp(Arc<Mailbox>),
+}
+
+/// The driver channel scheme.
+pub struct ChannelScheme<'d, F: PciFunction> {
+    dev: &'d Device<F>,
+    sink: Arc<Sink>,
+    name: String,
+    generation: u64,
+    handles: BTreeMap<usize, Handle>,
+    next_id: usize,
+}
+
+impl<'d, F: PciFunction> ChannelScheme<'d, F> {
+    pub fn new(dev: &'d Device<F>, sink: Arc<Sink>, name: String, generation: u64) -> Self {
+        Self {
+            dev,
+            sink,
+            name,
+            generation,
+            handles: BTreeMap::new(),
+            next_id: 0,
+        }
+    }
+
+    fn insert(&mut self, h: Handle) -> usize {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.handles.insert(id, h);
+        id
+    }
+
+    /// Handles with a message (or end of file) to read: the loop posts EVENT_READ to them.
+    pub fn readable_handles(&self) -> Vec<usize> {
+        self.handles
+            .iter()
+            .filter(|(_, h)| matches!(h, Handle::Ptp(mb) if mb.readable()))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+}
+
+impl<F: PciFunction> SchemeSync for ChannelScheme<'_, F> {
+    fn scheme_root(&mut self) -> Result<usize> {
+        Ok(self.insert(Handle::Root))
+    }
+
+    fn openat(
+        &mut self,
+        fd: usize,
+        path: &str,
+        _flags: usize,
+        _fcntl_flags: u32,
+        ctx: &CallerCtx,
+    ) -> Result<OpenResult> {
+        if !matches!(self.handles.get(&fd), Some(Handle::Root)) {
+            return Err(Error::new(EBADF));
+        }
+        if path.trim_matches('/') != "ptp" {
+            return Err(Error::new(ENOENT));
+        }
+        if ctx.uid != 0 {
+            return Err(Error::new(EACCES));
+        }
+        let mb = Arc::new(Mailbox::new());
+        // Hello first: the generation tells ptpd whether this is a new driver instance.
+        let link = self.dev.link();
+        for ev in [
+            DriverEvent::Restarted {
+                generation: self.generation,
+            },
+            DriverEvent::Link {
+                up: link.up,
+                speed_mbps: link.speed_mbps,
+            },
+        ] {
+            self.sink.push(&mb, &DriverToPtpd::Event(ev));
+        }
+        // One ptpd at a time: a newer connection ends the older one (its reads see EOF).
+        if let Some(old) = self.sink.current().replace(mb.clone()) {
+            old.close();
+            log::info!(
+                "ptpd reconnected (pid {}); previous connection closed",
+                ctx.pid
+            );
+        } else {
+            log::info!("ptpd connected (pid {})", ctx.pid);
+        }
+        Ok(OpenResult::ThisScheme {
+            number: self.insert(Handle::Ptp(mb)),
+            flags: NewFdFlags::empty(),
+        })
+    }
+
+    fn read(
+        &mut self,
+        id: usize,
+        buf: &mut [u8],
+        _offset: u64,
+        fcntl_flags: u32,
+        _ctx: &CallerCtx,
+    ) -> Result<usize> {
+        let Some(Handle::Ptp(mb)) = self.handles.get(&id) else {
+            return Err(Error::new(EBADF));
+        };
+        match mb.pop_into(buf) {
+            ReadOutcome::Message(n) => Ok(n),
+            ReadOutcome::Closed => Ok(0),
+            ReadOutcome::TooSmall { .. } => Err(Error::new(EMSGSIZE)),
+            ReadOutcome::Empty if fcntl_flags as usize & O_NONBLOCK != 0 => Err(Error::new(EAGAIN)),
+            ReadOutcome::Empty => Err(Error::new(EWOULDBLOCK)),
+        }
+    }
+
+    fn write(
+        &mut self,
+        id: usize,
+        buf: &[u8],
+        _offset: u64,
+        _fcntl_flags: u32,
+        _ctx: &CallerCtx,
+    ) -> Result<usize> {
+        let Some(Handle::Ptp(mb)) = self.handles.get(&id) else {
+            return Err(Error::new(EBADF));
+        };
+        if mb.is_closed() {
+            return Err(Error::new(EPIPE));
+        }
+        let mb = mb.clone();
+        match PtpdToDriver::decode(buf) {
+            Ok(PtpdToDriver { seq, request }) => {
+                if let Some(reply) = self.dev.handle(request, &*self.sink) {
+                    self.sink.push(&mb, &DriverToPtpd::Reply { seq, reply });
+                }
+            }
+            // As on Linux: a malformed request is reported and dropped, the channel stays up.
+            Err(e) => log::warn!("malformed request dropped: {e}"),
+        }
+        Ok(buf.len())
+    }
+
+    fn fevent(&mut self, id: usize, _flags: EventFlags, _ctx: &CallerCtx) -> Result<EventFlags> {
+        match self.handles.get(&id) {
+            Some(Handle::Ptp(mb)) if mb.readable() => {
+                Ok(EventFlags::EVENT_READ | EventFlags::EVENT_WRITE)
+            }
+            Some(_) => Ok(EventFlags::EVENT_WRITE),
+            None => Err(Error::new(EBADF)),
+        }
+    }
+
+    fn fpath(&mut self, id: usize, buf: &mut [u8], _ctx: &CallerCtx) -> Result<usize> {
+        let path = match self.handles.get(&id) {
+            Some(Handle::Ptp(_)) => format!("/scheme/{}/ptp", self.name),
+            Some(Handle::Root) => format!("/scheme/{}", self.name),
+            None => return Err(Error::new(EBADF)),
+        };
+        let n = path.len().min(buf.len());
+        buf[..n].copy_from_slice(&path.as_bytes()[..n]);
+        Ok(n)
+    }
+
+    fn on_close(&mut self, id: usize) {
+        if let Some(Handle::Ptp(mb)) = self.handles.remove(&id) {
+            let mut cur = self.sink.current();
+            if cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, &mb)) {
+                *cur = None;
+                log::info!("ptpd disconnected");
+            }
+            mb.close();
+        }
+    }
+}

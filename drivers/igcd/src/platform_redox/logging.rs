@@ -1,0 +1,37 @@
+//! Log output on Redox: stderr, plus a file in the `logging` scheme once the PCI name is known
+//! (`/scheme/logging/net/pci/<name>_igc.log`, the category NIC drivers use, reference §11).
+//! The file must be opened before `setrens` (§10); if it cannot be, stderr alone remains.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::sync::{Mutex, OnceLock};
+
+static FILE: OnceLock<Mutex<File>> = OnceLock::new();
+
+/// The env_logger target: every record to stderr, and to the log file when open.
+pub struct Tee;
+
+impl Write for Tee {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Some(f) = FILE.get() {
+            // A failing log file must not take the driver down: the record is on stderr.
+            let _ = f.lock().unwrap_or_else(|e| e.into_inner()).write_all(buf);
+        }
+        std::io::stderr().write_all(buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+/// Opens the log file for function `name`.
+pub fn open(name: &str) {
+    let path = format!("/scheme/logging/net/pci/{name}_igc.log");
+    match OpenOptions::new().create(true).append(true).open(&path) {
+        Ok(f) => {
+            let _ = FILE.set(Mutex::new(f));
+        }
+        Err(e) => log::warn!("no log file {path}: {e}"),
+    }
+}

@@ -1,0 +1,230 @@
+//! The `network.<pci name>_igc` scheme smolnetd uses (reference §7), generic over the frame
+//! path so the driver's data path plugs in behind [`NetAdapter`].
+//!
+//! Paths: `""` is the data handle (one `read` = one received frame without FCS, one `write` =
+//! one frame out), `"mac"` the 6-byte MAC. Only uid 0 may open either (EACCES). A read with no
+//! frame answers EAGAIN to an O_NONBLOCK caller and parks (EWOULDBLOCK) otherwise; the event
+//! loop retries parked reads and posts EVENT_READ to every data handle while a frame is pending.
+
+use std::collections::BTreeMap;
+
+use redox_scheme::scheme::SchemeSync;
+use redox_scheme::{CallerCtx, OpenResult};
+use syscall::error::{
+    EACCES, EAGAIN, EBADF, EINVAL, EIO, ENETDOWN, ENOBUFS, ENOENT, EWOULDBLOCK, Error, Result,
+};
+use syscall::flag::{EventFlags, O_NONBLOCK};
+use syscall::schemev2::NewFdFlags;
+
+/// Why a frame could not be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NetError {
+    /// This driver has no general-purpose frame path (see [`NoNetDataPath`]).
+    #[error("no network data path")]
+    NoDataPath,
+    /// Shorter than an Ethernet header or longer than the MTU allows.
+    #[error("bad frame of {0} bytes")]
+    BadFrame(usize),
+    /// The transmit ring is full; retry.
+    #[error("transmit ring full")]
+    Busy,
+    #[error("link down")]
+    LinkDown,
+}
+
+impl NetError {
+    fn errno(self) -> i32 {
+        match self {
+            NetError::NoDataPath => EIO,
+            NetError::BadFrame(_) => EINVAL,
+            NetError::Busy => ENOBUFS,
+            NetError::LinkDown => ENETDOWN,
+        }
+    }
+}
+
+/// What the network scheme needs from a NIC driver's frame path.
+pub trait NetAdapter {
+    fn mac(&self) -> [u8; 6];
+    /// Whether this adapter moves frames at all; the daemon registers the network scheme only
+    /// then, so smolnetd (which takes the first `network*` scheme) is never handed a dead NIC.
+    fn carries_frames(&self) -> bool;
+    /// Sends one frame (no FCS).
+    fn send(&self, frame: &[u8]) -> std::result::Result<(), NetError>;
+    /// Moves the next received frame (no FCS) into `buf`; `None` when none is pending. A frame
+    /// longer than `buf` is truncated, as smolnetd's 1500-byte reads expect (§7).
+    fn recv(&self, buf: &mut [u8]) -> Option<usize>;
+    /// Whether a received frame is pending.
+    fn rx_pending(&self) -> bool;
+}
+
+/// The adapter igcd has today: its rings carry PTP frames to ptpd (daemon.rs) and drop every
+/// other frame, and they expose no general send/receive, so this adapter refuses every send
+/// with [`NetError::NoDataPath`] and never has a frame. It does not claim to work: with it the
+/// network scheme is not registered. Replace it with an adapter over the data path's rings.
+pub struct NoNetDataPath {
+    pub mac: [u8; 6],
+}
+
+impl NetAdapter for NoNetDataPath {
+    fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+    fn carries_frames(&self) -> bool {
+        false
+    }
+    fn send(&self, _frame: &[u8]) -> std::result::Result<(), NetError> {
+        Err(NetError::NoDataPath)
+    }
+    fn recv(&self, _buf: &mut [u8]) -> Option<usize> {
+        None
+    }
+    fn rx_pending(&self) -> bool {
+        false
+    }
+}
+
+enum Handle {
+    Root,
+    Data,
+    Mac,
+}
+
+/// The network scheme over adapter `A`.
+pub struct NetScheme<A: NetAdapter> {
+    adapter: A,
+    name: String,
+    handles: BTreeMap<usize, Handle>,
+    next_id: usize,
+}
+
+impl<A: NetAdapter> NetScheme<A> {
+    /// `name` is the registered scheme name, e.g. `network.pci-0000-03-00.0_igc`.
+    pub fn new(adapter: A, name: String) -> Self {
+        Self {
+            adapter,
+            name,
+            handles: BTreeMap::new(),
+            next_id: 0,
+        }
+    }
+
+    pub fn adapter(&self) -> &A {
+        &self.adapter
+    }
+
+    /// Data handles to post EVENT_READ to: every one, while a frame is pending.
+    pub fn readable_handles(&self) -> Vec<usize> {
+        if !self.adapter.rx_pending() {
+            return Vec::new();
+        }
+        self.handles
+            .iter()
+            .filter(|(_, h)| matches!(h, Handle::Data))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    fn insert(&mut self, h: Handle) -> usize {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.handles.insert(id, h);
+        id
+    }
+}
+
+impl<A: NetAdapter> SchemeSync for NetScheme<A> {
+    fn scheme_root(&mut self) -> Result<usize> {
+        Ok(self.insert(Handle::Root))
+    }
+
+    fn openat(
+        &mut self,
+        fd: usize,
+        path: &str,
+        _flags: usize,
+        _fcntl_flags: u32,
+        ctx: &CallerCtx,
+    ) -> Result<OpenResult> {
+        if !matches!(self.handles.get(&fd), Some(Handle::Root)) {
+            return Err(Error::new(EBADF));
+        }
+        if ctx.uid != 0 {
+            return Err(Error::new(EACCES));
+        }
+        let (h, flags) = match path.trim_matches('/') {
+            "" => (Handle::Data, NewFdFlags::empty()),
+            "mac" => (Handle::Mac, NewFdFlags::POSITIONED),
+            _ => return Err(Error::new(ENOENT)),
+        };
+        Ok(OpenResult::ThisScheme {
+            number: self.insert(h),
+            flags,
+        })
+    }
+
+    fn read(
+        &mut self,
+        id: usize,
+        buf: &mut [u8],
+        offset: u64,
+        fcntl_flags: u32,
+        _ctx: &CallerCtx,
+    ) -> Result<usize> {
+        match self.handles.get(&id) {
+            Some(Handle::Data) => match self.adapter.recv(buf) {
+                Some(n) => Ok(n),
+                None if fcntl_flags as usize & O_NONBLOCK != 0 => Err(Error::new(EAGAIN)),
+                None => Err(Error::new(EWOULDBLOCK)),
+            },
+            Some(Handle::Mac) => {
+                let mac = self.adapter.mac();
+                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(mac.len());
+                let n = (mac.len() - start).min(buf.len());
+                buf[..n].copy_from_slice(&mac[start..start + n]);
+                Ok(n)
+            }
+            _ => Err(Error::new(EBADF)),
+        }
+    }
+
+    fn write(
+        &mut self,
+        id: usize,
+        buf: &[u8],
+        _offset: u64,
+        _fcntl_flags: u32,
+        _ctx: &CallerCtx,
+    ) -> Result<usize> {
+        match self.handles.get(&id) {
+            Some(Handle::Data) => match self.adapter.send(buf) {
+                Ok(()) => Ok(buf.len()),
+                Err(e) => Err(Error::new(e.errno())),
+            },
+            _ => Err(Error::new(EBADF)),
+        }
+    }
+
+    fn fevent(&mut self, id: usize, _flags: EventFlags, _ctx: &CallerCtx) -> Result<EventFlags> {
+        match self.handles.get(&id) {
+            Some(Handle::Data) if self.adapter.rx_pending() => Ok(EventFlags::EVENT_READ),
+            Some(_) => Ok(EventFlags::empty()),
+            None => Err(Error::new(EBADF)),
+        }
+    }
+
+    fn fpath(&mut self, id: usize, buf: &mut [u8], _ctx: &CallerCtx) -> Result<usize> {
+        let path = match self.handles.get(&id) {
+            Some(Handle::Mac) => format!("/scheme/{}/mac", self.name),
+            Some(_) => format!("/scheme/{}/", self.name),
+            None => return Err(Error::new(EBADF)),
+        };
+        let n = path.len().min(buf.len());
+        buf[..n].copy_from_slice(&path.as_bytes()[..n]);
+        Ok(n)
+    }
+
+    fn on_close(&mut self, id: usize) {
+        self.handles.remove(&id);
+    }
+}

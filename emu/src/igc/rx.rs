@@ -1,0 +1,188 @@
+//! The RX data path of queue 0 (intel-timesync.md §8.1 stamps in the packet buffer, §8.4
+//! latencies, §9 descriptors, §10 rings).
+//!
+//! A frame the wire delivers (at its arrival instant, from `Device::poll`) goes into the
+//! buffer named by the read descriptor at RDH, optionally behind a 16-byte timestamp header;
+//! the descriptor is written back in the advanced format, RDH advances and ICR.RXT0 is raised
+//! (routed through IVAR0 in MSI-X mode). Queues 1–3 are register storage only.
+//!
+//! # Assumptions
+//!
+//! - \[assumption\] No address filtering: RAL/RAH, MTA and RCTL.UPE/MPE/BAM are not consulted
+//!   (the port is promiscuous); RCTL.LPE is not enforced.
+//! - \[assumption\] No on-chip packet buffer: a frame that finds RCTL.EN or
+//!   RXDCTL(0).QUEUE_ENABLE clear, the link down, or no free descriptor (RDH = RDT) is dropped
+//!   and counted at once (`rx_not_ready` / `rx_missed`). Frames under 14 bytes are dropped
+//!   (`rx_runt`). A frame (plus header) larger than the buffer is dropped (`rx_too_big`); the
+//!   model never spreads a frame over several descriptors.
+//! - Buffer size: SRRCTL.BSIZEPKT KB; \[assumption\] BSIZEPKT = 0 falls back to RCTL.SZ
+//!   (0 → 2048, 1 → 1024, 2 → 512, 3 → 256 bytes). DESCTYPE is not checked: the advanced
+//!   one-buffer format is always used.
+//! - With RCTL.SECRC clear the frame is followed by its 4-byte FCS (CRC-32), as hardware
+//!   stores it; igc sets SECRC.
+//! - Write-back (§9): DW0/DW1 = 0 (no RSS or packet type), DW2 = DD | EOP (| TSIP),
+//!   DW3 = length (including the 16-byte header with TSIP; no VLAN field).
+//!   \[assumption\] A buffer address DMA cannot reach consumes the descriptor with
+//!   DW2 = DD | EOP | RXE and length 0 (`rx_dma_errors`); an unreadable descriptor drops the
+//!   frame and leaves RDH alone.
+//! - Timestamp (§8.1): with RXPBS.CFG_TS_EN, SRRCTL(0).TIMESTAMP and TSYNCRXCTL.ENABLED all
+//!   set and the frame matching TSYNCRXCTL.TYPE (`rxfilter`), a 16-byte
+//!   header precedes the frame: dwords 2–3 = timer 0 ns, s (TIMER0SEL); dwords 0–1 = the
+//!   TIMER1SEL timer. \[assumption\] Only timer 0 is modelled, so every TIMERnSEL value reads
+//!   timer 0 and dwords 0–1 repeat dwords 2–3. The value is PHC(arrival) + RX latency for the
+//!   link speed (§8.4, in PHC ns), so a driver subtracting the latency gets exactly
+//!   PHC(arrival), SYSTIM as it was at the arrival instant even if the model processes the
+//!   frame later.
+
+use intel_regs::igc::*;
+use ptp_pci::emulated::DeviceHost;
+
+use super::I225;
+use super::irq::QueueCause;
+use super::rxfilter;
+use super::tx::Ring;
+use crate::phc::{SysTime, wrap_add_ns};
+use crate::wire::WireFrame;
+
+/// Shortest frame accepted: an Ethernet header.
+const MIN_RX_FRAME: usize = 14;
+/// Advanced RX write-back status: RX data error (§9 RXE b31).
+const STAT_RXE: u32 = 1 << 31;
+/// Frames taken from the wire per poll, so a flooding peer cannot hold the bus lock forever;
+/// more are left for the next poll (which then comes at once).
+pub(super) const RX_PER_POLL: usize = 1024;
+
+/// CRC-32 (IEEE 802.3), as the FCS.
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xEDB8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
+
+impl I225 {
+    /// Takes every frame that has arrived by now from the wire (bounded); true if more are
+    /// due already.
+    pub(super) fn run_rx(&mut self, host: &mut dyn DeviceHost) -> bool {
+        let now = self.now();
+        for _ in 0..RX_PER_POLL {
+            let Some(f) = self.wire.as_mut().and_then(|w| w.poll_rx(now)) else {
+                return false;
+            };
+            self.receive(f, host);
+        }
+        self.wire
+            .as_ref()
+            .and_then(|w| w.next_arrival())
+            .is_some_and(|a| a <= now)
+    }
+
+    /// Whether a frame gets an in-buffer timestamp (§8.1 enables plus the TYPE filter).
+    fn rx_stamps(&self, frame: &[u8]) -> bool {
+        let ctl = self.regs.get(TSYNCRXCTL);
+        self.regs.get(RXPBS) & rxpbs::CFG_TS_EN != 0
+            && self.regs.get(srrctl(0)) & srrctl::TIMESTAMP != 0
+            && ctl & tsyncrxctl::ENABLED != 0
+            && rxfilter::type_matches(ctl & tsyncrxctl::TYPE_MASK, frame)
+    }
+
+    fn rx_buffer_len(&self) -> usize {
+        match self.regs.get(srrctl(0)) & 0x7F {
+            0 => 2048 >> ((self.regs.get(RCTL) >> 16) & 3),
+            kb => kb as usize * 1024,
+        }
+    }
+
+    /// One frame reaches the MAC.
+    fn receive(&mut self, f: WireFrame, host: &mut dyn DeviceHost) {
+        if f.data.len() < MIN_RX_FRAME {
+            self.stats.rx_runt += 1;
+            return;
+        }
+        let rctl = self.regs.get(RCTL);
+        if rctl & rctl::EN == 0
+            || self.regs.get(rxdctl(0)) & xdctl::QUEUE_ENABLE == 0
+            || !self.link.up
+        {
+            self.stats.rx_not_ready += 1;
+            return;
+        }
+        let r = &self.regs;
+        let ring = Ring::from_regs(
+            r.get(rdbal(0)),
+            r.get(rdbah(0)),
+            r.get(rdlen(0)),
+            r.get(rdh(0)),
+            r.get(rdt(0)),
+        );
+        let Some(ring) = ring.filter(|r| r.posted() > 0) else {
+            self.stats.rx_missed += 1;
+            return;
+        };
+        let Some(desc_addr) = ring.desc_addr(ring.head) else {
+            self.stats.rx_dma_errors += 1;
+            return;
+        };
+        let mut qw0 = [0u8; 8];
+        if !host.dma_read(desc_addr, &mut qw0) {
+            self.stats.rx_dma_errors += 1;
+            return;
+        }
+        let buf_addr = u64::from_le_bytes(qw0);
+
+        let stamp = self.rx_stamps(&f.data);
+        let mut buf = Vec::with_capacity(TS_HDR_LEN + f.data.len() + 4);
+        if stamp {
+            let (_, rx_lat) = latency_ns(self.link.speed.mbps());
+            let ns = wrap_add_ns(self.tsync.phc.ns_at_instant(f.arrival_ns), rx_lat as i64);
+            let t = SysTime::from_ns(ns);
+            for w in [t.nsec, t.sec, t.nsec, t.sec] {
+                buf.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+        buf.extend_from_slice(&f.data);
+        if rctl & rctl::SECRC == 0 {
+            buf.extend_from_slice(&crc32(&f.data).to_le_bytes());
+        }
+        if buf.len() > self.rx_buffer_len() || buf.len() > u16::MAX as usize {
+            self.stats.rx_too_big += 1;
+            return;
+        }
+
+        let (status, len) = if host.dma_write(buf_addr, &buf) {
+            self.stats.rx_frames += 1;
+            self.stats.rx_bytes += f.data.len() as u64;
+            let tsip = if stamp {
+                self.stats.rx_stamped += 1;
+                rxd::STAT_TSIP
+            } else {
+                0
+            };
+            (rxd::STAT_DD | rxd::STAT_EOP | tsip, buf.len() as u32)
+        } else {
+            self.stats.rx_dma_errors += 1;
+            (rxd::STAT_DD | rxd::STAT_EOP | STAT_RXE, 0)
+        };
+        let mut wb = [0u8; 16];
+        wb[8..12].copy_from_slice(&status.to_le_bytes());
+        wb[12..16].copy_from_slice(&len.to_le_bytes());
+        let _ = host.dma_write(desc_addr, &wb);
+        self.regs.set(rdh(0), (ring.head + 1) % ring.n);
+        let ivar = self.regs.get(IVAR0);
+        self.irq.queue_cause(0, QueueCause::Rx, ivar, host);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::crc32;
+
+    #[test]
+    fn crc32_check_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+}

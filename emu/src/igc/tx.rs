@@ -1,0 +1,286 @@
+//! The TX data path of queue 0 (intel-timesync.md §9 descriptors, §10 rings, §7 stamps).
+//!
+//! When TCTL.EN, TXDCTL(0).QUEUE_ENABLE and the link are up and TDT ≠ TDH, the engine fetches
+//! advanced TX descriptors by DMA from TDH on, gathers the buffers of one frame until EOP,
+//! hands the frame to the wire, writes back DD where RS was set, advances TDH and raises
+//! ICR.TXDW. It runs from [`Device::poll`](ptp_pci::emulated::Device::poll) (a TDT write
+//! wakes the model thread) or from an armed read ([`ReadAction::ReleaseTx`](super::ReadAction)).
+//! Queues 1–3 are register storage only.
+//!
+//! # Assumptions
+//!
+//! - \[assumption\] The ring size is TDLEN b19:7 / 16 (the reference: "multiple of 128");
+//!   TDH or TDT at or past the ring size leave the queue idle.
+//! - \[assumption\] A descriptor DMA cannot read stalls the queue (TDH stays, counted in
+//!   `tx_dma_errors`): the hardware cannot know what it holds. It is retried at every poll.
+//! - \[assumption\] Only advanced descriptors (DEXT) are understood. Context descriptors
+//!   (DTYP 0x2) are consumed and otherwise ignored (no offloads); a legacy descriptor, another
+//!   DTYP, a zero DTALEN, a frame over [`MAX_TX_FRAME`] or a buffer DMA cannot read makes the
+//!   frame malformed: it is dropped and counted, and its descriptors up to its EOP (or all posted
+//!   ones) are consumed and written back, so the queue never wedges.
+//! - \[assumption\] A frame whose EOP is not posted yet waits for it; if the ring is full
+//!   (n − 1 descriptors posted) without an EOP, it can never complete and is malformed.
+//! - PAYLEN and the offload bits are ignored; the frame is the concatenated DTALEN bytes.
+//!   With TCTL.PSP, frames under 60 bytes are padded with zeros to 60 (the FCS is not on the
+//!   model's wire).
+//! - Write-back sets only DW3 = DD (§9: "DW3 status, DD b0, written only when RS was set");
+//!   the rest of the descriptor keeps what the driver wrote \[assumption\].
+//! - Departure: the first frame of an idle link leaves `tx_pipeline_ns` after the engine
+//!   runs; later ones wait for the previous frame's serialisation (preamble, FCS and
+//!   inter-frame gap included) at the link speed.
+//! - The TX stamp is PHC(departure) − TX latency (§8.4), so a driver adding the latency gets
+//!   exactly PHC(departure) \[assumption: the latency is applied in PHC nanoseconds, which
+//!   differs from PHC(departure − latency) by latency × rate error, far below 1 ns\]. It is
+//!   latched when the engine processes the frame.
+
+use intel_regs::igc::*;
+use ptp_pci::emulated::DeviceHost;
+
+use super::I225;
+use super::irq::QueueCause;
+use super::txstamp::Latch;
+use crate::phc::{SysTime, wrap_add_ns};
+
+/// Largest frame the engine gathers (bytes); longer ones are malformed.
+pub const MAX_TX_FRAME: usize = 16 * 1024;
+/// Frames shorter than this are padded with TCTL.PSP (64-byte minimum less the FCS).
+const MIN_FRAME: usize = 60;
+/// Bytes on the wire besides the frame: preamble + SFD (8), FCS (4), inter-frame gap (12).
+const WIRE_OVERHEAD: u64 = 24;
+
+/// TDLEN/RDLEN bits the ring size is taken from: b19:7 \[assumption: the igb-family field
+/// width; the low 7 bits are ignored, so a ring is a multiple of 8 descriptors\]. Bounds a ring
+/// to 65 528 descriptors, and so every walk of it.
+const LEN_MASK: u32 = 0x000F_FF80;
+
+/// A ring as its registers describe it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ring {
+    pub(super) base: u64,
+    /// Descriptors.
+    pub(super) n: u32,
+    pub(super) head: u32,
+    pub(super) tail: u32,
+}
+
+impl Ring {
+    /// The ring from BAL/BAH/LEN/H/T; `None` if it is unusable (no descriptors, pointers
+    /// out of range).
+    pub(super) fn from_regs(bal: u32, bah: u32, len: u32, head: u32, tail: u32) -> Option<Self> {
+        let n = (len & LEN_MASK) / 16;
+        (n > 0 && head < n && tail < n).then_some(Self {
+            base: (bah as u64) << 32 | bal as u64,
+            n,
+            head,
+            tail,
+        })
+    }
+
+    /// Bus address of descriptor `i`.
+    pub(super) fn desc_addr(&self, i: u32) -> Option<u64> {
+        self.base.checked_add(i as u64 * 16)
+    }
+
+    /// Descriptors between head and tail.
+    pub(super) fn posted(&self) -> u32 {
+        (self.tail + self.n - self.head) % self.n
+    }
+}
+
+/// What the engine found at TDH.
+enum Fetch {
+    /// Nothing to send (yet).
+    Idle,
+    /// A complete frame.
+    Frame {
+        data: Vec<u8>,
+        /// cmd_type_len of the first data descriptor (MAC_TSTAMP, TSTAMP_REG).
+        first_cmd: u32,
+        consumed: u32,
+        rs: Vec<u32>,
+    },
+    /// A broken frame to drop.
+    Malformed { consumed: u32, rs: Vec<u32> },
+    /// The descriptor at TDH cannot be read: stall there.
+    Stalled,
+}
+
+/// One 16-byte TX descriptor.
+fn read_desc(host: &mut dyn DeviceHost, ring: &Ring, i: u32) -> Option<(u64, u32)> {
+    let mut d = [0u8; 16];
+    if !host.dma_read(ring.desc_addr(i)?, &mut d) {
+        return None;
+    }
+    let addr = u64::from_le_bytes(d[0..8].try_into().ok()?);
+    let cmd = u32::from_le_bytes(d[8..12].try_into().ok()?);
+    Some((addr, cmd))
+}
+
+const DTYP_MASK: u32 = 0xF << 20;
+const DTYP_CTXT: u32 = 0x2 << 20;
+
+/// Walks the posted descriptors from TDH for one frame.
+fn fetch(host: &mut dyn DeviceHost, ring: &Ring) -> Fetch {
+    let posted = ring.posted();
+    if posted == 0 {
+        return Fetch::Idle;
+    }
+    let mut data = Vec::new();
+    let mut first_cmd = None;
+    let mut rs = Vec::new();
+    let mut bad = false;
+    for k in 0..posted {
+        let i = (ring.head + k) % ring.n;
+        let Some((addr, cmd)) = read_desc(host, ring, i) else {
+            // Nothing is known about an unreadable descriptor: stop in front of it, after
+            // dropping what was gathered before it (if anything).
+            return if k == 0 {
+                Fetch::Stalled
+            } else {
+                Fetch::Malformed { consumed: k, rs }
+            };
+        };
+        if cmd & txd::RS != 0 {
+            rs.push(i);
+        }
+        let eop = cmd & txd::EOP != 0;
+        if !bad {
+            let dtyp = cmd & DTYP_MASK;
+            if cmd & txd::DEXT != 0 && dtyp == DTYP_CTXT {
+                continue;
+            }
+            let len = (cmd & txd::DTALEN_MASK) as usize;
+            let ok = cmd & txd::DEXT != 0
+                && dtyp == txd::DTYP_DATA
+                && len != 0
+                && data.len() + len <= MAX_TX_FRAME
+                && {
+                    let start = data.len();
+                    data.resize(start + len, 0);
+                    host.dma_read(addr, &mut data[start..])
+                };
+            if ok {
+                first_cmd.get_or_insert(cmd);
+            } else {
+                bad = true;
+            }
+        }
+        if eop {
+            return match (bad, first_cmd) {
+                (false, Some(first_cmd)) => Fetch::Frame {
+                    data,
+                    first_cmd,
+                    consumed: k + 1,
+                    rs,
+                },
+                _ => Fetch::Malformed {
+                    consumed: k + 1,
+                    rs,
+                },
+            };
+        }
+    }
+    if bad || posted == ring.n - 1 {
+        Fetch::Malformed {
+            consumed: posted,
+            rs,
+        }
+    } else {
+        Fetch::Idle
+    }
+}
+
+impl I225 {
+    /// Runs the TX engine of queue 0 until the posted descriptors are used up (bounded by the
+    /// ring size). `forced`: run even while an armed read holds the engine (the release).
+    pub(super) fn run_tx(&mut self, host: &mut dyn DeviceHost, forced: bool) {
+        if !forced && self.hooks.tx_held() {
+            return;
+        }
+        let tctl = self.regs.get(TCTL);
+        if tctl & tctl::EN == 0 || self.regs.get(txdctl(0)) & xdctl::QUEUE_ENABLE == 0 {
+            return;
+        }
+        if !self.link.up {
+            return;
+        }
+        let r = &self.regs;
+        let Some(mut ring) = Ring::from_regs(
+            r.get(tdbal(0)),
+            r.get(tdbah(0)),
+            r.get(tdlen(0)),
+            r.get(tdh(0)),
+            r.get(tdt(0)),
+        ) else {
+            return;
+        };
+        let mut wrote_back = false;
+        for _ in 0..ring.n {
+            let (consumed, rs) = match fetch(host, &ring) {
+                Fetch::Idle => break,
+                Fetch::Frame {
+                    mut data,
+                    first_cmd,
+                    consumed,
+                    rs,
+                } => {
+                    if tctl & tctl::PSP != 0 && data.len() < MIN_FRAME {
+                        data.resize(MIN_FRAME, 0);
+                    }
+                    self.send_frame(&data, first_cmd, host);
+                    (consumed, rs)
+                }
+                Fetch::Malformed { consumed, rs } => {
+                    self.stats.tx_malformed += 1;
+                    (consumed, rs)
+                }
+                Fetch::Stalled => {
+                    self.stats.tx_dma_errors += 1;
+                    break;
+                }
+            };
+            for i in rs {
+                if let Some(a) = ring.desc_addr(i) {
+                    let _ = host.dma_write(a + 12, &txd::STA_DD.to_le_bytes());
+                    wrote_back = true;
+                }
+            }
+            ring.head = (ring.head + consumed) % ring.n;
+            self.regs.set(tdh(0), ring.head);
+        }
+        if wrote_back {
+            let ivar = self.regs.get(IVAR0);
+            self.irq.queue_cause(0, QueueCause::Tx, ivar, host);
+        }
+    }
+
+    /// One frame leaves the MAC: departure instant, TX stamp, wire.
+    fn send_frame(&mut self, data: &[u8], first_cmd: u32, host: &mut dyn DeviceHost) {
+        let now = self.now();
+        let departure = now
+            .saturating_add(self.tx_pipeline_ns)
+            .max(self.tx_busy_until);
+        let bits = (data.len().max(MIN_FRAME) as u64 + WIRE_OVERHEAD) * 8;
+        let mbps = self.link.speed.mbps() as u64;
+        self.tx_busy_until = departure.saturating_add((bits * 1000).div_ceil(mbps));
+        self.stats.tx_frames += 1;
+        self.stats.tx_bytes += data.len() as u64;
+
+        if first_cmd & txd::MAC_TSTAMP != 0 && self.txs.enabled() {
+            let set = ((first_cmd >> txd::TSTAMP_REG_SHIFT) & 3) as usize;
+            let (tx_lat, _) = latency_ns(self.link.speed.mbps());
+            let ns = wrap_add_ns(self.tsync.phc.ns_at_instant(departure), -(tx_lat as i64));
+            if self.txs.latch(set, SysTime::from_ns(ns)) == Latch::Latched {
+                if self.tsync.raise_txts() {
+                    self.stats.txts_held_by_quirk += 1;
+                }
+                self.update_ts(host);
+            }
+        }
+
+        match self.wire.as_mut() {
+            Some(w) => w.transmit(data, departure),
+            None => self.stats.tx_no_wire += 1,
+        }
+    }
+}

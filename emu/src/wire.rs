@@ -1,0 +1,326 @@
+//! What a NIC model's MAC/PHY is attached to (DESIGN.md §4 "Wire").
+//!
+//! A frame on the wire carries its departure instant; the receiving side computes its arrival
+//! as departure + cable delay, so timestamps depend only on the models' true time, never on
+//! when a host thread got round to moving the frame. All instants are true time of the
+//! model's [`TimeSource`](crate::clock::TimeSource): in real-time mode that is absolute
+//! CLOCK_MONOTONIC ([`HostClock`](crate::clock::HostClock)), which two processes on one host
+//! share.
+//!
+//! - [`Loopback`]: frames come back to the sending NIC after the cable delay.
+//! - [`Disconnected`]: no cable; the link is down and frames vanish.
+//! - [`UnixDatagramWire`] (Linux): one end of a Unix datagram socket, for two model
+//!   instances in different processes, or a model and a benchmark tool.
+//!
+//! Deterministic fault injection lives on the [`Cable`] (`drop_next`).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+#[cfg(target_os = "linux")]
+mod unix;
+#[cfg(target_os = "linux")]
+pub use unix::{HEADER_LEN, MAGIC, UnixDatagramWire, VERSION, decode_datagram, encode_datagram};
+
+/// A frame as it reaches a NIC's PHY.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireFrame {
+    /// The frame from the destination MAC on, without preamble or FCS.
+    pub data: Vec<u8>,
+    /// True time at which the frame's first bit reaches this NIC's PHY.
+    pub arrival_ns: u64,
+}
+
+/// Counters a port keeps (all zero for ports that keep none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WireStats {
+    /// Frames handed to [`WirePort::transmit`].
+    pub sent: u64,
+    /// Frames handed out by [`WirePort::poll_rx`].
+    pub received: u64,
+    /// Frames lost on the cable ([`Cable::drop_next`]).
+    pub lost: u64,
+    /// Datagrams that were not a valid wire frame (dropped).
+    pub malformed: u64,
+    /// Frames dropped because the arrival queue was full ([`MAX_QUEUED`]).
+    pub overflow: u64,
+    /// Frames that could not be sent (no peer yet, socket buffer full, peer gone).
+    pub send_errors: u64,
+}
+
+/// A NIC's attachment to the wire.
+///
+/// The model calls [`transmit`](Self::transmit) when a frame leaves its MAC and
+/// [`poll_rx`](Self::poll_rx) from its `poll` to collect frames whose arrival instant has
+/// come. Implementations must never panic on any input.
+pub trait WirePort: Send {
+    /// A frame leaves this NIC; its first bit is on the wire at `departure_ns`.
+    fn transmit(&mut self, frame: &[u8], departure_ns: u64);
+    /// The earliest frame that has arrived by `now_ns` (arrival ≤ now), if any.
+    fn poll_rx(&mut self, now_ns: u64) -> Option<WireFrame>;
+    /// Arrival instant of the earliest frame already known to the port. Frames a peer process
+    /// has sent but the port has not read yet are not known: see
+    /// [`poll_interval`](Self::poll_interval).
+    fn next_arrival(&self) -> Option<u64>;
+    /// Whether a link partner is there (STATUS.LU needs it).
+    fn link_up(&self) -> bool {
+        true
+    }
+    /// For ports fed from outside the model (a socket): how often the model should call
+    /// [`poll_rx`](Self::poll_rx) even with nothing scheduled. `None`: frames only appear
+    /// through this port's own `transmit` (or a test), so [`next_arrival`](Self::next_arrival)
+    /// is enough.
+    fn poll_interval(&self) -> Option<Duration> {
+        None
+    }
+    /// The cable towards this port, for fault injection; `None` if the port has none.
+    fn cable_mut(&mut self) -> Option<&mut Cable> {
+        None
+    }
+    /// The port's counters.
+    fn stats(&self) -> WireStats {
+        WireStats::default()
+    }
+}
+
+/// The physical path a frame takes to reach a port. It only has a fixed delay today; noise,
+/// asymmetry and random loss will be added here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cable {
+    /// Propagation delay, ns (about 5 ns per metre of copper).
+    pub delay_ns: u64,
+    /// Frames still to be lost ([`Cable::drop_next`]).
+    drop_pending: u64,
+}
+
+impl Cable {
+    /// Delay of the default cable: ten metres.
+    pub const DEFAULT_DELAY_NS: u64 = 50;
+
+    /// A cable with `delay_ns` propagation delay and no loss.
+    pub fn new(delay_ns: u64) -> Self {
+        Self {
+            delay_ns,
+            drop_pending: 0,
+        }
+    }
+
+    /// Loses the next `n` frames that take this cable (deterministic loss injection; adds to
+    /// any loss still pending).
+    pub fn drop_next(&mut self, n: u64) {
+        self.drop_pending = self.drop_pending.saturating_add(n);
+    }
+
+    /// Frames still to be lost.
+    pub fn drops_pending(&self) -> u64 {
+        self.drop_pending
+    }
+
+    /// Carries one frame that departed at `departure_ns`: its arrival instant, or `None` if
+    /// it is lost.
+    pub fn carry(&mut self, departure_ns: u64) -> Option<u64> {
+        if self.drop_pending > 0 {
+            self.drop_pending -= 1;
+            return None;
+        }
+        Some(departure_ns.saturating_add(self.delay_ns))
+    }
+}
+
+impl Default for Cable {
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_DELAY_NS)
+    }
+}
+
+/// Frames a port holds before dropping new ones: bounds memory when nobody polls.
+pub const MAX_QUEUED: usize = 4096;
+
+/// Frames in flight towards a port, ordered by arrival (equal arrivals keep their order).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ArrivalQueue {
+    frames: VecDeque<WireFrame>,
+}
+
+impl ArrivalQueue {
+    /// Queues a frame; false (frame dropped) when [`MAX_QUEUED`] frames are waiting.
+    pub(crate) fn push(&mut self, frame: WireFrame) -> bool {
+        if self.frames.len() >= MAX_QUEUED {
+            return false;
+        }
+        // Usually in order already: scan from the back.
+        let pos = self
+            .frames
+            .iter()
+            .rposition(|f| f.arrival_ns <= frame.arrival_ns)
+            .map_or(0, |i| i + 1);
+        self.frames.insert(pos, frame);
+        true
+    }
+
+    pub(crate) fn pop_due(&mut self, now_ns: u64) -> Option<WireFrame> {
+        if self.frames.front()?.arrival_ns <= now_ns {
+            self.frames.pop_front()
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn next_arrival(&self) -> Option<u64> {
+        self.frames.front().map(|f| f.arrival_ns)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.frames.len()
+    }
+}
+
+/// Frames come back to the sending NIC after the cable delay (a loopback plug).
+#[derive(Debug, Clone, Default)]
+pub struct Loopback {
+    cable: Cable,
+    queue: ArrivalQueue,
+    stats: WireStats,
+}
+
+impl Loopback {
+    /// A loopback plug whose frames return `delay_ns` after departure.
+    pub fn new(delay_ns: u64) -> Self {
+        Self {
+            cable: Cable::new(delay_ns),
+            ..Self::default()
+        }
+    }
+
+    /// The cable (delay, loss injection).
+    pub fn cable(&mut self) -> &mut Cable {
+        &mut self.cable
+    }
+
+    /// Frames in flight.
+    pub fn in_flight(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+impl WirePort for Loopback {
+    fn transmit(&mut self, frame: &[u8], departure_ns: u64) {
+        self.stats.sent += 1;
+        let Some(arrival_ns) = self.cable.carry(departure_ns) else {
+            self.stats.lost += 1;
+            return;
+        };
+        let queued = self.queue.push(WireFrame {
+            data: frame.to_vec(),
+            arrival_ns,
+        });
+        if !queued {
+            self.stats.overflow += 1;
+        }
+    }
+
+    fn poll_rx(&mut self, now_ns: u64) -> Option<WireFrame> {
+        let f = self.queue.pop_due(now_ns)?;
+        self.stats.received += 1;
+        Some(f)
+    }
+
+    fn next_arrival(&self) -> Option<u64> {
+        self.queue.next_arrival()
+    }
+
+    fn cable_mut(&mut self) -> Option<&mut Cable> {
+        Some(&mut self.cable)
+    }
+
+    fn stats(&self) -> WireStats {
+        self.stats
+    }
+}
+
+/// No cable: the link partner is missing, so the link stays down and anything transmitted
+/// vanishes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Disconnected {
+    sent: u64,
+}
+
+impl WirePort for Disconnected {
+    fn transmit(&mut self, _frame: &[u8], _departure_ns: u64) {
+        self.sent += 1;
+    }
+
+    fn poll_rx(&mut self, _now_ns: u64) -> Option<WireFrame> {
+        None
+    }
+
+    fn next_arrival(&self) -> Option<u64> {
+        None
+    }
+
+    fn link_up(&self) -> bool {
+        false
+    }
+
+    fn stats(&self) -> WireStats {
+        WireStats {
+            sent: self.sent,
+            ..WireStats::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_returns_frames_at_departure_plus_delay_in_order() {
+        let mut l = Loopback::new(100);
+        l.transmit(b"second", 2_000);
+        l.transmit(b"first", 1_000);
+        assert_eq!(l.next_arrival(), Some(1_100));
+        assert_eq!(l.poll_rx(1_099), None);
+        let f = l.poll_rx(5_000).unwrap();
+        assert_eq!((f.data.as_slice(), f.arrival_ns), (&b"first"[..], 1_100));
+        let f = l.poll_rx(5_000).unwrap();
+        assert_eq!((f.data.as_slice(), f.arrival_ns), (&b"second"[..], 2_100));
+        assert_eq!(l.poll_rx(u64::MAX), None);
+        assert!(l.link_up());
+    }
+
+    #[test]
+    fn cable_loss_is_deterministic() {
+        let mut l = Loopback::new(0);
+        l.cable_mut().unwrap().drop_next(2);
+        for i in 0..4u8 {
+            l.transmit(&[i], 10 + i as u64);
+        }
+        let got: Vec<u8> = std::iter::from_fn(|| l.poll_rx(100))
+            .map(|f| f.data[0])
+            .collect();
+        assert_eq!(got, [2, 3]);
+        let s = l.stats();
+        assert_eq!((s.sent, s.lost, s.received), (4, 2, 2));
+    }
+
+    #[test]
+    fn queue_is_bounded() {
+        let mut l = Loopback::new(0);
+        for _ in 0..MAX_QUEUED + 3 {
+            l.transmit(&[0], 0);
+        }
+        assert_eq!(l.in_flight(), MAX_QUEUED);
+        assert_eq!(l.stats().overflow, 3);
+    }
+
+    #[test]
+    fn disconnected_is_link_down_and_silent() {
+        let mut d = Disconnected::default();
+        d.transmit(&[1, 2, 3], 5);
+        assert!(!d.link_up());
+        assert_eq!(d.poll_rx(u64::MAX), None);
+        assert_eq!(d.next_arrival(), None);
+        assert_eq!(d.stats().sent, 1);
+    }
+}

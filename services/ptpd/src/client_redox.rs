@@ -1,0 +1,149 @@
+//! The client library on Redox: the same API as on Linux hosts (`client.rs`), over the
+//! `/scheme/ptp` control handle (see `platform_redox.rs` for the scheme). One request is one
+//! `call` on the handle: the payload carries the encoded [`ClockRequest`] (its length in
+//! `metadata[0]`) and comes back holding the encoded [`ClockReply`]. The wait is bounded by
+//! ptpd, which answers every request within its own driver timeout.
+
+use std::path::{Path, PathBuf};
+
+use libredox::Fd;
+use libredox::errno;
+use libredox::flag::{O_CLOEXEC, O_RDWR};
+use ptp_ipc::transport::{ChannelError, TransportError};
+use ptp_ipc::wire::MAX_MESSAGE;
+use ptp_ipc::{Caps, ClockError, ClockReply, ClockRequest, ClockStatus, Stats, TimeXSample, Wire};
+
+/// Where the clock scheme lives when nothing else is said: its control handle.
+pub const DEFAULT_SOCKET: &str = "/scheme/ptp/ctl";
+/// The environment variable that overrides it.
+pub const SOCKET_ENV: &str = "PTP_SOCKET";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach ptpd at {path}: {err} (is ptpd running? set {SOCKET_ENV} or --socket)")]
+    Connect { path: PathBuf, err: TransportError },
+    #[error("ptpd connection: {0}")]
+    Channel(#[from] ChannelError),
+    #[error("{0}")]
+    Clock(ClockErrorDisplay),
+    #[error("unexpected reply from ptpd: {0}")]
+    Unexpected(String),
+}
+
+/// A [`ClockError`] with an errno-style message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockErrorDisplay(pub ClockError);
+
+impl std::fmt::Display for ClockErrorDisplay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            ClockError::InvalidArgument => "invalid argument (EINVAL)",
+            ClockError::PermissionDenied => "permission denied (EPERM)",
+            ClockError::NoDevice => "no such device: the clock's driver is not running (ENODEV)",
+            ClockError::Restarted => "the driver restarted during the request; retry",
+            ClockError::Timeout => "the driver did not answer in time (ETIMEDOUT)",
+            ClockError::Unsupported => "operation not supported (EOPNOTSUPP)",
+            ClockError::Busy => "device busy (EBUSY)",
+            ClockError::Io => "I/O error (EIO)",
+        })
+    }
+}
+
+impl ClientError {
+    /// The typed clock error, if that is what this is.
+    pub fn clock_error(&self) -> Option<ClockError> {
+        match self {
+            Self::Clock(c) => Some(c.0),
+            _ => None,
+        }
+    }
+}
+
+/// A handle on ptpd's clock scheme.
+pub struct Client {
+    fd: Fd,
+    path: String,
+}
+
+/// The scheme path from `explicit`, else the environment, else the default.
+pub fn socket_path(explicit: Option<&Path>) -> PathBuf {
+    explicit
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os(SOCKET_ENV).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
+}
+
+macro_rules! expect {
+    ($reply:expr, $pat:pat => $out:expr) => {
+        match $reply {
+            $pat => Ok($out),
+            ClockReply::Error(e) => Err(ClientError::Clock(ClockErrorDisplay(e))),
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
+        }
+    };
+}
+
+impl Client {
+    pub fn connect(path: &Path) -> Result<Self, ClientError> {
+        let p = path.display().to_string();
+        let fd = Fd::open(&p, O_RDWR | O_CLOEXEC, 0).map_err(|e| {
+            let err = if matches!(e.errno(), errno::ENOENT | errno::ENODEV) {
+                TransportError::NotFound(format!("{p}: {e}"))
+            } else {
+                TransportError::Io(format!("open {p}: {e}"))
+            };
+            ClientError::Connect {
+                path: path.to_owned(),
+                err,
+            }
+        })?;
+        Ok(Self { fd, path: p })
+    }
+
+    /// One request, one reply.
+    pub fn call(&self, req: &ClockRequest) -> Result<ClockReply, ClientError> {
+        let mut buf = Vec::with_capacity(MAX_MESSAGE);
+        req.try_encode(&mut buf).map_err(ChannelError::from)?;
+        let len = buf.len() as u64;
+        buf.resize(MAX_MESSAGE, 0);
+        let n = self
+            .fd
+            .call_rw(&mut buf, syscall::CallFlags::empty(), &[len])
+            .map_err(|e| {
+                ChannelError::Transport(match e.errno() {
+                    errno::EBADF | errno::ENODEV | errno::EPIPE => TransportError::Disconnected,
+                    _ => TransportError::Io(format!("call {}: {e}", self.path)),
+                })
+            })?;
+        let reply = ClockReply::decode(&buf[..n.min(MAX_MESSAGE)]).map_err(ChannelError::from)?;
+        Ok(reply)
+    }
+
+    pub fn clocks(&self) -> Result<u32, ClientError> {
+        expect!(self.call(&ClockRequest::List)?, ClockReply::Count { clocks } => clocks)
+    }
+    pub fn get(&self, clock: u32) -> Result<u64, ClientError> {
+        expect!(self.call(&ClockRequest::Get { clock })?, ClockReply::Time { ns } => ns)
+    }
+    pub fn gettimex(&self, clock: u32, samples: u8) -> Result<Vec<TimeXSample>, ClientError> {
+        expect!(self.call(&ClockRequest::GetTimeX { clock, samples })?, ClockReply::TimeX { samples } => samples)
+    }
+    pub fn set(&self, clock: u32, ns: u64) -> Result<(), ClientError> {
+        expect!(self.call(&ClockRequest::Set { clock, ns })?, ClockReply::Done => ())
+    }
+    pub fn adj(&self, clock: u32, delta_ns: i64) -> Result<(), ClientError> {
+        expect!(self.call(&ClockRequest::Adj { clock, delta_ns })?, ClockReply::Done => ())
+    }
+    pub fn freq(&self, clock: u32, scaled_ppm: i64) -> Result<(), ClientError> {
+        expect!(self.call(&ClockRequest::Freq { clock, scaled_ppm })?, ClockReply::Done => ())
+    }
+    pub fn caps(&self, clock: u32) -> Result<Caps, ClientError> {
+        expect!(self.call(&ClockRequest::Caps { clock })?, ClockReply::Caps(c) => c)
+    }
+    pub fn status(&self, clock: u32) -> Result<ClockStatus, ClientError> {
+        expect!(self.call(&ClockRequest::Status { clock })?, ClockReply::Status(s) => s)
+    }
+    pub fn stats(&self, clock: u32) -> Result<Stats, ClientError> {
+        expect!(self.call(&ClockRequest::Stats { clock })?, ClockReply::Stats(s) => s)
+    }
+}

@@ -1,0 +1,294 @@
+//! Redox: driver channels are scheme handles (`SchemeConn`), and the clock scheme is
+//! `/scheme/ptp`, served with redox-scheme 0.12 (shared/reference/redox-platform.md §8).
+//! Type-checked for x86_64-unknown-redox, not yet run on Redox.
+//!
+//! The scheme (see [`PtpScheme`]):
+//! - `/scheme/ptp/<n>`: clock `n`. `read` of at least 8 bytes returns its time as a
+//!   little-endian u64 of nanoseconds (the exact path, through the driver); `call` carries any
+//!   other operation on clock `n`: the payload holds an encoded [`ClockRequest`] (the ptp-ipc
+//!   wire format) whose length is `metadata[0]`, and is overwritten with the encoded
+//!   [`ClockReply`], whose length the call returns. Requests naming another clock are refused
+//!   with `InvalidArgument`.
+//! - `/scheme/ptp` or `/scheme/ptp/ctl`: the control handle; `call` as above for any clock
+//!   (what the client library and ptpctl use).
+//! - Privilege: the caller's uid at `open` decides (root or `privileged_uids` may set/adjust):
+//!   redox-scheme 0.12 does not pass a trustworthy uid with `call` (its `SchemeSync::call`
+//!   documents only pid and id as correct), so the uid is recorded per handle at open.
+//! - Errors of `read` map [`ClockError`] to errnos; `call` returns them inside the reply.
+//!
+//! The scheme is served on the main thread, one request at a time: a request waits for its
+//! driver at most `request_timeout_ms`, so a slow driver delays other clients by that much.
+//! ptpd does not `setrens(0, 0)`: it opens driver schemes again whenever a driver restarts.
+
+use std::collections::BTreeMap;
+
+use ptp_ipc::redox::daemon::Readiness;
+use ptp_ipc::transport::{SchemeConn, TransportError};
+use ptp_ipc::{ClockError, ClockReply, ClockRequest, Wire};
+use redox_scheme::scheme::{SchemeState, SchemeSync, register_sync_scheme};
+use redox_scheme::{CallerCtx, OpenResult, RequestKind, SignalBehavior, Socket};
+use syscall::error::{
+    EBADF, EBUSY, ECANCELED, EINVAL, EIO, EMSGSIZE, ENODEV, ENOENT, EOPNOTSUPP, EPERM, ETIMEDOUT,
+    Error, Result,
+};
+use syscall::schemev2::NewFdFlags;
+
+use crate::config::Config;
+use crate::driver_link::{Connector, DriverLink};
+use crate::scheme::ClockScheme;
+
+/// The scheme name: clients open `/scheme/ptp/...`.
+pub const SCHEME: &str = "ptp";
+
+/// Connects to a driver channel scheme, e.g. `/scheme/ptpdrv.pci-0000-03-00.0_igc/ptp`.
+pub struct SchemeConnector(pub String);
+
+impl Connector for SchemeConnector {
+    type T = SchemeConn;
+    fn connect(&self) -> std::result::Result<SchemeConn, TransportError> {
+        SchemeConn::connect(&self.0)
+    }
+    fn describe(&self) -> String {
+        self.0.clone()
+    }
+}
+
+/// The errno of a clock error (DESIGN.md §2: EINVAL, EPERM, ENODEV, restarted, timeout).
+pub fn errno(e: ClockError) -> i32 {
+    match e {
+        ClockError::InvalidArgument => EINVAL,
+        ClockError::PermissionDenied => EPERM,
+        ClockError::NoDevice => ENODEV,
+        // "Retry": the request was cut short by a driver restart.
+        ClockError::Restarted => ECANCELED,
+        ClockError::Timeout => ETIMEDOUT,
+        ClockError::Unsupported => EOPNOTSUPP,
+        ClockError::Busy => EBUSY,
+        ClockError::Io => EIO,
+    }
+}
+
+/// The clock a request addresses (`None` for `List`).
+fn target(req: &ClockRequest) -> Option<u32> {
+    match *req {
+        ClockRequest::List => None,
+        ClockRequest::Get { clock }
+        | ClockRequest::GetTimeX { clock, .. }
+        | ClockRequest::Set { clock, .. }
+        | ClockRequest::Adj { clock, .. }
+        | ClockRequest::Freq { clock, .. }
+        | ClockRequest::Caps { clock }
+        | ClockRequest::Status { clock }
+        | ClockRequest::Stats { clock } => Some(clock),
+    }
+}
+
+enum Handle {
+    Root,
+    /// `clock: None` is the control handle.
+    Clock {
+        clock: Option<u32>,
+        uid: u32,
+    },
+}
+
+/// `/scheme/ptp` over the transport-independent [`ClockScheme`].
+pub struct PtpScheme<'s, C: Connector> {
+    clocks: &'s ClockScheme<C>,
+    handles: BTreeMap<usize, Handle>,
+    next_id: usize,
+}
+
+impl<'s, C: Connector> PtpScheme<'s, C> {
+    pub fn new(clocks: &'s ClockScheme<C>) -> Self {
+        Self {
+            clocks,
+            handles: BTreeMap::new(),
+            next_id: 0,
+        }
+    }
+
+    fn insert(&mut self, h: Handle) -> usize {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.handles.insert(id, h);
+        id
+    }
+
+    fn reply(&self, bound: Option<u32>, uid: u32, req: ClockRequest) -> ClockReply {
+        match (bound, target(&req)) {
+            (Some(n), Some(t)) if n != t => ClockReply::Error(ClockError::InvalidArgument),
+            _ => self.clocks.handle(req, uid),
+        }
+    }
+}
+
+impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
+    fn scheme_root(&mut self) -> Result<usize> {
+        Ok(self.insert(Handle::Root))
+    }
+
+    fn openat(
+        &mut self,
+        fd: usize,
+        path: &str,
+        _flags: usize,
+        _fcntl_flags: u32,
+        ctx: &CallerCtx,
+    ) -> Result<OpenResult> {
+        if !matches!(self.handles.get(&fd), Some(Handle::Root)) {
+            return Err(Error::new(EBADF));
+        }
+        let clock = match path.trim_matches('/') {
+            "" | "ctl" => None,
+            n => {
+                let n: u32 = n.parse().map_err(|_| Error::new(ENOENT))?;
+                if n as usize >= self.clocks.links().len() {
+                    return Err(Error::new(ENOENT));
+                }
+                Some(n)
+            }
+        };
+        Ok(OpenResult::ThisScheme {
+            number: self.insert(Handle::Clock {
+                clock,
+                uid: ctx.uid,
+            }),
+            flags: NewFdFlags::empty(),
+        })
+    }
+
+    fn read(
+        &mut self,
+        id: usize,
+        buf: &mut [u8],
+        _offset: u64,
+        _fcntl_flags: u32,
+        _ctx: &CallerCtx,
+    ) -> Result<usize> {
+        let (clock, uid) = match self.handles.get(&id) {
+            Some(Handle::Clock {
+                clock: Some(c),
+                uid,
+            }) => (*c, *uid),
+            Some(_) => return Err(Error::new(EINVAL)),
+            None => return Err(Error::new(EBADF)),
+        };
+        if buf.len() < 8 {
+            return Err(Error::new(EINVAL));
+        }
+        match self.clocks.handle(ClockRequest::Get { clock }, uid) {
+            ClockReply::Time { ns } => {
+                buf[..8].copy_from_slice(&ns.to_le_bytes());
+                Ok(8)
+            }
+            ClockReply::Error(e) => Err(Error::new(errno(e))),
+            _ => Err(Error::new(EIO)),
+        }
+    }
+
+    fn call(
+        &mut self,
+        id: usize,
+        payload: &mut [u8],
+        metadata: &[u64],
+        _ctx: &CallerCtx,
+    ) -> Result<usize> {
+        let (bound, uid) = match self.handles.get(&id) {
+            Some(Handle::Clock { clock, uid }) => (*clock, *uid),
+            Some(Handle::Root) => return Err(Error::new(EINVAL)),
+            None => return Err(Error::new(EBADF)),
+        };
+        let len = metadata
+            .first()
+            .and_then(|l| usize::try_from(*l).ok())
+            .filter(|l| *l <= payload.len())
+            .ok_or(Error::new(EINVAL))?;
+        let reply = match ClockRequest::decode(&payload[..len]) {
+            Ok(req) => self.reply(bound, uid, req),
+            // A malformed request gets a typed answer, as on Linux.
+            Err(e) => {
+                log::debug!("malformed clock request: {e}");
+                ClockReply::Error(ClockError::InvalidArgument)
+            }
+        };
+        let mut out = Vec::with_capacity(128);
+        if reply.try_encode(&mut out).is_err() {
+            ClockReply::Error(ClockError::Io).encode(&mut out);
+        }
+        if out.len() > payload.len() {
+            return Err(Error::new(EMSGSIZE));
+        }
+        payload[..out.len()].copy_from_slice(&out);
+        Ok(out.len())
+    }
+
+    fn fpath(&mut self, id: usize, buf: &mut [u8], _ctx: &CallerCtx) -> Result<usize> {
+        let path = match self.handles.get(&id) {
+            Some(Handle::Clock { clock: Some(c), .. }) => format!("/scheme/{SCHEME}/{c}"),
+            Some(Handle::Clock { clock: None, .. }) => format!("/scheme/{SCHEME}/ctl"),
+            Some(Handle::Root) => format!("/scheme/{SCHEME}"),
+            None => return Err(Error::new(EBADF)),
+        };
+        let n = path.len().min(buf.len());
+        buf[..n].copy_from_slice(&path.as_bytes()[..n]);
+        Ok(n)
+    }
+
+    fn on_close(&mut self, id: usize) {
+        self.handles.remove(&id);
+    }
+}
+
+fn os(what: &str, e: impl std::fmt::Display) -> String {
+    format!("{what}: {e}")
+}
+
+pub fn run(config: Config) -> std::result::Result<(), String> {
+    // First, before the driver link threads: the fork fallback must not copy a running thread.
+    let readiness = Readiness::start().map_err(|e| os("readiness", e))?;
+    let links = config
+        .clocks
+        .iter()
+        .map(|c| {
+            let path = c.channel.display().to_string();
+            DriverLink::start(&c.name, SchemeConnector(path), None)
+        })
+        .collect();
+    let clocks = ClockScheme::new(
+        links,
+        config.privileged_uids.clone(),
+        config.request_timeout(),
+    );
+    let socket = Socket::create().map_err(|e| os("scheme socket", e))?;
+    let mut scheme = PtpScheme::new(&clocks);
+    register_sync_scheme(&socket, SCHEME, &mut scheme).map_err(|e| os("register scheme ptp", e))?;
+    // Registered: clients can open /scheme/ptp now (§9: scheme first, then readiness).
+    readiness.ready().map_err(|e| os("readiness", e))?;
+    log::info!(
+        "serving {} clock(s) on /scheme/{SCHEME}",
+        config.clocks.len()
+    );
+    let mut state = SchemeState::new();
+    loop {
+        let Some(req) = socket
+            .next_request(SignalBehavior::Restart)
+            .map_err(|e| os("scheme read", e))?
+        else {
+            return Err("scheme socket closed".into());
+        };
+        let resp = match req.kind() {
+            RequestKind::Call(c) => c.handle_sync(&mut scheme, &mut state),
+            RequestKind::OnClose { id } => {
+                scheme.on_close(id);
+                continue;
+            }
+            // Nothing here parks, so there is nothing to cancel; fd passing and mmap are not
+            // offered.
+            _ => continue,
+        };
+        socket
+            .write_response(resp, SignalBehavior::Restart)
+            .map_err(|e| os("scheme write", e))?;
+    }
+}

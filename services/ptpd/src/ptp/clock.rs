@@ -1,0 +1,559 @@
+//! The statime [`Clock`] over a driver's PHC, and the filter wrapper that lets ptpd see the
+//! servo's measurements (for ptp4l-style logs and the status snapshot).
+//!
+//! Every clock operation is an IPC request to the driver daemon with a short, bounded timeout;
+//! failures are typed ([`ClockOpError`]), logged, and returned to statime (whose Kalman filter
+//! then leaves its state unchanged) — never a panic.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use ptp_ipc::clockpage::ClockPageReader;
+use ptp_ipc::{ClockError, DriverReply, DriverRequest};
+use statime::Clock;
+use statime::config::TimePropertiesDS;
+use statime::filters::{Filter, FilterEstimate, FilterUpdate, KalmanConfiguration, KalmanFilter};
+use statime::port::Measurement;
+use statime::time::{Duration as PtpDuration, Time};
+
+/// What the engine needs from a driver: requests with a reply (bounded by `timeout`) and
+/// fire-and-forget sends. [`crate::driver_link::DriverLink`] is the production implementation
+/// (through [`super::SchemeLink`]); the tests plug in simulated drivers.
+pub trait DriverIo: Send + Sync {
+    fn request(&self, req: DriverRequest, timeout: Duration) -> Result<DriverReply, ClockError>;
+    fn post(&self, req: DriverRequest) -> Result<(), ClockError>;
+}
+
+/// How long one clock operation may take. The engine thread waits for it, so it must stay
+/// short; a driver that cannot adjust its PHC within this is treated as failing.
+pub const CLOCK_OP_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// Why a clock operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClockOpError {
+    #[error("driver request failed: {0:?}")]
+    Request(ClockError),
+    #[error("driver refused: {0:?}")]
+    Driver(ptp_ipc::DriverError),
+    #[error("unexpected reply {0}")]
+    Unexpected(&'static str),
+    #[error("step of {0} ns does not fit an AdjTime")]
+    StepTooLarge(i128),
+    #[error("frequency {0} ppm is not a number")]
+    BadFrequency(String),
+    #[error("a step of {0} ns would take the PHC before {MIN_PHC_AFTER_STEP_NS} ns")]
+    StepBeforeEpoch(i128),
+}
+
+/// Steps that would leave the PHC earlier than this (ns) are refused. statime's Kalman filter
+/// moves its own time by the step and would underflow its unsigned time (a panic in debug
+/// builds) on a step past the epoch; only a bogus measurement asks for one anyway. The margin
+/// covers [`super::net::MAX_CORRECTION_NS`], by which a measurement's time may precede the
+/// latest stamp.
+pub const MIN_PHC_AFTER_STEP_NS: i128 = 3_000_000_000;
+
+/// Servo state in ptp4l's terms (the `s0/s1/s2` of its "master offset" lines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ServoState {
+    /// No measurement yet, or the filter was reset.
+    #[default]
+    Unlocked,
+    /// The last measurement stepped the clock.
+    Jump,
+    /// Measurements have stayed within [`LOCK_THRESHOLD_NS`] for [`LOCK_COUNT`] syncs.
+    Locked,
+}
+
+/// Consecutive sync measurements within [`LOCK_THRESHOLD_NS`] before ptpd calls the servo
+/// locked (statime has no UNCALIBRATED state; ptpd derives it from this).
+pub const LOCK_COUNT: u32 = 4;
+/// |offset| below which a measurement counts towards lock.
+pub const LOCK_THRESHOLD_NS: f64 = 20_000.0;
+
+/// One measurement as the summary line needs it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    pub offset_ns: f64,
+    pub delay_ns: f64,
+    pub freq_ppb: f64,
+}
+
+/// State of one port's clock shared by the [`PhcClock`], the [`TracedFilter`] and the engine.
+/// All three run on the engine thread; the mutex only makes the handle `Send`.
+#[derive(Default)]
+pub struct ClockState {
+    /// From the driver's Caps (0 = unknown: only the configured bound applies).
+    pub max_adj_ppb: u32,
+    /// The configured `max_frequency`.
+    pub max_frequency_ppb: u32,
+    /// Fast path for `now()`; `None` → GetTime over IPC.
+    pub page: Option<ClockPageReader>,
+    /// Highest PHC time handed to statime (RX/TX stamps, returned times). `now()` never returns
+    /// less: statime's Kalman filter `debug_assert`s that time never runs backwards between a
+    /// measurement and the following frequency change.
+    pub high_water_ns: Option<u64>,
+    /// (PHC ns, engine monotonic ns) of the latest plausible stamp: where the PHC is expected
+    /// to be (see [`ClockState::plausible`]).
+    pub anchor: Option<(u64, u64)>,
+    /// The time of the measurement statime's filter is processing (ns), so a step can be
+    /// checked against the filter's own time (see [`MIN_PHC_AFTER_STEP_NS`]).
+    pub measuring_ns: Option<i128>,
+    /// The frequency last applied, scaled ppm and ppb.
+    pub freq_scaled_ppm: i64,
+    pub freq_ppb: f64,
+    /// Sum of the steps applied (ns), and how many.
+    pub steps_ns: i128,
+    pub steps: u64,
+    /// Failed clock operations.
+    pub errors: u64,
+    pub servo: ServoState,
+    pub lock_run: u32,
+    /// Samples since the last summary line.
+    pub samples: Vec<Sample>,
+    /// Latest measured offset / filtered mean delay (ns).
+    pub last_offset_ns: Option<f64>,
+    /// The grandmaster's time properties last passed to `set_properties`.
+    pub master_time_properties: Option<TimePropertiesDS>,
+}
+
+pub type SharedClockState = Arc<Mutex<ClockState>>;
+
+pub fn lock(s: &Mutex<ClockState>) -> MutexGuard<'_, ClockState> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ClockState {
+    /// Notes a PHC time seen on this clock (an RX or TX stamp).
+    pub fn saw(&mut self, ns: u64) {
+        self.high_water_ns = Some(self.high_water_ns.map_or(ns, |h| h.max(ns)));
+    }
+
+    /// Forgets everything tied to the PHC's current epoch (after a driver restart the PHC may
+    /// have been reset).
+    pub fn new_epoch(&mut self) {
+        self.high_water_ns = None;
+        self.anchor = None;
+        self.page = None;
+    }
+}
+
+/// How far (ns) a stamp may lie from where the PHC is expected to be, plus
+/// [`PLAUSIBLE_DRIFT`] of the time since the last plausible stamp. Generous: it only has to
+/// keep absurd stamps (a corrupt descriptor, a buggy driver) from reaching statime, whose
+/// filter would otherwise take its time from them and ignore every real measurement after.
+pub const PLAUSIBLE_WINDOW_NS: i128 = 1_000_000_000;
+/// Rate error allowed between the PHC and the engine's clock when extrapolating (1000 ppm,
+/// beyond any `max_frequency`).
+pub const PLAUSIBLE_DRIFT: i128 = 1000;
+
+/// Reads a PHC: the clock page if the driver publishes one, else GetTime (bounded).
+pub fn read_phc(name: &str, io: &dyn DriverIo, state: &SharedClockState) -> Option<u64> {
+    {
+        let st = lock(state);
+        if let Some(page) = &st.page {
+            match page.phc_now() {
+                Ok(ns) => return Some(ns),
+                Err(e) => log::debug!("{name}: clock page: {e}; using GetTime"),
+            }
+        }
+    }
+    match io.request(DriverRequest::GetTime, CLOCK_OP_TIMEOUT) {
+        Ok(DriverReply::Time { ns }) => Some(ns),
+        Ok(other) => {
+            log::warn!("{name}: GetTime answered {other:?}");
+            None
+        }
+        Err(e) => {
+            log::warn!("{name}: GetTime failed: {e:?}");
+            None
+        }
+    }
+}
+
+/// Whether a hardware stamp is believable, and if so records it. `now` is the engine's
+/// monotonic time. A stamp far from where the PHC is expected is checked against the PHC
+/// itself (one read): if the PHC really is there (someone set it through the clock scheme),
+/// the expectation moves; otherwise the stamp is refused.
+pub fn plausible(
+    name: &str,
+    io: &dyn DriverIo,
+    state: &SharedClockState,
+    stamp: u64,
+    now: u64,
+) -> bool {
+    let s = i128::from(stamp);
+    {
+        let mut st = lock(state);
+        if let Some((phc, at)) = st.anchor {
+            let dt = i128::from(now) - i128::from(at);
+            let expected = i128::from(phc) + dt;
+            if (s - expected).abs() <= PLAUSIBLE_WINDOW_NS + dt.abs() / PLAUSIBLE_DRIFT {
+                st.anchor = Some((stamp, now));
+                st.saw(stamp);
+                return true;
+            }
+        }
+    }
+    let Some(read) = read_phc(name, io, state) else {
+        return false;
+    };
+    if (s - i128::from(read)).abs() > PLAUSIBLE_WINDOW_NS {
+        return false;
+    }
+    let mut st = lock(state);
+    st.anchor = Some((read, now));
+    // Anything remembered from before is stale (the PHC was set, or this is the first stamp).
+    st.high_water_ns = Some(read.max(stamp));
+    true
+}
+
+/// statime's view of one PHC.
+pub struct PhcClock {
+    name: String,
+    io: Arc<dyn DriverIo>,
+    state: SharedClockState,
+}
+
+impl PhcClock {
+    pub fn new(name: &str, io: Arc<dyn DriverIo>, state: SharedClockState) -> Self {
+        Self {
+            name: name.to_string(),
+            io,
+            state,
+        }
+    }
+
+    fn read_ns(&self) -> Option<u64> {
+        read_phc(&self.name, &*self.io, &self.state)
+    }
+
+    fn done(&self, req: DriverRequest) -> Result<(), ClockOpError> {
+        match self.io.request(req, CLOCK_OP_TIMEOUT) {
+            Ok(DriverReply::Done) => Ok(()),
+            Ok(DriverReply::Error(e)) => Err(ClockOpError::Driver(e)),
+            Ok(_) => Err(ClockOpError::Unexpected("to a clock adjustment")),
+            Err(e) => Err(ClockOpError::Request(e)),
+        }
+    }
+
+    fn failed(&self, what: &str, e: &ClockOpError) {
+        lock(&self.state).errors += 1;
+        log::error!("{}: {what} failed: {e}", self.name);
+    }
+
+    /// The largest |frequency| allowed, ppb: the configured bound and the driver's.
+    fn freq_limit_ppb(&self) -> f64 {
+        let st = lock(&self.state);
+        let mut limit = st.max_frequency_ppb;
+        if st.max_adj_ppb > 0 {
+            limit = limit.min(st.max_adj_ppb);
+        }
+        f64::from(limit)
+    }
+}
+
+/// ppm → Linux scaled ppm (ppm × 2^16), rounded.
+pub fn ppm_to_scaled(ppm: f64) -> i64 {
+    (ppm * 65536.0).round() as i64
+}
+
+impl Clock for PhcClock {
+    type Error = ClockOpError;
+
+    fn now(&self) -> Time {
+        let read = self.read_ns();
+        let mut st = lock(&self.state);
+        let ns = match (read, st.high_water_ns) {
+            (Some(r), Some(h)) => r.max(h),
+            (Some(r), None) => r,
+            (None, Some(h)) => h,
+            (None, None) => 0,
+        };
+        st.saw(ns);
+        Time::from_nanos(ns)
+    }
+
+    fn step_clock(&mut self, offset: PtpDuration) -> Result<Time, Self::Error> {
+        let ns = offset.nanos_rounded();
+        // statime's filter moves its time (that of the measurement being processed) by the
+        // step: check against that first.
+        let reference = {
+            let st = lock(&self.state);
+            st.measuring_ns.or(st.high_water_ns.map(i128::from))
+        };
+        let reference = reference.or_else(|| self.read_ns().map(i128::from));
+        if ns < 0 && reference.is_none_or(|r| r + ns < MIN_PHC_AFTER_STEP_NS) {
+            let e = ClockOpError::StepBeforeEpoch(ns);
+            self.failed("step", &e);
+            return Err(e);
+        }
+        let r = i64::try_from(ns)
+            .map_err(|_| ClockOpError::StepTooLarge(ns))
+            .and_then(|delta_ns| self.done(DriverRequest::AdjTime { delta_ns }));
+        if let Err(e) = &r {
+            self.failed("step", e);
+            return Err(e.clone());
+        }
+        {
+            let mut st = lock(&self.state);
+            st.steps_ns += ns;
+            st.steps += 1;
+            st.servo = ServoState::Jump;
+            st.lock_run = 0;
+            let shift = |v: u64| (i128::from(v) + ns).clamp(0, i128::from(u64::MAX)) as u64;
+            st.high_water_ns = st.high_water_ns.map(shift);
+            st.anchor = st.anchor.map(|(phc, at)| (shift(phc), at));
+        }
+        log::info!("{}: clock stepped by {ns} ns", self.name);
+        Ok(self.now())
+    }
+
+    fn set_frequency(&mut self, ppm: f64) -> Result<Time, Self::Error> {
+        if !ppm.is_finite() {
+            let e = ClockOpError::BadFrequency(ppm.to_string());
+            self.failed("set_frequency", &e);
+            return Err(e);
+        }
+        let limit = self.freq_limit_ppb();
+        let ppb = (ppm * 1000.0).clamp(-limit, limit);
+        let scaled_ppm = ppm_to_scaled(ppb / 1000.0);
+        if let Err(e) = self.done(DriverRequest::AdjFine { scaled_ppm }) {
+            self.failed("set_frequency", &e);
+            return Err(e);
+        }
+        {
+            let mut st = lock(&self.state);
+            st.freq_scaled_ppm = scaled_ppm;
+            st.freq_ppb = ppb;
+        }
+        Ok(self.now())
+    }
+
+    fn set_properties(&mut self, tp: &TimePropertiesDS) -> Result<(), Self::Error> {
+        // The PHC keeps the grandmaster's timescale as is (no UTC correction: the stamps and
+        // the PHC are on the PTP timescale); remember what the master announces for status.
+        let mut st = lock(&self.state);
+        if st.master_time_properties.as_ref() != Some(tp) {
+            log::info!(
+                "{}: grandmaster time properties: ptpTimescale {}, currentUtcOffset {:?}, timeSource {:#04x}",
+                self.name,
+                tp.is_ptp(),
+                tp.utc_offset(),
+                tp.time_source.to_primitive()
+            );
+        }
+        st.master_time_properties = Some(*tp);
+        Ok(())
+    }
+}
+
+/// Filter configuration: Kalman's, plus the port's shared clock state.
+#[derive(Clone)]
+pub struct TracedConfig {
+    pub kalman: KalmanConfiguration,
+    pub state: SharedClockState,
+}
+
+/// statime's [`KalmanFilter`] with two additions: it records each measurement for the
+/// ptp4l-style logs and the status snapshot, and it restarts itself when the PHC's time runs
+/// backwards by more than [`BACKWARDS_RESET`] without a step through the clock (a driver
+/// restart that reset the PHC). Without that, the Kalman filter ignores every measurement
+/// older than its internal time, forever.
+pub struct TracedFilter {
+    inner: KalmanFilter,
+    config: TracedConfig,
+    /// Latest event time seen (ns), and the step total at that moment.
+    last_event: Option<(i128, i128)>,
+}
+
+/// How far (ns) the PHC may run backwards between two measurements, beyond what the clock's
+/// own steps explain, before [`TracedFilter`] restarts the servo. Normal reordering (a
+/// Delay_Req sent before the latest Sync arrived) stays far below it.
+pub const BACKWARDS_RESET_NS: i128 = 1_000_000_000;
+
+/// `t` in ns as a wide integer (statime's `Time` is an unsigned fixed-point number).
+pub fn time_ns(t: Time) -> i128 {
+    i128::from(t.secs()) * 1_000_000_000 + i128::from(t.subsec_nanos())
+}
+
+impl TracedFilter {
+    fn restart_if_time_ran_back(&mut self, m: &Measurement) {
+        let steps = lock(&self.config.state).steps_ns;
+        if let Some((last, steps_then)) = self.last_event {
+            let expected = last + (steps - steps_then);
+            let now = time_ns(m.event_time);
+            if now + BACKWARDS_RESET_NS < expected {
+                log::warn!(
+                    "PHC time went back by {} ns without a step (driver restart?); restarting the servo",
+                    expected - now
+                );
+                self.inner = KalmanFilter::new(self.config.kalman);
+                let mut st = lock(&self.config.state);
+                st.servo = ServoState::Unlocked;
+                st.lock_run = 0;
+            }
+        }
+    }
+}
+
+impl Filter for TracedFilter {
+    type Config = TracedConfig;
+
+    fn new(config: Self::Config) -> Self {
+        {
+            let mut st = lock(&config.state);
+            st.servo = ServoState::Unlocked;
+            st.lock_run = 0;
+        }
+        Self {
+            inner: KalmanFilter::new(config.kalman),
+            config,
+            last_event: None,
+        }
+    }
+
+    fn measurement<C: Clock>(&mut self, m: Measurement, clock: &mut C) -> FilterUpdate {
+        self.restart_if_time_ran_back(&m);
+        let steps_before = {
+            let mut st = lock(&self.config.state);
+            st.measuring_ns = Some(time_ns(m.event_time));
+            st.steps
+        };
+        let update = self.inner.measurement(m, clock);
+        lock(&self.config.state).measuring_ns = None;
+        let est = self.inner.current_estimates();
+        let mut st = lock(&self.config.state);
+        self.last_event = Some((time_ns(m.event_time), st.steps_ns));
+        if st.steps != steps_before {
+            // PhcClock::step_clock already marked the jump.
+            return update;
+        }
+        if let Some(offset) = m.offset {
+            let offset_ns = offset.nanos_lossy();
+            let delay_ns = est.mean_delay.nanos_lossy();
+            let freq_ppb = st.freq_ppb;
+            st.samples.push(Sample {
+                offset_ns,
+                delay_ns,
+                freq_ppb,
+            });
+            // Bounded even if nobody ever prints a summary.
+            if st.samples.len() > 4096 {
+                st.samples.remove(0);
+            }
+            st.last_offset_ns = Some(offset_ns);
+            if offset_ns.abs() < LOCK_THRESHOLD_NS {
+                st.lock_run = st.lock_run.saturating_add(1);
+                if st.lock_run >= LOCK_COUNT {
+                    st.servo = ServoState::Locked;
+                }
+            } else {
+                st.lock_run = 0;
+                if st.servo == ServoState::Locked {
+                    st.servo = ServoState::Unlocked;
+                }
+            }
+        }
+        update
+    }
+
+    fn update<C: Clock>(&mut self, clock: &mut C) -> FilterUpdate {
+        self.inner.update(clock)
+    }
+
+    fn demobilize<C: Clock>(self, clock: &mut C) {
+        self.inner.demobilize(clock)
+    }
+
+    fn current_estimates(&self) -> FilterEstimate {
+        self.inner.current_estimates()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records requests; answers GetTime with a fixed time.
+    struct Rec(Mutex<Vec<DriverRequest>>, u64);
+
+    impl DriverIo for Rec {
+        fn request(&self, req: DriverRequest, _: Duration) -> Result<DriverReply, ClockError> {
+            let reply = match req {
+                DriverRequest::GetTime => DriverReply::Time { ns: self.1 },
+                DriverRequest::AdjTime { delta_ns: 13 } => {
+                    DriverReply::Error(ptp_ipc::DriverError::InvalidArgument)
+                }
+                _ => DriverReply::Done,
+            };
+            self.0.lock().unwrap().push(req);
+            Ok(reply)
+        }
+        fn post(&self, _: DriverRequest) -> Result<(), ClockError> {
+            Ok(())
+        }
+    }
+
+    fn clock(max_frequency_ppb: u32, max_adj_ppb: u32) -> (PhcClock, Arc<Rec>, SharedClockState) {
+        let io = Arc::new(Rec(Mutex::new(Vec::new()), 50_000_000_000));
+        let state = SharedClockState::default();
+        {
+            let mut st = lock(&state);
+            st.max_frequency_ppb = max_frequency_ppb;
+            st.max_adj_ppb = max_adj_ppb;
+        }
+        (PhcClock::new("t", io.clone(), state.clone()), io, state)
+    }
+
+    #[test]
+    fn frequency_is_absolute_scaled_and_clamped() {
+        let (mut c, io, st) = clock(500_000, 62_499);
+        assert_eq!(ppm_to_scaled(1.0), 65536);
+        assert_eq!(ppm_to_scaled(-0.5), -32768);
+        let t = c.set_frequency(12.5).unwrap();
+        assert_eq!(
+            t,
+            Time::from_nanos(50_000_000_000),
+            "returns the time after"
+        );
+        // Beyond the driver's max_adj: clamped to it, not to the configured bound.
+        c.set_frequency(-400.0).unwrap();
+        c.set_frequency(f64::NAN).unwrap_err();
+        let adj: Vec<i64> =
+            io.0.lock()
+                .unwrap()
+                .iter()
+                .filter_map(|r| match r {
+                    DriverRequest::AdjFine { scaled_ppm } => Some(*scaled_ppm),
+                    _ => None,
+                })
+                .collect();
+        assert_eq!(adj, vec![819_200, ppm_to_scaled(-62.499)]);
+        assert_eq!(lock(&st).freq_scaled_ppm, ppm_to_scaled(-62.499));
+        assert_eq!(lock(&st).errors, 1);
+    }
+
+    #[test]
+    fn steps_are_adjtime_and_refuse_the_epoch() {
+        let (mut c, io, st) = clock(500_000, 0);
+        c.step_clock(PtpDuration::from_nanos(-1_500)).unwrap();
+        // (The PHC is read first: no stamp has been seen yet to check the step against.)
+        assert!(
+            io.0.lock()
+                .unwrap()
+                .contains(&DriverRequest::AdjTime { delta_ns: -1_500 })
+        );
+        assert_eq!(lock(&st).steps_ns, -1_500);
+        // 50 s PHC: a step of -49 s would leave it before MIN_PHC_AFTER_STEP_NS.
+        assert!(matches!(
+            c.step_clock(PtpDuration::from_secs(-49)),
+            Err(ClockOpError::StepBeforeEpoch(_))
+        ));
+        // A driver refusal is a typed error and changes nothing.
+        assert!(matches!(
+            c.step_clock(PtpDuration::from_nanos(13)),
+            Err(ClockOpError::Driver(_))
+        ));
+        assert_eq!(lock(&st).steps, 1);
+    }
+}

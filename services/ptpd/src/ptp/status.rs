@@ -1,0 +1,43 @@
+//! What the engine publishes for the clock scheme's `status`: one snapshot per clock, written by
+//! the engine thread after every port event and read by clock-scheme clients.
+
+use std::sync::{Arc, Mutex};
+
+use ptp_ipc::PortState;
+
+/// One PTP port's state as `ClockStatus` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortSnapshot {
+    pub port_state: PortState,
+    /// Offset from master (ns, local − master), the servo's estimate; 0 unless a slave.
+    pub offset_ns: i64,
+    /// Mean path delay (ns); 0 unless a slave.
+    pub mean_path_delay_ns: i64,
+    /// Frequency adjustment last applied by the servo (scaled ppm).
+    pub freq_scaled_ppm: i64,
+    /// Grandmaster clock identity (EUI-64).
+    pub grandmaster: [u8; 8],
+    pub steps_removed: u16,
+}
+
+/// Snapshots indexed by clock (the `[[clock]]` order); `None` for clocks without a PTP port.
+#[derive(Debug, Clone, Default)]
+pub struct PtpStatusBoard(Arc<Mutex<Vec<Option<PortSnapshot>>>>);
+
+impl PtpStatusBoard {
+    pub fn new(clocks: usize) -> Self {
+        Self(Arc::new(Mutex::new(vec![None; clocks])))
+    }
+
+    pub fn get(&self, clock: usize) -> Option<PortSnapshot> {
+        let v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        v.get(clock).copied().flatten()
+    }
+
+    pub fn set(&self, clock: usize, snap: PortSnapshot) {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = v.get_mut(clock) {
+            *slot = Some(snap);
+        }
+    }
+}

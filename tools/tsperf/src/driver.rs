@@ -1,0 +1,359 @@
+//! The real path: igcd on an emulated i225 with a loopback wire, started as a separate process,
+//! driven over its driver channel exactly as ptpd drives it.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use ptp_ipc::clockpage::{ClockPageReader, ClockSample};
+use ptp_ipc::time::mono_ns;
+use ptp_ipc::transport::{Channel, ChannelError, SeqpacketConn, Transport, TransportError};
+use ptp_ipc::{
+    DriverEvent, DriverReply, DriverRequest, DriverToPtpd, LostReason, PtpdToDriver, RxFilter,
+    Stats,
+};
+
+use crate::ramp::{Completion, Outcome, Target};
+
+type Chan = Channel<SeqpacketConn, PtpdToDriver, DriverToPtpd>;
+/// Requests waiting for their reply, by sequence number.
+type Waiters = Mutex<Vec<(u32, Sender<DriverReply>)>>;
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Result<Self, String> {
+        let p =
+            std::env::temp_dir().join(format!("tsperf-{tag}-{}-{}", std::process::id(), mono_ns()));
+        std::fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok(Self(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// How to start igcd: a program and its leading arguments (`[igcd]` or `[ptplab, igcd]`).
+pub type IgcdCommand = Vec<OsString>;
+
+/// A running igcd and the connection to it.
+pub struct Driver {
+    child: Child,
+    chan: Arc<Chan>,
+    stop: Arc<AtomicBool>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    replies: Arc<Waiters>,
+    seq: u32,
+    completions: Receiver<Completion>,
+    frames: Receiver<(u64, Option<u64>)>,
+    frame: Vec<u8>,
+    last_stats: Option<Stats>,
+    pub sets: u8,
+    _dir: TempDir,
+}
+
+/// A PTPv2 Sync over L2, 58 bytes; the sequenceId carries the request id.
+pub fn sync_frame(id: u64) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 44];
+    f[0..6].copy_from_slice(&[0x01, 0x1B, 0x19, 0, 0, 0]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f[12..14].copy_from_slice(&0x88F7u16.to_be_bytes());
+    f[14] = 0x00; // Sync
+    f[15] = 0x02; // PTPv2
+    f[16..18].copy_from_slice(&44u16.to_be_bytes());
+    f[14 + 30..14 + 32].copy_from_slice(&(id as u16).to_be_bytes());
+    f
+}
+
+fn wait_for(path: &Path, child: &mut Child, timeout: Duration) -> Result<(), String> {
+    let t = Instant::now();
+    while !path.exists() {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(format!("igcd exited during start-up ({st})"));
+        }
+        if t.elapsed() > timeout {
+            return Err(format!(
+                "igcd did not create {} in {timeout:?}",
+                path.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+impl Driver {
+    /// Starts igcd with `sets` TX timestamp sets and `extra` arguments, and connects.
+    pub fn start(cmd: &IgcdCommand, sets: u8, extra: &[&str]) -> Result<Self, String> {
+        let (prog, pre) = cmd.split_first().ok_or("no igcd command")?;
+        let dir = TempDir::new("igcd")?;
+        let sock = dir.0.join("igc.sock");
+        let page = dir.0.join("clock.page");
+        let log = std::fs::File::create(dir.0.join("igcd.log")).map_err(|e| e.to_string())?;
+        let mut child = Command::new(prog)
+            .args(pre)
+            .args([
+                "--emulate",
+                "i225",
+                "--wire",
+                "loopback",
+                "--name",
+                "tsperf",
+            ])
+            .args(["--tx-ts-sets", &sets.to_string()])
+            .arg("--channel")
+            .arg(&sock)
+            .arg("--clock-page")
+            .arg(&page)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("starting igcd ({}): {e}", prog.to_string_lossy()))?;
+        let conn = (|| {
+            wait_for(&sock, &mut child, Duration::from_secs(10))?;
+            let t = Instant::now();
+            loop {
+                match SeqpacketConn::connect(&sock) {
+                    Ok(c) => return Ok(c),
+                    Err(TransportError::NotFound(_)) if t.elapsed() < Duration::from_secs(10) => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    Err(e) => return Err(format!("connecting to igcd: {e}")),
+                }
+            }
+        })();
+        let conn = match conn {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        let chan = Arc::new(Channel::new(conn));
+        let reader_page = page.clone();
+        let (ctx, crx) = unbounded();
+        let (ftx, frx) = bounded(1 << 16);
+        let replies: Arc<Waiters> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (chan, replies, stop) = (chan.clone(), replies.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("tsperf-rx".into())
+                .spawn(move || reader(&chan, &reader_page, &replies, &ctx, &ftx, &stop))
+                .map_err(|e| e.to_string())?
+        };
+        Ok(Self {
+            child,
+            chan,
+            stop,
+            reader: Some(reader),
+            replies,
+            seq: 1,
+            completions: crx,
+            frames: frx,
+            frame: sync_frame(0),
+            last_stats: None,
+            sets,
+            _dir: dir,
+        })
+    }
+
+    /// A request whose reply we wait for (bounded).
+    pub fn request(&mut self, req: DriverRequest) -> Result<DriverReply, String> {
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        let (tx, rx) = bounded(1);
+        self.replies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((seq, tx));
+        self.chan
+            .send(
+                &PtpdToDriver { seq, request: req },
+                Some(Duration::from_secs(1)),
+            )
+            .map_err(|e| e.to_string())?;
+        rx.recv_timeout(Duration::from_secs(2))
+            .map_err(|_| "igcd did not answer".to_string())
+    }
+
+    pub fn stats(&mut self) -> Result<Stats, String> {
+        match self.request(DriverRequest::Stats)? {
+            DriverReply::Stats(s) => Ok(s),
+            other => Err(format!("unexpected {other:?}")),
+        }
+    }
+
+    pub fn set_rx_filter(&mut self, f: RxFilter) -> Result<(), String> {
+        match self.request(DriverRequest::SetTstampConfig {
+            tx_on: true,
+            rx_filter: f,
+        })? {
+            DriverReply::TstampConfig { .. } => Ok(()),
+            other => Err(format!("unexpected {other:?}")),
+        }
+    }
+
+    /// Received PTP frames: (arrival mono ns, RX stamp).
+    pub fn frames(&self) -> &Receiver<(u64, Option<u64>)> {
+        &self.frames
+    }
+
+    /// Sends a frame without asking for a timestamp.
+    pub fn send_plain(&mut self, frame: &[u8]) -> Result<(), String> {
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        self.chan
+            .send(
+                &PtpdToDriver {
+                    seq,
+                    request: DriverRequest::SendPtp {
+                        cookie: 0,
+                        want_ts: false,
+                        frame: frame.to_vec(),
+                    },
+                },
+                Some(Duration::from_millis(100)),
+            )
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.chan.shutdown();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Target for Driver {
+    fn name(&self) -> String {
+        format!(
+            "igcd, emulated i225, {} TX timestamp set{}",
+            self.sets,
+            if self.sets == 1 { "" } else { "s" }
+        )
+    }
+
+    fn submit(&mut self, id: u64) -> Result<(), String> {
+        self.frame[14 + 30..14 + 32].copy_from_slice(&(id as u16).to_be_bytes());
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        self.chan
+            .send(
+                &PtpdToDriver {
+                    seq,
+                    request: DriverRequest::SendPtp {
+                        cookie: id,
+                        want_ts: true,
+                        frame: self.frame.clone(),
+                    },
+                },
+                Some(Duration::from_millis(100)),
+            )
+            .map_err(|e| e.to_string())
+    }
+
+    fn completions(&self) -> &Receiver<Completion> {
+        &self.completions
+    }
+
+    fn mmio_reads(&mut self) -> Option<(u64, u64)> {
+        let now = self.stats().ok()?;
+        let prev = self.last_stats.replace(now)?;
+        Some((
+            now.mmio_reads - prev.mmio_reads,
+            now.tx_delivered - prev.tx_delivered,
+        ))
+    }
+}
+
+/// Maps a PHC time to host monotonic time through the clock page.
+fn to_mono(s: &ClockSample, phc_ns: u64) -> u64 {
+    let d = phc_ns as f64 - s.phc_ns as f64;
+    (s.mono_ns as f64 + d / (1.0 + s.rate_ppb * 1e-9)).max(0.0) as u64
+}
+
+fn reader(
+    chan: &Chan,
+    page: &Path,
+    replies: &Waiters,
+    completions: &Sender<Completion>,
+    frames: &Sender<(u64, Option<u64>)>,
+    stop: &AtomicBool,
+) {
+    let page = ClockPageReader::open(page).ok();
+    let mut sample: Option<(ClockSample, u64)> = None;
+    while !stop.load(Ordering::Acquire) {
+        let msg = match chan.recv(Some(Duration::from_millis(100))) {
+            Ok(m) => m,
+            Err(ChannelError::Transport(TransportError::Timeout)) => continue,
+            Err(ChannelError::Decode(_)) => continue,
+            Err(_) => return,
+        };
+        let now = mono_ns();
+        match msg {
+            DriverToPtpd::Reply { seq, reply } => {
+                let mut r = replies.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(i) = r.iter().position(|(s, _)| *s == seq) {
+                    let (_, tx) = r.swap_remove(i);
+                    let _ = tx.try_send(reply);
+                }
+            }
+            DriverToPtpd::Event(DriverEvent::TxTimestamp { cookie, ns }) => {
+                // Refresh the PHC→host mapping at most every 50 ms (a seqlock read).
+                if sample.is_none_or(|(_, at)| now - at > 50_000_000)
+                    && let Some(s) = page.as_ref().and_then(|p| p.read().ok())
+                {
+                    sample = Some((s, now));
+                }
+                let latch = sample.map(|(s, _)| to_mono(&s, ns)).unwrap_or(0);
+                let _ = completions.send(Completion {
+                    id: cookie,
+                    arrival_mono_ns: now,
+                    outcome: Outcome::Stamp {
+                        latch_mono_ns: latch,
+                    },
+                });
+            }
+            DriverToPtpd::Event(DriverEvent::TxTimestampLost { cookie, reason }) => {
+                let _ = completions.send(Completion {
+                    id: cookie,
+                    arrival_mono_ns: now,
+                    outcome: if reason == LostReason::NoFreeSlot {
+                        Outcome::Skipped
+                    } else {
+                        Outcome::Lost
+                    },
+                });
+            }
+            DriverToPtpd::Event(DriverEvent::PtpFrame { rx_ns, .. }) => {
+                let _ = frames.try_send((now, rx_ns));
+            }
+            DriverToPtpd::Event(_) => {}
+        }
+    }
+}
+
+impl Driver {
+    /// The underlying transport (for tests that inject bytes).
+    pub fn transport(&self) -> &impl Transport {
+        self.chan.transport()
+    }
+}
