@@ -40,6 +40,8 @@ const MAX_FRAME: usize = u16::MAX as usize;
 /// Datagrams read per [`WirePort::poll_rx`] call before handing out a frame, so a flooding
 /// peer cannot keep the model in one call forever.
 const DRAIN_PER_POLL: usize = 256;
+/// Poll interval while datagrams keep arriving.
+const BUSY_POLL_INTERVAL: Duration = Duration::from_micros(20);
 /// Default [`UnixDatagramWire::set_poll_interval`].
 const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(1);
 
@@ -63,6 +65,10 @@ pub struct UnixDatagramWire {
     rx_buf: Box<[u8]>,
     tx_buf: Vec<u8>,
     poll_interval: Duration,
+    /// Whether the last drain found datagrams: while traffic flows the socket is polled every
+    /// [`BUSY_POLL_INTERVAL`], since a Unix datagram queue holds only a few messages
+    /// (net.unix.max_dgram_qlen, 10 by default) and would otherwise cap a flow at ~10 per poll.
+    busy: bool,
     /// Socket file created by [`Self::bind`], removed on drop.
     bound_path: Option<PathBuf>,
 }
@@ -122,6 +128,7 @@ impl UnixDatagramWire {
             rx_buf: vec![0; HEADER_LEN + MAX_FRAME + 1].into_boxed_slice(),
             tx_buf: Vec::new(),
             poll_interval: DEFAULT_POLL_INTERVAL,
+            busy: false,
             bound_path: None,
         })
     }
@@ -191,6 +198,7 @@ impl UnixDatagramWire {
 
     /// Reads every datagram waiting in the socket (bounded per call) into the queue.
     fn drain(&mut self) {
+        self.busy = false;
         for _ in 0..DRAIN_PER_POLL {
             let (n, from) = match self.peer {
                 Peer::Connected => match self.sock.recv(&mut self.rx_buf) {
@@ -202,6 +210,7 @@ impl UnixDatagramWire {
                     Err(_) => return,
                 },
             };
+            self.busy = true;
             let Some(d) = self.rx_buf.get(..n) else {
                 return;
             };
@@ -261,7 +270,11 @@ impl WirePort for UnixDatagramWire {
     }
 
     fn poll_interval(&self) -> Option<Duration> {
-        Some(self.poll_interval)
+        Some(if self.busy {
+            BUSY_POLL_INTERVAL.min(self.poll_interval)
+        } else {
+            self.poll_interval
+        })
     }
 
     fn cable_mut(&mut self) -> Option<&mut Cable> {

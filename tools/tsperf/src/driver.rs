@@ -91,23 +91,27 @@ fn wait_for(path: &Path, child: &mut Child, timeout: Duration) -> Result<(), Str
 }
 
 impl Driver {
-    /// Starts igcd with `sets` TX timestamp sets and `extra` arguments, and connects.
+    /// Starts igcd with `sets` TX timestamp sets on a loopback wire, and connects.
     pub fn start(cmd: &IgcdCommand, sets: u8, extra: &[&str]) -> Result<Self, String> {
-        let (prog, pre) = cmd.split_first().ok_or("no igcd command")?;
         let dir = TempDir::new("igcd")?;
+        Self::start_in(dir, cmd, sets, "loopback", extra)
+    }
+
+    /// Like [`Self::start`] in `dir` with the given `--wire`.
+    pub fn start_in(
+        dir: TempDir,
+        cmd: &IgcdCommand,
+        sets: u8,
+        wire: &str,
+        extra: &[&str],
+    ) -> Result<Self, String> {
+        let (prog, pre) = cmd.split_first().ok_or("no igcd command")?;
         let sock = dir.0.join("igc.sock");
         let page = dir.0.join("clock.page");
         let log = std::fs::File::create(dir.0.join("igcd.log")).map_err(|e| e.to_string())?;
         let mut child = Command::new(prog)
             .args(pre)
-            .args([
-                "--emulate",
-                "i225",
-                "--wire",
-                "loopback",
-                "--name",
-                "tsperf",
-            ])
+            .args(["--emulate", "i225", "--wire", wire, "--name", "tsperf"])
             .args(["--tx-ts-sets", &sets.to_string()])
             .arg("--channel")
             .arg(&sock)
@@ -203,6 +207,11 @@ impl Driver {
             DriverReply::TstampConfig { .. } => Ok(()),
             other => Err(format!("unexpected {other:?}")),
         }
+    }
+
+    /// The igcd process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Received PTP frames: (arrival mono ns, RX stamp).
