@@ -1,3 +1,4 @@
 //! The lab: emulated hosts as real processes (DESIGN.md §7).
 pub mod lab;
+pub mod plot;
 pub mod procs;

@@ -247,19 +247,33 @@ fn os(what: &str, e: impl std::fmt::Display) -> String {
 pub fn run(config: Config) -> std::result::Result<(), String> {
     // First, before the driver link threads: the fork fallback must not copy a running thread.
     let readiness = Readiness::start().map_err(|e| os("readiness", e))?;
+    let ptp = config.ptp_settings().map_err(|e| e.to_string())?;
+    let (event_txs, event_rxs) = crate::ptp::event_channels(ptp.as_ref(), config.clocks.len());
     let links = config
         .clocks
         .iter()
-        .map(|c| {
+        .zip(event_txs)
+        .map(|(c, events)| {
             let path = c.channel.display().to_string();
-            DriverLink::start(&c.name, SchemeConnector(path), None)
+            DriverLink::start(&c.name, SchemeConnector(path), events)
         })
         .collect();
-    let clocks = ClockScheme::new(
-        links,
-        config.privileged_uids.clone(),
-        config.request_timeout(),
+    let board = ptp
+        .as_ref()
+        .map(|_| crate::ptp::PtpStatusBoard::new(config.clocks.len()));
+    let clocks = std::sync::Arc::new(
+        ClockScheme::new(
+            links,
+            config.privileged_uids.clone(),
+            config.request_timeout(),
+        )
+        .with_ptp_status(board.clone()),
     );
+    // The PTP engine runs beside the scheme for the life of the process, as on Linux.
+    let _engine = match ptp {
+        Some(settings) => Some(crate::ptp::start(settings, &clocks, event_rxs, board)?),
+        None => None,
+    };
     let socket = Socket::create().map_err(|e| os("scheme socket", e))?;
     let mut scheme = PtpScheme::new(&clocks);
     register_sync_scheme(&socket, SCHEME, &mut scheme).map_err(|e| os("register scheme ptp", e))?;
