@@ -15,10 +15,14 @@ const LEFT: f64 = 80.0;
 const RIGHT: f64 = 20.0;
 const TOP: f64 = 40.0;
 const GAP: f64 = 60.0;
-const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
+const COLORS: [&str; 6] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+];
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// Renders both panels.
@@ -73,7 +77,9 @@ pub fn render(title: &str, series: &[Series]) -> String {
     let (fmin, fmax) = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.2))
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
     let (fmin, fmax) = if fmin.is_finite() && fmax > fmin {
         (fmin, fmax)
     } else {
@@ -96,7 +102,12 @@ pub fn render(title: &str, series: &[Series]) -> String {
         let pts: Vec<(f64, f64)> = s
             .points
             .iter()
-            .map(|p| (x(p.0, t_max), y1 + PANEL_H - PANEL_H * (p.2 - fmin) / (fmax - fmin)))
+            .map(|p| {
+                (
+                    x(p.0, t_max),
+                    y1 + PANEL_H - PANEL_H * (p.2 - fmin) / (fmax - fmin),
+                )
+            })
             .collect();
         line(&mut svg, &pts, COLORS[i % COLORS.len()]);
     }
@@ -167,7 +178,11 @@ mod tests {
         let s = vec![
             Series {
                 name: "host1 <slave>".into(),
-                points: vec![(0.0, 1e6, 0.0), (10.0, -50.0, 12_000.0), (20.0, 3.0, 11_990.0)],
+                points: vec![
+                    (0.0, 1e6, 0.0),
+                    (10.0, -50.0, 12_000.0),
+                    (20.0, 3.0, 11_990.0),
+                ],
             },
             Series {
                 name: "host0".into(),
@@ -177,7 +192,11 @@ mod tests {
         let svg = render("lab", &s);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("host1 &lt;slave&gt;"));
-        assert_eq!(svg.matches("<path").count(), 2, "two lines for the one series with points");
+        assert_eq!(
+            svg.matches("<path").count(),
+            2,
+            "two lines for the one series with points"
+        );
         assert!(!svg.contains("NaN"));
     }
 }

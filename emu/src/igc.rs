@@ -15,6 +15,8 @@
 //!   §7.2 TXTS interrupt gate;
 //! - `txstamp`: TSYNCTXCTL and the four TXSTMPL/H sets (§7);
 //! - `tx` / `rx`: the queue-0 engines (§9, §10), `rxfilter`: the TSYNCRXCTL.TYPE filter (§8);
+//! - `noise`: jitter and quantisation of the stamps they latch ([`I225Config::stamp_jitter_ns`],
+//!   [`I225Config::stamp_quantum_ns`]);
 //! - `hooks`: actions armed for after a given register read (deterministic races).
 //!
 //! The MAC/PHY is attached to a [`WirePort`] ([`I225::attach_wire`]). Without one the model
@@ -50,6 +52,7 @@
 mod hooks;
 mod irq;
 mod link;
+mod noise;
 mod regfile;
 mod rx;
 mod rxfilter;
@@ -133,6 +136,17 @@ pub struct I225Config {
     /// True time from the TX engine picking a frame up to its first bit on the wire, ns
     /// (descriptor and data fetch, MAC and PHY). Default [`DEFAULT_TX_PIPELINE_NS`].
     pub tx_pipeline_ns: u64,
+    /// Timestamp resolution, ns: every latched TX stamp (TXSTMPL/H) and RX stamp (buffer
+    /// header) is truncated down to a multiple of it, after the jitter, as a counter with
+    /// that period would show it. 0 (the default) or 1: exact to the ns; 8 models a
+    /// 125 MHz timestamp counter.
+    pub stamp_quantum_ns: u32,
+    /// Timestamp jitter, ns: every latched TX and RX stamp is the exact value plus a uniform
+    /// integer draw from −jitter..=+jitter, before the quantisation. Default 0.
+    pub stamp_jitter_ns: u32,
+    /// Seed of the stamp jitter draws (TX and RX have separate streams of it): the same seed
+    /// and the same traffic give the same stamps. Default 0.
+    pub seed: u64,
 }
 
 /// Default [`I225Config::tx_pipeline_ns`]: 1 µs \[assumption: a plausible order of magnitude
@@ -156,6 +170,9 @@ impl std::fmt::Debug for I225Config {
             .field("tx_stamp_quirk", &self.tx_stamp_quirk)
             .field("txstmph0_clears_all", &self.txstmph0_clears_all)
             .field("tx_pipeline_ns", &self.tx_pipeline_ns)
+            .field("stamp_quantum_ns", &self.stamp_quantum_ns)
+            .field("stamp_jitter_ns", &self.stamp_jitter_ns)
+            .field("seed", &self.seed)
             .finish_non_exhaustive()
     }
 }
@@ -177,6 +194,9 @@ impl I225Config {
             tx_stamp_quirk: true,
             txstmph0_clears_all: true,
             tx_pipeline_ns: DEFAULT_TX_PIPELINE_NS,
+            stamp_quantum_ns: 0,
+            stamp_jitter_ns: 0,
+            seed: 0,
         }
     }
 
@@ -256,6 +276,8 @@ pub struct I225 {
     tx_pipeline_ns: u64,
     /// The wire is busy with earlier frames until this instant.
     tx_busy_until: u64,
+    /// Jitter and quantisation of latched stamps (model-side; survives port resets).
+    noise: noise::StampNoise,
     /// Time-sync interrupts still to be swallowed (fault injection).
     drop_ts_irqs: u64,
     stats: I225Stats,
@@ -311,6 +333,7 @@ impl I225 {
             wire: None,
             tx_pipeline_ns: cfg.tx_pipeline_ns,
             tx_busy_until: 0,
+            noise: noise::StampNoise::new(cfg.stamp_quantum_ns, cfg.stamp_jitter_ns, cfg.seed),
             drop_ts_irqs: 0,
             stats: I225Stats::default(),
             counters: Counters::new(BAR0_LEN),

@@ -7,6 +7,7 @@
 //! - [`phc`]: the PHC/oscillator arithmetic (SYSTIM, TIMINCA, crystal error), exact.
 //! - [`igc`]: the i225/i226 model.
 //! - [`wire`]: what a NIC model is attached to (loopback, nothing, a Unix datagram socket).
+//! - [`rng`]: the seeded PRNG behind the models' noise (timestamp jitter, cable jitter/loss).
 //! - [`host`]: a recording [`DeviceHost`](ptp_pci::emulated::DeviceHost) for tests that drive a
 //!   model directly.
 
@@ -16,6 +17,7 @@ pub mod clock;
 pub mod host;
 pub mod igc;
 pub mod phc;
+pub mod rng;
 pub mod wire;
 
 pub use clock::{HostClock, TimeSource, VirtualClock};

@@ -12,10 +12,13 @@
 //! - [`UnixDatagramWire`] (Linux): one end of a Unix datagram socket, for two model
 //!   instances in different processes, or a model and a benchmark tool.
 //!
-//! Deterministic fault injection lives on the [`Cable`] (`drop_next`).
+//! The [`Cable`] holds the path's realism and faults: delay (per direction, so asymmetry),
+//! seeded jitter and random loss, and deterministic loss injection (`drop_next`).
 
 use std::collections::VecDeque;
 use std::time::Duration;
+
+use crate::rng::SplitMix64;
 
 #[cfg(target_os = "linux")]
 mod unix;
@@ -38,7 +41,7 @@ pub struct WireStats {
     pub sent: u64,
     /// Frames handed out by [`WirePort::poll_rx`].
     pub received: u64,
-    /// Frames lost on the cable ([`Cable::drop_next`]).
+    /// Frames lost on the cable ([`Cable::drop_next`], [`Cable::loss`]).
     pub lost: u64,
     /// Datagrams that were not a valid wire frame (dropped).
     pub malformed: u64,
@@ -83,26 +86,64 @@ pub trait WirePort: Send {
     }
 }
 
-/// The physical path a frame takes to reach a port. It only has a fixed delay today; noise,
-/// asymmetry and random loss will be added here.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The physical path a frame takes to reach a port: a fixed delay, jitter and loss.
+///
+/// A cable belongs to the *receiving* end: a port applies its own cable to every frame it
+/// receives ([`Loopback`] to the frames it returns). The two directions of a link are
+/// therefore two independent cables, and an asymmetric path needs no extra field: give the
+/// two ends different [`delay_ns`](Self::delay_ns) (e.g. `igcd --cable-delay-ns` per process),
+/// and PTP's mean-path-delay sees half the difference as an offset, as on real links.
+///
+/// Randomness (jitter, [`loss`](Self::loss)) comes from a [`SplitMix64`] seeded by
+/// [`with_seed`](Self::with_seed) (default seed 0): the same seed and the same departures give
+/// the same arrivals and losses.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Cable {
     /// Propagation delay, ns (about 5 ns per metre of copper).
     pub delay_ns: u64,
+    /// Packet delay variation, ns: each frame's arrival is moved by a uniform draw from
+    /// −jitter..=+jitter (integer ns), but never before its departure. Frames closer together
+    /// than twice the jitter may swap places (the arrival queue orders by arrival).
+    pub jitter_ns: u64,
+    /// Probability that a frame is lost, drawn per frame; in addition to [`Self::drop_next`].
+    /// Values ≤ 0 (or NaN) lose nothing, ≥ 1 lose everything.
+    pub loss: f64,
     /// Frames still to be lost ([`Cable::drop_next`]).
     drop_pending: u64,
+    rng: SplitMix64,
 }
 
 impl Cable {
     /// Delay of the default cable: ten metres.
     pub const DEFAULT_DELAY_NS: u64 = 50;
 
-    /// A cable with `delay_ns` propagation delay and no loss.
+    /// A cable with `delay_ns` propagation delay, no jitter and no loss.
     pub fn new(delay_ns: u64) -> Self {
         Self {
             delay_ns,
+            jitter_ns: 0,
+            loss: 0.0,
             drop_pending: 0,
+            rng: SplitMix64::stream(0, RNG_STREAM),
         }
+    }
+
+    /// Sets the jitter (uniform ±`jitter_ns`, see [`Self::jitter_ns`]); builder style.
+    pub fn with_jitter(mut self, jitter_ns: u64) -> Self {
+        self.jitter_ns = jitter_ns;
+        self
+    }
+
+    /// Sets the random loss probability per frame (see [`Self::loss`]); builder style.
+    pub fn with_loss(mut self, loss: f64) -> Self {
+        self.loss = loss;
+        self
+    }
+
+    /// Reseeds the cable's PRNG (jitter and loss draws restart from `seed`); builder style.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.rng = SplitMix64::stream(seed, RNG_STREAM);
+        self
     }
 
     /// Loses the next `n` frames that take this cable (deterministic loss injection; adds to
@@ -117,15 +158,33 @@ impl Cable {
     }
 
     /// Carries one frame that departed at `departure_ns`: its arrival instant, or `None` if
-    /// it is lost.
+    /// it is lost (an injected [`drop_next`](Self::drop_next) first, then the random
+    /// [`loss`](Self::loss)). Arrival = departure + delay ± jitter, never before departure.
     pub fn carry(&mut self, departure_ns: u64) -> Option<u64> {
         if self.drop_pending > 0 {
             self.drop_pending -= 1;
             return None;
         }
-        Some(departure_ns.saturating_add(self.delay_ns))
+        if self.loss > 0.0 && self.rng.chance(self.loss) {
+            return None;
+        }
+        let nominal = departure_ns.saturating_add(self.delay_ns);
+        if self.jitter_ns == 0 {
+            return Some(nominal);
+        }
+        let j = self.rng.symmetric(self.jitter_ns);
+        let arrival = if j >= 0 {
+            nominal.saturating_add(j.unsigned_abs())
+        } else {
+            nominal.saturating_sub(j.unsigned_abs())
+        };
+        Some(arrival.max(departure_ns))
     }
 }
+
+/// [`SplitMix64::stream`] id of a cable's draws (distinct from the NIC models' streams, so one
+/// seed can feed both).
+const RNG_STREAM: u64 = 0xCAB1E;
 
 impl Default for Cable {
     fn default() -> Self {
@@ -192,7 +251,13 @@ impl Loopback {
         }
     }
 
-    /// The cable (delay, loss injection).
+    /// Replaces the cable (builder style).
+    pub fn with_cable(mut self, cable: Cable) -> Self {
+        self.cable = cable;
+        self
+    }
+
+    /// The cable (delay, jitter, loss, loss injection).
     pub fn cable(&mut self) -> &mut Cable {
         &mut self.cable
     }
@@ -302,6 +367,89 @@ mod tests {
         assert_eq!(got, [2, 3]);
         let s = l.stats();
         assert_eq!((s.sent, s.lost, s.received), (4, 2, 2));
+    }
+
+    /// Arrivals (or `None` for a lost frame) of `n` frames departing 10 µs apart.
+    fn carry_many(mut cable: Cable, n: u64) -> Vec<Option<u64>> {
+        (0..n).map(|i| cable.carry(i * 10_000)).collect()
+    }
+
+    #[test]
+    fn cable_jitter_stays_within_bounds_and_is_reproducible() {
+        let cable = || Cable::new(100).with_jitter(30).with_seed(42);
+        let got = carry_many(cable(), 10_000);
+        let mut offsets = Vec::new();
+        for (i, a) in got.iter().enumerate() {
+            let off = a.expect("no loss configured") as i64 - i as i64 * 10_000 - 100;
+            assert!((-30..=30).contains(&off), "frame {i}: jitter {off}");
+            offsets.push(off);
+        }
+        assert!(offsets.contains(&-30) && offsets.contains(&30) && offsets.contains(&0));
+        let mean = offsets.iter().sum::<i64>() as f64 / offsets.len() as f64;
+        assert!(mean.abs() < 1.0, "mean jitter {mean}");
+        assert_eq!(carry_many(cable(), 10_000), got, "same seed, same arrivals");
+        let other = carry_many(Cable::new(100).with_jitter(30).with_seed(43), 10_000);
+        assert_ne!(other, got, "another seed, other arrivals");
+        // No jitter: exact, whatever the seed.
+        let exact = carry_many(Cable::new(100).with_seed(42), 3);
+        assert_eq!(exact, [Some(100), Some(10_100), Some(20_100)]);
+    }
+
+    #[test]
+    fn cable_jitter_never_makes_arrival_precede_departure() {
+        let mut c = Cable::new(10).with_jitter(1_000).with_seed(1);
+        let mut clamped = 0;
+        for i in 0..10_000u64 {
+            let dep = i * 7;
+            let a = c.carry(dep).unwrap();
+            assert!(a >= dep, "arrival {a} before departure {dep}");
+            assert!(a <= dep + 1_010);
+            clamped += u64::from(a == dep);
+        }
+        assert!(clamped > 4_000, "most draws below −10 ns clamp: {clamped}");
+        // At the ends of time.
+        assert_eq!(c.carry(0).map(|a| a <= 1_010), Some(true));
+        assert_eq!(c.carry(u64::MAX), Some(u64::MAX));
+    }
+
+    #[test]
+    fn cable_random_loss_rate_is_close_to_p_and_reproducible() {
+        for p in [0.01, 0.1, 0.5] {
+            let run = |seed| carry_many(Cable::new(50).with_loss(p).with_seed(seed), 10_000);
+            let got = run(7);
+            let lost = got.iter().filter(|a| a.is_none()).count() as f64;
+            let rate = lost / 10_000.0;
+            // Within 4 standard deviations of a binomial(10 000, p): ±1.2 points at p = 0.1.
+            let sigma = (p * (1.0 - p) / 10_000.0).sqrt();
+            assert!((rate - p).abs() < 4.0 * sigma, "p = {p}: loss rate {rate}");
+            assert_eq!(run(7), got, "same seed, same losses");
+            assert_ne!(run(8), got, "another seed, other losses");
+            // Survivors arrive exactly (no jitter configured).
+            for (i, a) in got.iter().enumerate() {
+                assert!(a.is_none_or(|a| a == i as u64 * 10_000 + 50));
+            }
+        }
+        assert!(
+            carry_many(Cable::new(0).with_loss(0.0), 1000)
+                .iter()
+                .all(Option::is_some)
+        );
+    }
+
+    #[test]
+    fn random_loss_adds_to_injected_loss_and_is_counted() {
+        let mut l = Loopback::new(0).with_cable(Cable::new(5).with_loss(0.25).with_seed(3));
+        l.cable().drop_next(10);
+        for i in 0..10_000u64 {
+            l.transmit(&[0], i);
+            while l.poll_rx(u64::MAX).is_some() {}
+        }
+        let s = l.stats();
+        assert_eq!(s.sent, 10_000);
+        assert_eq!(s.lost + s.received, 10_000);
+        // 10 injected, then ~25 % of the other 9 990.
+        let random = (s.lost - 10) as f64 / 9_990.0;
+        assert!((random - 0.25).abs() < 0.02, "random loss rate {random}");
     }
 
     #[test]

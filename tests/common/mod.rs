@@ -49,7 +49,7 @@ impl Host {
         let dir = TempDir::new(tag);
         let paths = HostPaths::new(&dir.0, 0);
         let mut kids = Children::default();
-        lab::spawn_igcd(&mut kids, &exe(), &paths, 0, "i225", osc_ppm).unwrap();
+        lab::spawn_igcd(&mut kids, &exe(), &paths, 0, "i225", osc_ppm, &[]).unwrap();
         lab::spawn_ptpd(&mut kids, &exe(), &paths, 0, extra).unwrap();
         let host = Self {
             kids,
@@ -75,7 +75,16 @@ impl Host {
     }
 
     pub fn start_igcd(&mut self) {
-        lab::spawn_igcd(&mut self.kids, &exe(), &self.paths, 0, "i225", self.osc_ppm).unwrap();
+        lab::spawn_igcd(
+            &mut self.kids,
+            &exe(),
+            &self.paths,
+            0,
+            "i225",
+            self.osc_ppm,
+            &[],
+        )
+        .unwrap();
     }
 
     pub fn socket(&self) -> &Path {

@@ -16,7 +16,17 @@ usage: igcd [options]
   --wire WIRE             what the emulated port is cabled to: none (default: link up, frames
                           go nowhere), loopback, bind:PATH or connect:PATH (a Unix datagram
                           wire to another emulated NIC or a benchmark peer)
-  --cable-delay-ns NS     emulated cable delay (default 50)
+  --cable-delay-ns NS     emulated cable delay towards this port, ≤ 1 s (default 50). Each end
+                          delays the frames it receives, so two ends with different delays
+                          make an asymmetric path
+  --cable-jitter-ns NS    emulated cable jitter: each arrival moves by a uniform ±NS, never
+                          before departure; ≤ 1 s (default 0)
+  --cable-loss P          emulated random frame loss probability, 0 <= P < 1 (default 0)
+  --stamp-quantum-ns NS   emulated timestamp resolution: TX/RX stamps truncated to multiples
+                          of NS, ≤ 1000000 (default 0 = exact; e.g. 8 for a 125 MHz counter)
+  --stamp-jitter-ns NS    emulated TX/RX timestamp jitter, uniform ±NS, ≤ 1000000 (default 0)
+  --seed N                seed of the emulated noise and loss (u64; default: the process id,
+                          logged at start); give each emulated NIC its own
   --irq-priority PRIO     run the IRQ threads (and an emulated NIC's model thread) SCHED_FIFO at
                           PRIO (Linux threaded IRQs use 50); default: normal priority
   --link-wait-ms MS       how long bring-up waits for link (default 2000)
@@ -60,6 +70,9 @@ impl std::str::FromStr for Wire {
     }
 }
 
+/// Largest `--stamp-quantum-ns` / `--stamp-jitter-ns`: 1 ms, far beyond any real part.
+const MAX_STAMP_NOISE_NS: u32 = 1_000_000;
+
 #[derive(Debug, Clone)]
 pub struct Options {
     pub emulate: Option<Model>,
@@ -72,6 +85,16 @@ pub struct Options {
     pub tx_ts_timeout: Duration,
     pub wire: Wire,
     pub cable_delay_ns: u64,
+    /// Emulated cable jitter, ± ns.
+    pub cable_jitter_ns: u64,
+    /// Emulated random loss probability per frame, in [0, 1).
+    pub cable_loss: f64,
+    /// Emulated timestamp quantum, ns (0: exact).
+    pub stamp_quantum_ns: u32,
+    /// Emulated timestamp jitter, ± ns.
+    pub stamp_jitter_ns: u32,
+    /// Seed of the emulated noise; `None`: derived from the process id.
+    pub seed: Option<u64>,
     pub irq_priority: Option<i32>,
 }
 
@@ -90,6 +113,11 @@ impl Options {
             tx_ts_timeout: Duration::from_millis(1000),
             wire: Wire::None,
             cable_delay_ns: 50,
+            cable_jitter_ns: 0,
+            cable_loss: 0.0,
+            stamp_quantum_ns: 0,
+            stamp_jitter_ns: 0,
+            seed: None,
             irq_priority: None,
         };
         let mut p = lexopt::Parser::from_args(args);
@@ -141,6 +169,38 @@ impl Options {
                         return Err(Error::Usage("--cable-delay-ns must be ≤ 1 s".into()));
                     }
                 }
+                Long("cable-jitter-ns") => {
+                    o.cable_jitter_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.cable_jitter_ns > 1_000_000_000 {
+                        return Err(Error::Usage("--cable-jitter-ns must be ≤ 1 s".into()));
+                    }
+                }
+                Long("cable-loss") => {
+                    o.cable_loss = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    // Also rejects NaN.
+                    if !(0.0..1.0).contains(&o.cable_loss) {
+                        return Err(Error::Usage(
+                            "--cable-loss must be a probability, 0 <= P < 1".into(),
+                        ));
+                    }
+                }
+                Long("stamp-quantum-ns") => {
+                    o.stamp_quantum_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.stamp_quantum_ns > MAX_STAMP_NOISE_NS {
+                        return Err(Error::Usage(
+                            "--stamp-quantum-ns must be ≤ 1000000 (1 ms)".into(),
+                        ));
+                    }
+                }
+                Long("stamp-jitter-ns") => {
+                    o.stamp_jitter_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.stamp_jitter_ns > MAX_STAMP_NOISE_NS {
+                        return Err(Error::Usage(
+                            "--stamp-jitter-ns must be ≤ 1000000 (1 ms)".into(),
+                        ));
+                    }
+                }
+                Long("seed") => o.seed = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
                 Long("irq-priority") => {
                     let p: i32 = p.value().map_err(bad)?.parse().map_err(bad)?;
                     if !(1..=98).contains(&p) {
@@ -186,19 +246,35 @@ pub fn emulated_function(
     };
     cfg.mac = mac;
     cfg.osc_error_ppb = (opts.osc_ppm * 1000.0).round() as i64;
+    let seed = opts.seed.unwrap_or(pid.into());
+    cfg.stamp_quantum_ns = opts.stamp_quantum_ns;
+    cfg.stamp_jitter_ns = opts.stamp_jitter_ns;
+    cfg.seed = seed;
     let name = if opts.name.is_empty() {
         format!("{model:?}").to_lowercase()
     } else {
         opts.name.clone()
     };
     let mut nic = I225::new(cfg);
-    let cable = Cable::new(opts.cable_delay_ns);
+    log::info!(
+        "{name}: emulated cable {} ns ± {} ns, loss {}; stamps quantum {} ns ± {} ns; seed {seed}",
+        opts.cable_delay_ns,
+        opts.cable_jitter_ns,
+        opts.cable_loss,
+        opts.stamp_quantum_ns,
+        opts.stamp_jitter_ns,
+    );
+    // The NIC and its cable draw from different streams of the one seed.
+    let cable = Cable::new(opts.cable_delay_ns)
+        .with_jitter(opts.cable_jitter_ns)
+        .with_loss(opts.cable_loss)
+        .with_seed(seed);
     let io = |what: &str, p: &std::path::Path, e: std::io::Error| {
         Error::Other(format!("wire {what} {}: {e}", p.display()))
     };
     let wire: Option<Box<dyn WirePort>> = match &opts.wire {
         Wire::None => None,
-        Wire::Loopback => Some(Box::new(Loopback::new(opts.cable_delay_ns))),
+        Wire::Loopback => Some(Box::new(Loopback::default().with_cable(cable))),
         Wire::Bind(p) => Some(Box::new(
             UnixDatagramWire::bind(p)
                 .map_err(|e| io("bind", p, e))?
@@ -218,4 +294,90 @@ pub fn emulated_function(
     // when nothing else wakes the model (arrival stamps do not depend on it).
     f.start_model_thread_with_priority(Duration::from_millis(1), opts.irq_priority.map(|p| p + 10));
     Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Options, String> {
+        match Options::parse(args.iter().map(OsString::from)) {
+            Ok(Some(o)) => Ok(o),
+            Ok(None) => Err("help".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn noise_options_default_to_exact() {
+        let o = parse(&["--emulate", "i225"]).unwrap();
+        assert_eq!(
+            (o.cable_delay_ns, o.cable_jitter_ns, o.cable_loss),
+            (50, 0, 0.0)
+        );
+        assert_eq!(
+            (o.stamp_quantum_ns, o.stamp_jitter_ns, o.seed),
+            (0, 0, None)
+        );
+    }
+
+    #[test]
+    fn noise_options_parse() {
+        let o = parse(&[
+            "--cable-delay-ns",
+            "120",
+            "--cable-jitter-ns",
+            "15",
+            "--cable-loss",
+            "0.01",
+            "--stamp-quantum-ns",
+            "8",
+            "--stamp-jitter-ns",
+            "4",
+            "--seed",
+            "18446744073709551615",
+        ])
+        .unwrap();
+        assert_eq!(
+            (o.cable_delay_ns, o.cable_jitter_ns, o.cable_loss),
+            (120, 15, 0.01)
+        );
+        assert_eq!(
+            (o.stamp_quantum_ns, o.stamp_jitter_ns, o.seed),
+            (8, 4, Some(u64::MAX))
+        );
+        assert_eq!(parse(&["--cable-loss", "0"]).unwrap().cable_loss, 0.0);
+    }
+
+    #[test]
+    fn noise_options_are_range_checked() {
+        for (args, msg) in [
+            (&["--cable-loss", "1"][..], "--cable-loss must be"),
+            (&["--cable-loss", "-0.1"], "--cable-loss must be"),
+            (&["--cable-loss", "NaN"], "--cable-loss must be"),
+            (
+                &["--cable-jitter-ns", "1000000001"],
+                "--cable-jitter-ns must be",
+            ),
+            (
+                &["--stamp-quantum-ns", "1000001"],
+                "--stamp-quantum-ns must be",
+            ),
+            (
+                &["--stamp-jitter-ns", "1000001"],
+                "--stamp-jitter-ns must be",
+            ),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert!(e.contains(msg), "{args:?}: {e}");
+        }
+        for args in [
+            &["--cable-loss", "often"][..],
+            &["--stamp-jitter-ns", "-1"],
+            &["--seed", "-1"],
+            &["--seed"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?}");
+        }
+    }
 }

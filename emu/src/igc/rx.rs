@@ -32,7 +32,8 @@
 //!   timer 0 and dwords 0–1 repeat dwords 2–3. The value is PHC(arrival) + RX latency for the
 //!   link speed (§8.4, in PHC ns), so a driver subtracting the latency gets exactly
 //!   PHC(arrival), SYSTIM as it was at the arrival instant even if the model processes the
-//!   frame later.
+//!   frame later; with the configured jitter and quantum (`noise`), that value plus jitter,
+//!   truncated to the quantum.
 
 use intel_regs::igc::*;
 use ptp_pci::emulated::DeviceHost;
@@ -138,7 +139,8 @@ impl I225 {
         let mut buf = Vec::with_capacity(TS_HDR_LEN + f.data.len() + 4);
         if stamp {
             let (_, rx_lat) = latency_ns(self.link.speed.mbps());
-            let ns = wrap_add_ns(self.tsync.phc.ns_at_instant(f.arrival_ns), rx_lat as i64);
+            let exact = wrap_add_ns(self.tsync.phc.ns_at_instant(f.arrival_ns), rx_lat as i64);
+            let ns = self.noise.rx(exact);
             let t = SysTime::from_ns(ns);
             for w in [t.nsec, t.sec, t.nsec, t.sec] {
                 buf.extend_from_slice(&w.to_le_bytes());

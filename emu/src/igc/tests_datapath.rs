@@ -1225,3 +1225,75 @@ fn real_time_model_thread_loops_a_frame_back_and_fires_the_rx_vector() {
     assert_ne!(ring.read32(txr as usize + 12) & txd::STA_DD, 0);
     assert_eq!(vectors[TXV as usize].count(), 1);
 }
+
+// --- Timestamp noise (I225Config::stamp_quantum_ns, stamp_jitter_ns, seed) ---
+
+/// Loops `n` PTP frames back, 100 µs apart, through a rig with stamp quantum `q`, jitter `j`
+/// and `seed`: (TX stamp, its exact value, RX stamp, its exact value) for each.
+fn looped_stamps(q: u32, j: u32, seed: u64, n: usize) -> Vec<[u64; 4]> {
+    let mut r = Rig::with(
+        |c| {
+            c.stamp_quantum_ns = q;
+            c.stamp_jitter_ns = j;
+            c.seed = seed;
+        },
+        Box::new(Loopback::new(DELAY)),
+    );
+    r.enable_ts(tsyncrxctl::TYPE_L2_V2);
+    let sync = eth(0x88F7, &ptp(0, 2));
+    (0..n)
+        .map(|_| {
+            r.clock.advance(100_000);
+            let dep = r.clock.now() + DEFAULT_TX_PIPELINE_NS;
+            r.send(&sync, set_bits(0));
+            r.poll();
+            let tx = r.read_set(0);
+            r.clock.set(dep + DELAY);
+            r.poll();
+            let rx = stamp_ns(r.take_rx().unwrap().header.unwrap());
+            [
+                tx,
+                phc_at(dep, 0) - TX_LAT_2500,
+                rx,
+                phc_at(dep + DELAY, 0) + RX_LAT_2500,
+            ]
+        })
+        .collect()
+}
+
+#[test]
+fn stamp_quantum_truncates_tx_and_rx_stamps() {
+    let got = looped_stamps(8, 0, 0, 50);
+    let mut rounded = 0;
+    for [tx, tx_exact, rx, rx_exact] in got {
+        assert_eq!(tx, tx_exact - tx_exact % 8, "TX");
+        assert_eq!(rx, rx_exact - rx_exact % 8, "RX");
+        rounded += u32::from(tx != tx_exact) + u32::from(rx != rx_exact);
+    }
+    assert!(rounded > 0, "the exact values were not all on the grid");
+    // Default: exact.
+    for [tx, tx_exact, rx, rx_exact] in looped_stamps(0, 0, 0, 5) {
+        assert_eq!((tx, rx), (tx_exact, rx_exact));
+    }
+}
+
+#[test]
+fn stamp_jitter_is_bounded_quantised_and_reproducible_per_seed() {
+    let got = looped_stamps(8, 20, 42, 200);
+    for &[tx, tx_exact, rx, rx_exact] in &got {
+        for (t, exact) in [(tx, tx_exact), (rx, rx_exact)] {
+            assert_eq!(t % 8, 0);
+            // Jitter ±20, then truncation by up to 7.
+            assert!(t + 27 >= exact && t <= exact + 20, "{t} vs exact {exact}");
+        }
+    }
+    let spread: std::collections::BTreeSet<i64> =
+        got.iter().map(|s| s[0] as i64 - s[1] as i64).collect();
+    assert!(spread.len() > 3, "TX stamps jitter: {spread:?}");
+    assert_eq!(looped_stamps(8, 20, 42, 200), got, "same seed, same stamps");
+    assert_ne!(
+        looped_stamps(8, 20, 43, 200),
+        got,
+        "another seed, other stamps"
+    );
+}

@@ -31,7 +31,8 @@
 //! - The TX stamp is PHC(departure) − TX latency (§8.4), so a driver adding the latency gets
 //!   exactly PHC(departure) \[assumption: the latency is applied in PHC nanoseconds, which
 //!   differs from PHC(departure − latency) by latency × rate error, far below 1 ns\]. It is
-//!   latched when the engine processes the frame.
+//!   latched when the engine processes the frame, with the configured jitter and quantum
+//!   applied (`noise`; exact by default).
 
 use intel_regs::igc::*;
 use ptp_pci::emulated::DeviceHost;
@@ -269,7 +270,8 @@ impl I225 {
         if first_cmd & txd::MAC_TSTAMP != 0 && self.txs.enabled() {
             let set = ((first_cmd >> txd::TSTAMP_REG_SHIFT) & 3) as usize;
             let (tx_lat, _) = latency_ns(self.link.speed.mbps());
-            let ns = wrap_add_ns(self.tsync.phc.ns_at_instant(departure), -(tx_lat as i64));
+            let exact = wrap_add_ns(self.tsync.phc.ns_at_instant(departure), -(tx_lat as i64));
+            let ns = self.noise.tx(exact);
             if self.txs.latch(set, SysTime::from_ns(ns)) == Latch::Latched {
                 if self.tsync.raise_txts() {
                     self.stats.txts_held_by_quirk += 1;

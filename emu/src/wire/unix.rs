@@ -14,8 +14,9 @@
 //! | 6..8 | frame length, u16 (must equal the datagram length − 16; 0 for HELLO) |
 //! | 8..16 | departure instant, u64 ns of the sender's true time (CLOCK_MONOTONIC in real time) |
 //!
-//! The receiving end computes arrival = departure + its [`Cable`]'s delay (the cable towards
-//! the receiver, default [`Cable::DEFAULT_DELAY_NS`]). Anything else (short, wrong magic or
+//! The receiving end computes arrival = departure + its [`Cable`]'s delay ± its jitter, and
+//! draws the cable's random loss (the cable towards the receiver, default
+//! [`Cable::DEFAULT_DELAY_NS`], no jitter, no loss). Anything else (short, wrong magic or
 //! version, length mismatch) is counted in [`WireStats::malformed`] and dropped.
 
 use std::io;
@@ -71,7 +72,15 @@ pub struct UnixDatagramWire {
     busy: bool,
     /// Socket file created by [`Self::bind`], removed on drop.
     bound_path: Option<PathBuf>,
+    /// The path [`Self::connect`] reached, to reconnect when the bound end restarts (its new
+    /// socket is a new file: datagrams to the old one are refused).
+    connect_path: Option<PathBuf>,
+    /// Host monotonic time of the last reconnect attempt (attempts are rate-limited).
+    last_reconnect: Option<std::time::Instant>,
 }
+
+/// Reconnect attempts to a vanished bound end are at most this frequent.
+const RECONNECT_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Encodes one datagram (`None` if the frame is longer than the header can describe).
 pub fn encode_datagram(frame: &[u8], departure_ns: u64) -> Option<Vec<u8>> {
@@ -130,6 +139,8 @@ impl UnixDatagramWire {
             poll_interval: DEFAULT_POLL_INTERVAL,
             busy: false,
             bound_path: None,
+            connect_path: None,
+            last_reconnect: None,
         })
     }
 
@@ -154,6 +165,18 @@ impl UnixDatagramWire {
     /// removed when the wire is dropped.
     pub fn bind(path: impl AsRef<Path>) -> io::Result<Self> {
         let path = path.as_ref();
+        // A socket file left by a killed process is stale when nothing answers it; a live one
+        // is refused rather than stolen.
+        if std::fs::symlink_metadata(path).is_ok() {
+            let probe = UnixDatagram::unbound()?;
+            match probe.connect(path) {
+                Ok(()) => return Err(io::ErrorKind::AddrInUse.into()),
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    std::fs::remove_file(path)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         let sock = UnixDatagram::bind(path)?;
         let mut w = Self::with_socket(sock, Peer::Learned(None))?;
         w.bound_path = Some(path.to_path_buf());
@@ -170,12 +193,34 @@ impl UnixDatagramWire {
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
         let sock = UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes())?)?;
-        sock.connect(path)?;
-        let w = Self::with_socket(sock, Peer::Connected)?;
+        sock.connect(path.as_ref())?;
+        let mut w = Self::with_socket(sock, Peer::Connected)?;
+        w.connect_path = Some(path.as_ref().to_path_buf());
+        w.hello()?;
+        Ok(w)
+    }
+
+    fn hello(&self) -> io::Result<()> {
         let mut hello = Vec::with_capacity(HEADER_LEN);
         encode_into(&mut hello, &[], 0, FLAG_HELLO);
-        w.sock.send(&hello)?;
-        Ok(w)
+        self.sock.send(&hello).map(|_| ())
+    }
+
+    /// The bound end went away (a restarted NIC binds a new socket at the same path):
+    /// reconnect and say hello, at most every [`RECONNECT_INTERVAL`]. True if reconnected.
+    fn reconnect(&mut self) -> bool {
+        let Some(path) = &self.connect_path else {
+            return false;
+        };
+        let now = std::time::Instant::now();
+        if self
+            .last_reconnect
+            .is_some_and(|t| now.duration_since(t) < RECONNECT_INTERVAL)
+        {
+            return false;
+        }
+        self.last_reconnect = Some(now);
+        self.sock.connect(path).is_ok() && self.hello().is_ok()
     }
 
     /// Replaces the cable towards this end (builder style).
@@ -184,7 +229,8 @@ impl UnixDatagramWire {
         self
     }
 
-    /// The cable towards this end: delay applied to received frames, loss injection.
+    /// The cable towards this end: delay, jitter and loss applied to received frames, loss
+    /// injection.
     pub fn cable(&mut self) -> &mut Cable {
         &mut self.cable
     }
@@ -248,11 +294,22 @@ impl WirePort for UnixDatagramWire {
             self.stats.send_errors += 1;
             return;
         }
-        let sent = match &self.peer {
+        let mut sent = match &self.peer {
             Peer::Connected => self.sock.send(&self.tx_buf),
             Peer::Learned(Some(to)) => self.sock.send_to_addr(&self.tx_buf, to),
             Peer::Learned(None) => Err(io::ErrorKind::NotConnected.into()),
         };
+        if let Err(e) = &sent
+            && matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionRefused
+                    | io::ErrorKind::NotFound
+                    | io::ErrorKind::NotConnected
+            )
+            && self.reconnect()
+        {
+            sent = self.sock.send(&self.tx_buf);
+        }
         if sent.is_err() {
             self.stats.send_errors += 1;
         }
@@ -300,6 +357,52 @@ mod tests {
 
     fn tmp_path(tag: &str) -> PathBuf {
         std::env::temp_dir().join(format!("ptp-wire-{}-{tag}.sock", std::process::id()))
+    }
+
+    #[test]
+    fn a_stale_socket_file_is_replaced_and_a_live_one_refused() {
+        let path = tmp_path("stale");
+        let _ = std::fs::remove_file(&path);
+        // A socket whose process died leaves its file behind (std does not unlink).
+        drop(UnixDatagram::bind(&path).unwrap());
+        assert!(path.exists());
+        let live = UnixDatagramWire::bind(&path).unwrap();
+        assert_eq!(
+            UnixDatagramWire::bind(&path).unwrap_err().kind(),
+            io::ErrorKind::AddrInUse
+        );
+        drop(live);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn the_connecting_end_follows_a_restarted_bound_end() {
+        let path = tmp_path("restart");
+        let _ = std::fs::remove_file(&path);
+        let mut a = UnixDatagramWire::bind(&path).unwrap();
+        let mut b = UnixDatagramWire::connect(&path).unwrap();
+        b.transmit(b"one", 10);
+        assert!(a.poll_rx(u64::MAX).is_some());
+        // The bound end's NIC restarts: a new socket at the same path.
+        drop(a);
+        let mut a2 = UnixDatagramWire::bind(&path).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let got = loop {
+            b.transmit(b"two", 20);
+            if let Some(f) = a2.poll_rx(u64::MAX) {
+                break f;
+            }
+            assert!(std::time::Instant::now() < deadline, "never reconnected");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(got.data, b"two");
+        // And the new bound end learned where to reply.
+        a2.transmit(b"back", 30);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while b.poll_rx(u64::MAX).is_none() {
+            assert!(std::time::Instant::now() < deadline, "no reply");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     #[test]
