@@ -649,6 +649,22 @@ impl HostTrace {
         }
     }
 
+    /// rms and max |offset| over the samples from `t0` on, if the host was SLAVE throughout.
+    pub fn since(&self, t0: f64) -> Option<(f64, i64)> {
+        let v: Vec<&ClockStatus> = self
+            .points
+            .iter()
+            .filter(|(t, _)| *t >= t0)
+            .map(|p| &p.1)
+            .collect();
+        if v.is_empty() || v.iter().any(|s| s.port_state != PortState::Slave) {
+            return None;
+        }
+        let rms =
+            (v.iter().map(|s| (s.offset_ns as f64).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
+        Some((rms, v.iter().map(|s| s.offset_ns.abs()).max().unwrap_or(0)))
+    }
+
     /// rms and max |offset| over the samples after lock.
     pub fn after_lock(&self) -> Option<(f64, i64)> {
         let t0 = self.lock_time()?;
@@ -759,6 +775,8 @@ fn run(opts: &LabOptions) -> Result<(), String> {
         let last = tr.points.last().map(|p| p.1.clone()).unwrap_or_default();
         let is_slave = last.port_state == PortState::Slave;
         let (rms, max) = tr.after_lock().unzip();
+        // Steady state: the second half of the run (the Kalman filter's settling excluded).
+        let (rms2, max2) = tr.since(elapsed / 2.0).unzip();
         let truth = lab
             .cfg
             .peer(i as u32)
@@ -767,6 +785,7 @@ fn run(opts: &LabOptions) -> Result<(), String> {
         let (truth, truth_err) = truth.unzip();
         summary.push(json!({"host": i, "state": state_name(last.port_state),
             "offset_rms_ns": rms, "offset_max_abs_ns": max, "lock_time_s": tr.lock_time(),
+            "offset_rms_second_half_ns": rms2, "offset_max_abs_second_half_ns": max2,
             "mean_path_delay_ns": is_slave.then_some(last.mean_path_delay_ns),
             "freq_ppb": last.freq_scaled_ppm as f64 / 65.536,
             "oscillator_ppm": lab.osc_ppm[i], "true_offset_ns": truth,

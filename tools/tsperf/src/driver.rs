@@ -91,10 +91,10 @@ fn wait_for(path: &Path, child: &mut Child, timeout: Duration) -> Result<(), Str
 }
 
 impl Driver {
-    /// Starts igcd with `sets` TX timestamp sets on a loopback wire, and connects.
-    pub fn start(cmd: &IgcdCommand, sets: u8, extra: &[&str]) -> Result<Self, String> {
+    /// Starts igcd with `sets` TX timestamp sets on `wire` (loopback or none), and connects.
+    pub fn start(cmd: &IgcdCommand, sets: u8, wire: &str) -> Result<Self, String> {
         let dir = TempDir::new("igcd")?;
-        Self::start_in(dir, cmd, sets, "loopback", extra)
+        Self::start_in(dir, cmd, sets, wire, &[])
     }
 
     /// Like [`Self::start`] in `dir` with the given `--wire`.
