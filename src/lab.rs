@@ -667,29 +667,7 @@ impl HostTrace {
 
     /// rms and max |offset| over the samples after lock.
     pub fn after_lock(&self) -> Option<(f64, i64)> {
-        let t0 = self.lock_time()?;
-        let v: Vec<i64> = self
-            .points
-            .iter()
-            .filter(|(t, _)| *t >= t0)
-            .map(|(_, s)| s.offset_ns)
-            .collect();
-        let rms = (v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
-        Some((rms, v.iter().map(|x| x.abs()).max().unwrap_or(0)))
-    }
-}
-
-fn state_name(s: PortState) -> &'static str {
-    match s {
-        PortState::Initializing => "INITIALIZING",
-        PortState::Faulty => "FAULTY",
-        PortState::Disabled => "DISABLED",
-        PortState::Listening => "LISTENING",
-        PortState::PreMaster => "PRE_MASTER",
-        PortState::Master => "MASTER",
-        PortState::Passive => "PASSIVE",
-        PortState::Uncalibrated => "UNCALIBRATED",
-        PortState::Slave => "SLAVE",
+        self.since(self.lock_time()?)
     }
 }
 
@@ -751,7 +729,7 @@ fn run(opts: &LabOptions) -> Result<(), String> {
                 if opts.json {
                     println!(
                         "{}",
-                        json!({"t": (t * 10.0).round() / 10.0, "host": i, "state": state_name(s.port_state),
+                        json!({"t": (t * 10.0).round() / 10.0, "host": i, "state": s.port_state.name(),
                             "offset_ns": s.offset_ns, "freq_ppb": s.freq_scaled_ppm as f64 / 65.536,
                             "mean_path_delay_ns": s.mean_path_delay_ns, "driver_up": s.driver_up,
                             "link_up": s.link_up})
@@ -759,7 +737,7 @@ fn run(opts: &LabOptions) -> Result<(), String> {
                 } else {
                     println!(
                         "[{t:6.1}s] host{i}: {:<12} offset {:>10} ns  freq {:>+10.1} ppb  path delay {:>6} ns",
-                        state_name(s.port_state),
+                        s.port_state.name(),
                         s.offset_ns,
                         s.freq_scaled_ppm as f64 / 65.536,
                         s.mean_path_delay_ns
@@ -783,7 +761,7 @@ fn run(opts: &LabOptions) -> Result<(), String> {
             .filter(|_| is_slave)
             .and_then(|p| lab.true_offset(i as u32, p).ok());
         let (truth, truth_err) = truth.unzip();
-        summary.push(json!({"host": i, "state": state_name(last.port_state),
+        summary.push(json!({"host": i, "state": last.port_state.name(),
             "offset_rms_ns": rms, "offset_max_abs_ns": max, "lock_time_s": tr.lock_time(),
             "offset_rms_second_half_ns": rms2, "offset_max_abs_second_half_ns": max2,
             "mean_path_delay_ns": is_slave.then_some(last.mean_path_delay_ns),

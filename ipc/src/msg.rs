@@ -304,6 +304,23 @@ pub enum PortState {
     Slave = 8,
 }
 
+impl PortState {
+    /// The state's name as IEEE 1588 and ptp4l's logs write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PortState::Initializing => "INITIALIZING",
+            PortState::Faulty => "FAULTY",
+            PortState::Disabled => "DISABLED",
+            PortState::Listening => "LISTENING",
+            PortState::PreMaster => "PRE_MASTER",
+            PortState::Master => "MASTER",
+            PortState::Passive => "PASSIVE",
+            PortState::Uncalibrated => "UNCALIBRATED",
+            PortState::Slave => "SLAVE",
+        }
+    }
+}
+
 /// What `status` reports for one clock.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct ClockStatus {

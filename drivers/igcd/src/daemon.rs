@@ -75,6 +75,67 @@ pub struct Data<M: ptp_pci::Mmio> {
     speed_mbps: AtomicU32,
     link_up: AtomicBool,
     tx_ts_timeout_ns: u64,
+    /// Where non-PTP frames go once a network stack is attached ([`Device::attach_netstack`]).
+    netstack: std::sync::OnceLock<NetQueue>,
+}
+
+/// Received frames for the network stack, and how to tell its event loop about them.
+struct NetQueue {
+    tx: crossbeam_channel::Sender<Vec<u8>>,
+    notify: Box<dyn Fn() + Send + Sync>,
+}
+
+/// Frames a network stack has not taken yet are dropped (and counted) beyond this.
+const NET_RX_QUEUE: usize = 256;
+
+/// The general frame path for a network stack (smolnetd on Redox): any frame out, every
+/// non-PTP frame in. PTP frames keep going to ptpd.
+pub struct NetPort<M: ptp_pci::Mmio> {
+    data: Arc<Data<M>>,
+    rx: crossbeam_channel::Receiver<Vec<u8>>,
+}
+
+/// Why the network stack's frame was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NetSendError {
+    #[error("bad frame length")]
+    BadFrame,
+    #[error("transmit ring full or link down")]
+    Busy,
+}
+
+/// A sink for events nobody receives (a network-stack frame asks for no timestamp).
+struct NoEvents;
+
+impl EventSink for NoEvents {
+    fn send(&self, _ev: DriverEvent) {}
+}
+
+impl<M: ptp_pci::Mmio> NetPort<M> {
+    /// Sends one frame (no FCS), without a timestamp.
+    pub fn send(&self, frame: &[u8]) -> Result<(), NetSendError> {
+        match self.data.send(0, false, frame, &NoEvents) {
+            DriverReply::Done => Ok(()),
+            DriverReply::Error(DriverError::BadFrame) => Err(NetSendError::BadFrame),
+            _ => Err(NetSendError::Busy),
+        }
+    }
+
+    /// Moves the next received frame into `buf` (truncating a longer one); `None` if none.
+    pub fn recv(&self, buf: &mut [u8]) -> Option<usize> {
+        let f = self.rx.try_recv().ok()?;
+        let n = f.len().min(buf.len());
+        buf[..n].copy_from_slice(&f[..n]);
+        Some(n)
+    }
+
+    pub fn rx_pending(&self) -> bool {
+        !self.rx.is_empty()
+    }
+
+    pub fn link_up(&self) -> bool {
+        self.data.link_up.load(Ordering::Relaxed)
+    }
 }
 
 impl<F: PciFunction> Device<F> {
@@ -159,6 +220,7 @@ impl<F: PciFunction> Device<F> {
             speed_mbps: AtomicU32::new(link.speed_mbps),
             link_up: AtomicBool::new(link.up),
             tx_ts_timeout_ns: opts.tx_ts_timeout.as_nanos() as u64,
+            netstack: std::sync::OnceLock::new(),
         });
         Ok(Self {
             func,
@@ -171,6 +233,26 @@ impl<F: PciFunction> Device<F> {
             irq_other,
             irq_queues,
             irq_priority: opts.irq_priority,
+        })
+    }
+
+    /// Attaches a network stack: from now on non-PTP frames are queued for it (instead of only
+    /// counted) and `notify` runs after each one, so its event loop can wake. Once per device.
+    pub fn attach_netstack(
+        &self,
+        notify: impl Fn() + Send + Sync + 'static,
+    ) -> Option<NetPort<F::Bar>> {
+        let (tx, rx) = crossbeam_channel::bounded(NET_RX_QUEUE);
+        self.data
+            .netstack
+            .set(NetQueue {
+                tx,
+                notify: Box::new(notify),
+            })
+            .ok()?;
+        Some(NetPort {
+            data: self.data.clone(),
+            rx,
         })
     }
 
@@ -485,7 +567,15 @@ fn queue_thread<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
             let tail = lock(&data.rx).poll(RX_BUDGET, |meta, buf| {
                 Counters::bump(&data.counters.rx_frames);
                 match igc::rx_frame(filter, meta.status, &buf[..meta.len.min(BUF_LEN)], rx_lat) {
-                    igc::RxFrame::Other { .. } => Counters::bump(&data.counters.rx_other),
+                    igc::RxFrame::Other { frame } => {
+                        Counters::bump(&data.counters.rx_other);
+                        if let Some(q) = data.netstack.get() {
+                            // A full queue drops the frame, as a full RX ring would.
+                            if q.tx.try_send(frame.to_vec()).is_ok() {
+                                (q.notify)();
+                            }
+                        }
+                    }
                     igc::RxFrame::Ptp { rx_ns, frame } => {
                         if rx_ns.is_some() {
                             Counters::bump(&data.counters.rx_timestamped);

@@ -7,17 +7,7 @@ use super::clock::{Sample, ServoState};
 
 /// ptp4l's state names.
 pub fn state_name(s: PortState) -> &'static str {
-    match s {
-        PortState::Initializing => "INITIALIZING",
-        PortState::Faulty => "FAULTY",
-        PortState::Disabled => "DISABLED",
-        PortState::Listening => "LISTENING",
-        PortState::PreMaster => "PRE_MASTER",
-        PortState::Master => "MASTER",
-        PortState::Passive => "PASSIVE",
-        PortState::Uncalibrated => "UNCALIBRATED",
-        PortState::Slave => "SLAVE",
-    }
+    s.name()
 }
 
 /// What caused a state change, as far as statime lets ptpd tell.
