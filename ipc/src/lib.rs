@@ -6,7 +6,8 @@
 //!   handles on Redox) behind one trait, and the typed [`transport::Channel`] on top;
 //! - [`clockpage`]: the seqlock-protected read-only clock page;
 //! - [`time`]: the host clocks the whole project uses;
-//! - `redox` (Redox only): readiness towards init/pcid-spawner and time-scheme timers.
+//! - `redox` (Redox only): readiness towards init/pcid-spawner, time-scheme timers and the
+//!   handle table of scheme servers.
 pub mod clockpage;
 pub mod frame;
 pub mod msg;

@@ -21,6 +21,7 @@ use intel_common::service::{self, Counters, DataPath};
 use intel_common::txts::{Reservation, TxTimestamps};
 use intel_regs::ids::Part;
 use intel_regs::igc as r;
+use ptp_ipc::clockpage::{ClockPageWriter, ClockSample};
 use ptp_ipc::time::mono_ns;
 use ptp_ipc::{Caps, DriverError, DriverEvent, DriverReply, DriverRequest, LostReason, RxFilter};
 use ptp_pci::{IrqVector, IrqWait, PciFunction};
@@ -30,6 +31,24 @@ use crate::{Error, Options};
 /// Where the driver's threads send events (the current ptpd connection, if any).
 pub trait EventSink: Send + Sync + 'static {
     fn send(&self, ev: DriverEvent);
+}
+
+/// The `publish` callback for [`Device::bring_up`]: each PHC sample goes to the clock page, if
+/// there is one, stamped with this driver instance's `generation`.
+pub fn clock_page_publisher(
+    page: Option<Arc<ClockPageWriter>>,
+    generation: u64,
+) -> impl Fn(&PageSample) + Send + Sync + 'static {
+    move |s| {
+        if let Some(w) = &page {
+            w.publish(&ClockSample {
+                phc_ns: s.phc_ns,
+                mono_ns: s.mono_ns,
+                rate_ppb: s.rate_ppb,
+                generation,
+            });
+        }
+    }
 }
 
 /// How often the watchdog runs.

@@ -5,12 +5,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ptp_ipc::clockpage::{ClockPageWriter, ClockSample};
+use ptp_ipc::clockpage::ClockPageWriter;
 use ptp_ipc::transport::{Channel, SeqpacketConn, SeqpacketListener, TransportError};
 use ptp_ipc::{DriverEvent, DriverToPtpd, PtpdToDriver};
 use ptp_pci::PciFunction;
 
-use crate::daemon::{Device, EventSink};
+use crate::daemon::{Device, EventSink, clock_page_publisher};
 use crate::{Error, Options};
 
 type DriverChannel = Channel<SeqpacketConn, DriverToPtpd, PtpdToDriver>;
@@ -50,17 +50,8 @@ pub fn run<F: PciFunction>(func: F, opts: Options) -> Result<(), Error> {
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let publisher = page.clone();
-    let dev = Device::bring_up(func, &opts, page_path, move |s| {
-        if let Some(w) = &publisher {
-            w.publish(&ClockSample {
-                phc_ns: s.phc_ns,
-                mono_ns: s.mono_ns,
-                rate_ppb: s.rate_ppb,
-                generation,
-            });
-        }
-    })?;
+    let publisher = clock_page_publisher(page, generation);
+    let dev = Device::bring_up(func, &opts, page_path, publisher)?;
     let sink = Arc::new(Sink::default());
     let stop = Arc::new(AtomicBool::new(false));
     let _threads = dev.start_threads(sink.clone(), stop);

@@ -16,6 +16,10 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
+// `mapped` is the page as a shared file mapping; `platform` is how the writer's file is made
+// (and, on Linux, locked), or on other OSes a stub that refuses.
+#[cfg(any(target_os = "linux", target_os = "redox"))]
+mod mapped;
 #[cfg(target_os = "linux")]
 #[path = "linux.rs"]
 mod platform;
@@ -25,6 +29,11 @@ mod platform;
 #[cfg(not(any(target_os = "linux", target_os = "redox")))]
 #[path = "unsupported.rs"]
 mod platform;
+
+#[cfg(any(target_os = "linux", target_os = "redox"))]
+use mapped::Mapping;
+#[cfg(not(any(target_os = "linux", target_os = "redox")))]
+use platform::Mapping;
 
 /// Size of the mapping.
 pub const PAGE_SIZE: usize = 4096;
@@ -203,7 +212,7 @@ impl Page {
 /// Holds an exclusive lock on the page while alive (a second writer gets `InUse`), and
 /// serialises its own `publish` calls, so the seqlock always has exactly one writer.
 pub struct ClockPageWriter {
-    map: platform::Mapping,
+    map: Mapping,
     publish_lock: Mutex<()>,
 }
 
@@ -212,7 +221,7 @@ impl ClockPageWriter {
     /// mapped it before a driver restart keep working) and leaves it `Empty` until the first
     /// [`publish`](Self::publish). On Linux the file gets mode 0644: any user may read it.
     pub fn create(path: impl AsRef<Path>) -> Result<Self, ClockPageError> {
-        let map = platform::Mapping::create(path.as_ref())?;
+        let map = Mapping::create(path.as_ref())?;
         map.page().init();
         Ok(ClockPageWriter {
             map,
@@ -247,13 +256,13 @@ impl Drop for ClockPageWriter {
 
 /// A read-only view of a clock page.
 pub struct ClockPageReader {
-    map: platform::Mapping,
+    map: Mapping,
 }
 
 impl ClockPageReader {
     /// Maps the page at `path` read-only and checks its magic and layout version.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ClockPageError> {
-        let map = platform::Mapping::open(path.as_ref())?;
+        let map = Mapping::open(path.as_ref())?;
         map.page().check_header()?;
         Ok(ClockPageReader { map })
     }

@@ -5,9 +5,9 @@ use std::time::Duration;
 use event::{EventFlags, EventQueue};
 use libredox::Fd;
 use libredox::flag::{O_CLOEXEC, O_CREAT, O_RDONLY, O_RDWR};
+use ptp_ipc::redox::timer::{Timer, mono_ns};
 
 use super::RedoxPciError;
-use super::time::{Timer, mono_ns};
 use crate::{IrqVector, IrqWait};
 
 /// How a vector reaches us.

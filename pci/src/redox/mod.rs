@@ -7,7 +7,9 @@
 
 mod irq;
 mod mem;
-pub mod time;
+
+/// Bounded waits: the time-scheme timer the daemons share, from ptp-ipc.
+pub use ptp_ipc::redox::timer as time;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -1,13 +1,23 @@
 //! The client library applications use to reach ptpd's clock scheme.
+//!
+//! One [`Client`] on every platform; only how a request and its reply are carried differs:
+//! - Linux hosts: a SOCK_SEQPACKET socket ([`DEFAULT_SOCKET`]), one datagram each way.
+//! - Redox: the `/scheme/ptp` control handle (see `platform_redox.rs` for the scheme). One
+//!   request is one `call` on the handle: the payload carries the encoded [`ClockRequest`] (its
+//!   length in `metadata[0]`) and comes back holding the encoded [`ClockReply`]. The wait is
+//!   bounded by ptpd, which answers every request within its own driver timeout.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use ptp_ipc::transport::{Channel, ChannelError, SeqpacketConn, TransportError};
+use ptp_ipc::transport::{ChannelError, TransportError};
 use ptp_ipc::{Caps, ClockError, ClockReply, ClockRequest, ClockStatus, Stats, TimeXSample};
 
 /// Where the clock scheme lives when nothing else is said (Linux hosts).
+#[cfg(target_os = "linux")]
 pub const DEFAULT_SOCKET: &str = "/run/redox-ptp/ptp.sock";
+/// Where the clock scheme lives when nothing else is said: its control handle.
+#[cfg(target_os = "redox")]
+pub const DEFAULT_SOCKET: &str = "/scheme/ptp/ctl";
 /// The environment variable that overrides it.
 pub const SOCKET_ENV: &str = "PTP_SOCKET";
 
@@ -54,11 +64,10 @@ impl ClientError {
 
 /// A connection to ptpd's clock scheme. Requests are answered in order.
 pub struct Client {
-    chan: Channel<SeqpacketConn, ClockRequest, ClockReply>,
-    timeout: Duration,
+    conn: carrier::Conn,
 }
 
-/// The socket path from `explicit`, else the environment, else the default.
+/// The socket (Redox: scheme) path from `explicit`, else the environment, else the default.
 pub fn socket_path(explicit: Option<&Path>) -> PathBuf {
     explicit
         .map(Path::to_path_buf)
@@ -78,21 +87,16 @@ macro_rules! expect {
 
 impl Client {
     pub fn connect(path: &Path) -> Result<Self, ClientError> {
-        let conn = SeqpacketConn::connect(path).map_err(|err| ClientError::Connect {
+        let conn = carrier::Conn::connect(path).map_err(|err| ClientError::Connect {
             path: path.to_owned(),
             err,
         })?;
-        Ok(Self {
-            chan: Channel::new(conn),
-            // Above ptpd's own driver timeout, so a slow driver surfaces as its typed Timeout.
-            timeout: Duration::from_secs(5),
-        })
+        Ok(Self { conn })
     }
 
     /// One request, one reply.
     pub fn call(&self, req: &ClockRequest) -> Result<ClockReply, ClientError> {
-        self.chan.send(req, Some(self.timeout))?;
-        Ok(self.chan.recv(Some(self.timeout))?)
+        Ok(self.conn.call(req)?)
     }
 
     pub fn clocks(&self) -> Result<u32, ClientError> {
@@ -121,5 +125,84 @@ impl Client {
     }
     pub fn stats(&self, clock: u32) -> Result<Stats, ClientError> {
         expect!(self.call(&ClockRequest::Stats { clock })?, ClockReply::Stats(s) => s)
+    }
+}
+
+/// Linux hosts: a typed channel over the clock scheme's SOCK_SEQPACKET socket.
+#[cfg(target_os = "linux")]
+mod carrier {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use ptp_ipc::transport::{Channel, ChannelError, SeqpacketConn, TransportError};
+    use ptp_ipc::{ClockReply, ClockRequest};
+
+    pub(super) struct Conn {
+        chan: Channel<SeqpacketConn, ClockRequest, ClockReply>,
+        timeout: Duration,
+    }
+
+    impl Conn {
+        pub(super) fn connect(path: &Path) -> Result<Self, TransportError> {
+            Ok(Self {
+                chan: Channel::new(SeqpacketConn::connect(path)?),
+                // Above ptpd's own driver timeout, so a slow driver surfaces as its typed Timeout.
+                timeout: Duration::from_secs(5),
+            })
+        }
+
+        pub(super) fn call(&self, req: &ClockRequest) -> Result<ClockReply, ChannelError> {
+            self.chan.send(req, Some(self.timeout))?;
+            self.chan.recv(Some(self.timeout))
+        }
+    }
+}
+
+/// Redox: one `call` on the `/scheme/ptp` control handle per request.
+#[cfg(target_os = "redox")]
+mod carrier {
+    use std::path::Path;
+
+    use libredox::Fd;
+    use libredox::errno;
+    use libredox::flag::{O_CLOEXEC, O_RDWR};
+    use ptp_ipc::transport::{ChannelError, TransportError};
+    use ptp_ipc::wire::MAX_MESSAGE;
+    use ptp_ipc::{ClockReply, ClockRequest, Wire};
+
+    pub(super) struct Conn {
+        fd: Fd,
+        path: String,
+    }
+
+    impl Conn {
+        pub(super) fn connect(path: &Path) -> Result<Self, TransportError> {
+            let p = path.display().to_string();
+            let fd = Fd::open(&p, O_RDWR | O_CLOEXEC, 0).map_err(|e| {
+                if matches!(e.errno(), errno::ENOENT | errno::ENODEV) {
+                    TransportError::NotFound(format!("{p}: {e}"))
+                } else {
+                    TransportError::Io(format!("open {p}: {e}"))
+                }
+            })?;
+            Ok(Self { fd, path: p })
+        }
+
+        pub(super) fn call(&self, req: &ClockRequest) -> Result<ClockReply, ChannelError> {
+            let mut buf = Vec::with_capacity(MAX_MESSAGE);
+            req.try_encode(&mut buf)?;
+            let len = buf.len() as u64;
+            buf.resize(MAX_MESSAGE, 0);
+            let n = self
+                .fd
+                .call_rw(&mut buf, syscall::CallFlags::empty(), &[len])
+                .map_err(|e| {
+                    ChannelError::Transport(match e.errno() {
+                        errno::EBADF | errno::ENODEV | errno::EPIPE => TransportError::Disconnected,
+                        _ => TransportError::Io(format!("call {}: {e}", self.path)),
+                    })
+                })?;
+            Ok(ClockReply::decode(&buf[..n.min(MAX_MESSAGE)])?)
+        }
     }
 }

@@ -5,10 +5,7 @@
 //! ([`scheme`]) to applications, which use the [`client`] library.
 
 // The client library: Unix socket on Linux hosts, the `/scheme/ptp` handle on Redox.
-#[cfg(target_os = "linux")]
-pub mod client;
-#[cfg(target_os = "redox")]
-#[path = "client_redox.rs"]
+#[cfg(any(target_os = "linux", target_os = "redox"))]
 pub mod client;
 pub mod config;
 pub mod driver_link;

@@ -10,7 +10,7 @@ use ptp_ipc::transport::{Channel, ChannelError, SeqpacketConn, SeqpacketListener
 use ptp_ipc::{ClockError, ClockReply, ClockRequest};
 
 use crate::config::Config;
-use crate::driver_link::{Connector, DriverLink};
+use crate::driver_link::Connector;
 use crate::scheme::ClockScheme;
 
 /// Connects to a driver's seqpacket socket.
@@ -33,30 +33,8 @@ const CLIENT_IDLE: Duration = Duration::from_secs(600);
 const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn run(config: Config) -> Result<(), String> {
-    let ptp = config.ptp_settings().map_err(|e| e.to_string())?;
-    let (event_txs, event_rxs) = crate::ptp::event_channels(ptp.as_ref(), config.clocks.len());
-    let links = config
-        .clocks
-        .iter()
-        .zip(event_txs)
-        .map(|(c, events)| DriverLink::start(&c.name, UnixConnector(c.channel.clone()), events))
-        .collect();
-    let board = ptp
-        .as_ref()
-        .map(|_| crate::ptp::PtpStatusBoard::new(config.clocks.len()));
-    let scheme = Arc::new(
-        ClockScheme::new(
-            links,
-            config.privileged_uids.clone(),
-            config.request_timeout(),
-        )
-        .with_ptp_status(board.clone()),
-    );
-    // Runs alongside the clock scheme for the life of the process.
-    let _engine = match ptp {
-        Some(settings) => Some(crate::ptp::start(settings, &scheme, event_rxs, board)?),
-        None => None,
-    };
+    // The PTP engine runs alongside the clock scheme for the life of the process.
+    let (scheme, _engine) = crate::scheme::start(&config, |c| UnixConnector(c.channel.clone()))?;
     let listener = SeqpacketListener::bind(&config.socket)
         .map_err(|e| format!("clock scheme at {}: {e}", config.socket.display()))?;
     log::info!(

@@ -20,9 +20,8 @@
 //! driver at most `request_timeout_ms`, so a slow driver delays other clients by that much.
 //! ptpd does not `setrens(0, 0)`: it opens driver schemes again whenever a driver restarts.
 
-use std::collections::BTreeMap;
-
 use ptp_ipc::redox::daemon::Readiness;
+use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path};
 use ptp_ipc::transport::{SchemeConn, TransportError};
 use ptp_ipc::{ClockError, ClockReply, ClockRequest, Wire};
 use redox_scheme::scheme::{SchemeState, SchemeSync, register_sync_scheme};
@@ -34,7 +33,7 @@ use syscall::error::{
 use syscall::schemev2::NewFdFlags;
 
 use crate::config::Config;
-use crate::driver_link::{Connector, DriverLink};
+use crate::driver_link::Connector;
 use crate::scheme::ClockScheme;
 
 /// The scheme name: clients open `/scheme/ptp/...`.
@@ -92,27 +91,25 @@ enum Handle {
     },
 }
 
+impl SchemeHandle for Handle {
+    const ROOT: Self = Handle::Root;
+    fn is_root(&self) -> bool {
+        matches!(self, Handle::Root)
+    }
+}
+
 /// `/scheme/ptp` over the transport-independent [`ClockScheme`].
 pub struct PtpScheme<'s, C: Connector> {
     clocks: &'s ClockScheme<C>,
-    handles: BTreeMap<usize, Handle>,
-    next_id: usize,
+    handles: Handles<Handle>,
 }
 
 impl<'s, C: Connector> PtpScheme<'s, C> {
     pub fn new(clocks: &'s ClockScheme<C>) -> Self {
         Self {
             clocks,
-            handles: BTreeMap::new(),
-            next_id: 0,
+            handles: Handles::default(),
         }
-    }
-
-    fn insert(&mut self, h: Handle) -> usize {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.handles.insert(id, h);
-        id
     }
 
     fn reply(&self, bound: Option<u32>, uid: u32, req: ClockRequest) -> ClockReply {
@@ -125,7 +122,7 @@ impl<'s, C: Connector> PtpScheme<'s, C> {
 
 impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
     fn scheme_root(&mut self) -> Result<usize> {
-        Ok(self.insert(Handle::Root))
+        Ok(self.handles.open_root())
     }
 
     fn openat(
@@ -136,9 +133,7 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
         _fcntl_flags: u32,
         ctx: &CallerCtx,
     ) -> Result<OpenResult> {
-        if !matches!(self.handles.get(&fd), Some(Handle::Root)) {
-            return Err(Error::new(EBADF));
-        }
+        self.handles.check_root(fd)?;
         let clock = match path.trim_matches('/') {
             "" | "ctl" => None,
             n => {
@@ -150,7 +145,7 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
             }
         };
         Ok(OpenResult::ThisScheme {
-            number: self.insert(Handle::Clock {
+            number: self.handles.insert(Handle::Clock {
                 clock,
                 uid: ctx.uid,
             }),
@@ -166,7 +161,7 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
         _fcntl_flags: u32,
         _ctx: &CallerCtx,
     ) -> Result<usize> {
-        let (clock, uid) = match self.handles.get(&id) {
+        let (clock, uid) = match self.handles.get(id) {
             Some(Handle::Clock {
                 clock: Some(c),
                 uid,
@@ -194,7 +189,7 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
         metadata: &[u64],
         _ctx: &CallerCtx,
     ) -> Result<usize> {
-        let (bound, uid) = match self.handles.get(&id) {
+        let (bound, uid) = match self.handles.get(id) {
             Some(Handle::Clock { clock, uid }) => (*clock, *uid),
             Some(Handle::Root) => return Err(Error::new(EINVAL)),
             None => return Err(Error::new(EBADF)),
@@ -224,19 +219,17 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
     }
 
     fn fpath(&mut self, id: usize, buf: &mut [u8], _ctx: &CallerCtx) -> Result<usize> {
-        let path = match self.handles.get(&id) {
+        let path = match self.handles.get(id) {
             Some(Handle::Clock { clock: Some(c), .. }) => format!("/scheme/{SCHEME}/{c}"),
             Some(Handle::Clock { clock: None, .. }) => format!("/scheme/{SCHEME}/ctl"),
             Some(Handle::Root) => format!("/scheme/{SCHEME}"),
             None => return Err(Error::new(EBADF)),
         };
-        let n = path.len().min(buf.len());
-        buf[..n].copy_from_slice(&path.as_bytes()[..n]);
-        Ok(n)
+        Ok(copy_path(&path, buf))
     }
 
     fn on_close(&mut self, id: usize) {
-        self.handles.remove(&id);
+        self.handles.remove(id);
     }
 }
 
@@ -247,33 +240,10 @@ fn os(what: &str, e: impl std::fmt::Display) -> String {
 pub fn run(config: Config) -> std::result::Result<(), String> {
     // First, before the driver link threads: the fork fallback must not copy a running thread.
     let readiness = Readiness::start().map_err(|e| os("readiness", e))?;
-    let ptp = config.ptp_settings().map_err(|e| e.to_string())?;
-    let (event_txs, event_rxs) = crate::ptp::event_channels(ptp.as_ref(), config.clocks.len());
-    let links = config
-        .clocks
-        .iter()
-        .zip(event_txs)
-        .map(|(c, events)| {
-            let path = c.channel.display().to_string();
-            DriverLink::start(&c.name, SchemeConnector(path), events)
-        })
-        .collect();
-    let board = ptp
-        .as_ref()
-        .map(|_| crate::ptp::PtpStatusBoard::new(config.clocks.len()));
-    let clocks = std::sync::Arc::new(
-        ClockScheme::new(
-            links,
-            config.privileged_uids.clone(),
-            config.request_timeout(),
-        )
-        .with_ptp_status(board.clone()),
-    );
     // The PTP engine runs beside the scheme for the life of the process, as on Linux.
-    let _engine = match ptp {
-        Some(settings) => Some(crate::ptp::start(settings, &clocks, event_rxs, board)?),
-        None => None,
-    };
+    let (clocks, _engine) = crate::scheme::start(&config, |c| {
+        SchemeConnector(c.channel.display().to_string())
+    })?;
     let socket = Socket::create().map_err(|e| os("scheme socket", e))?;
     let mut scheme = PtpScheme::new(&clocks);
     register_sync_scheme(&socket, SCHEME, &mut scheme).map_err(|e| os("register scheme ptp", e))?;

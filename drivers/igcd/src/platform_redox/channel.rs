@@ -11,10 +11,10 @@
 //! Privilege: only uid 0 may open `ptp`; the uid is taken at open, as redox-scheme 0.12 passes
 //! a correct uid with `openat` but not with every later call.
 
-use std::collections::BTreeMap;
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path};
 use ptp_ipc::transport::mailbox::{Mailbox, ReadOutcome};
 use ptp_ipc::{DriverEvent, DriverToPtpd, PtpdToDriver, Wire};
 use ptp_pci::PciFunction;
@@ -132,14 +132,20 @@ enum Handle {
     Ptp(Arc<Mailbox>),
 }
 
+impl SchemeHandle for Handle {
+    const ROOT: Self = Handle::Root;
+    fn is_root(&self) -> bool {
+        matches!(self, Handle::Root)
+    }
+}
+
 /// The driver channel scheme.
 pub struct ChannelScheme<'d, F: PciFunction> {
     dev: &'d Device<F>,
     sink: Arc<Sink>,
     name: String,
     generation: u64,
-    handles: BTreeMap<usize, Handle>,
-    next_id: usize,
+    handles: Handles<Handle>,
 }
 
 impl<'d, F: PciFunction> ChannelScheme<'d, F> {
@@ -149,16 +155,8 @@ impl<'d, F: PciFunction> ChannelScheme<'d, F> {
             sink,
             name,
             generation,
-            handles: BTreeMap::new(),
-            next_id: 0,
+            handles: Handles::default(),
         }
-    }
-
-    fn insert(&mut self, h: Handle) -> usize {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.handles.insert(id, h);
-        id
     }
 
     /// Handles with a message (or end of file) to read: the loop posts EVENT_READ to them.
@@ -166,14 +164,14 @@ impl<'d, F: PciFunction> ChannelScheme<'d, F> {
         self.handles
             .iter()
             .filter(|(_, h)| matches!(h, Handle::Ptp(mb) if mb.readable()))
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect()
     }
 }
 
 impl<F: PciFunction> SchemeSync for ChannelScheme<'_, F> {
     fn scheme_root(&mut self) -> Result<usize> {
-        Ok(self.insert(Handle::Root))
+        Ok(self.handles.open_root())
     }
 
     fn openat(
@@ -184,9 +182,7 @@ impl<F: PciFunction> SchemeSync for ChannelScheme<'_, F> {
         _fcntl_flags: u32,
         ctx: &CallerCtx,
     ) -> Result<OpenResult> {
-        if !matches!(self.handles.get(&fd), Some(Handle::Root)) {
-            return Err(Error::new(EBADF));
-        }
+        self.handles.check_root(fd)?;
         if path.trim_matches('/') != "ptp" {
             return Err(Error::new(ENOENT));
         }
@@ -218,7 +214,7 @@ impl<F: PciFunction> SchemeSync for ChannelScheme<'_, F> {
             log::info!("ptpd connected (pid {})", ctx.pid);
         }
         Ok(OpenResult::ThisScheme {
-            number: self.insert(Handle::Ptp(mb)),
+            number: self.handles.insert(Handle::Ptp(mb)),
             flags: NewFdFlags::empty(),
         })
     }
@@ -231,7 +227,7 @@ impl<F: PciFunction> SchemeSync for ChannelScheme<'_, F> {
         fcntl_flags: u32,
         _ctx: &CallerCtx,
     ) -> Result<usize> {
-        let Some(Handle::Ptp(mb)) = self.handles.get(&id) else {
+        let Some(Handle::Ptp(mb)) = self.handles.get(id) else {
             return Err(Error::new(EBADF));
         };
         match mb.pop_into(buf) {
@@ -251,7 +247,7 @@ impl<F: PciFunction> SchemeSync for ChannelScheme<'_, F> {
         _fcntl_flags: u32,
         _ctx: &CallerCtx,
     ) -> Result<usize> {
-        let Some(Handle::Ptp(mb)) = self.handles.get(&id) else {
+        let Some(Handle::Ptp(mb)) = self.handles.get(id) else {
             return Err(Error::new(EBADF));
         };
         if mb.is_closed() {
@@ -271,7 +267,7 @@ impl<F: PciFunction> SchemeSync for ChannelScheme<'_, F> {
     }
 
     fn fevent(&mut self, id: usize, _flags: EventFlags, _ctx: &CallerCtx) -> Result<EventFlags> {
-        match self.handles.get(&id) {
+        match self.handles.get(id) {
             Some(Handle::Ptp(mb)) if mb.readable() => {
                 Ok(EventFlags::EVENT_READ | EventFlags::EVENT_WRITE)
             }
@@ -281,18 +277,16 @@ impl<F: PciFunction> SchemeSync for ChannelScheme<'_, F> {
     }
 
     fn fpath(&mut self, id: usize, buf: &mut [u8], _ctx: &CallerCtx) -> Result<usize> {
-        let path = match self.handles.get(&id) {
+        let path = match self.handles.get(id) {
             Some(Handle::Ptp(_)) => format!("/scheme/{}/ptp", self.name),
             Some(Handle::Root) => format!("/scheme/{}", self.name),
             None => return Err(Error::new(EBADF)),
         };
-        let n = path.len().min(buf.len());
-        buf[..n].copy_from_slice(&path.as_bytes()[..n]);
-        Ok(n)
+        Ok(copy_path(&path, buf))
     }
 
     fn on_close(&mut self, id: usize) {
-        if let Some(Handle::Ptp(mb)) = self.handles.remove(&id) {
+        if let Some(Handle::Ptp(mb)) = self.handles.remove(id) {
             let mut cur = self.sink.current();
             if cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, &mb)) {
                 *cur = None;

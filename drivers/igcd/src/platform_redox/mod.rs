@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use event::{EventFlags, EventQueue};
-use ptp_ipc::clockpage::{ClockPageWriter, ClockSample};
+use ptp_ipc::clockpage::ClockPageWriter;
 use ptp_ipc::redox::daemon::Readiness;
 use ptp_ipc::redox::timer::{Timer, mono_ns};
 use ptp_pci::redox::RedoxPciFunction;
@@ -32,7 +32,7 @@ use redox_scheme::{Response, SignalBehavior, Socket};
 pub use logging::Tee as LogTarget;
 pub use net::{NetAdapter, NetError, NetScheme, NoNetDataPath};
 
-use crate::daemon::{Device, WATCHDOG_PERIOD};
+use crate::daemon::{Device, WATCHDOG_PERIOD, clock_page_publisher};
 use crate::{Error, Options};
 use channel::{ChannelScheme, Sink, WakePipe};
 
@@ -130,26 +130,13 @@ pub fn run(opts: Options) -> Result<(), Error> {
             None
         }
     };
-    let publisher = page.clone();
-    let dev = Device::bring_up(
-        func,
-        &opts,
-        if page.is_some() {
-            page_path
-        } else {
-            String::new()
-        },
-        move |s| {
-            if let Some(w) = &publisher {
-                w.publish(&ClockSample {
-                    phc_ns: s.phc_ns,
-                    mono_ns: s.mono_ns,
-                    rate_ppb: s.rate_ppb,
-                    generation,
-                });
-            }
-        },
-    )?;
+    let page_path = if page.is_some() {
+        page_path
+    } else {
+        String::new()
+    };
+    let publisher = clock_page_publisher(page, generation);
+    let dev = Device::bring_up(func, &opts, page_path, publisher)?;
 
     let sink = Arc::new(Sink::new(WakePipe::new().map_err(|e| os("pipe", e))?));
     let chan_name = format!("ptpdrv.{pci_name}_igc");

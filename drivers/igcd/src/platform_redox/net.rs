@@ -6,8 +6,7 @@
 //! frame answers EAGAIN to an O_NONBLOCK caller and parks (EWOULDBLOCK) otherwise; the event
 //! loop retries parked reads and posts EVENT_READ to every data handle while a frame is pending.
 
-use std::collections::BTreeMap;
-
+use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path};
 use redox_scheme::scheme::SchemeSync;
 use redox_scheme::{CallerCtx, OpenResult};
 use syscall::error::{
@@ -90,12 +89,18 @@ enum Handle {
     Mac,
 }
 
+impl SchemeHandle for Handle {
+    const ROOT: Self = Handle::Root;
+    fn is_root(&self) -> bool {
+        matches!(self, Handle::Root)
+    }
+}
+
 /// The network scheme over adapter `A`.
 pub struct NetScheme<A: NetAdapter> {
     adapter: A,
     name: String,
-    handles: BTreeMap<usize, Handle>,
-    next_id: usize,
+    handles: Handles<Handle>,
 }
 
 impl<A: NetAdapter> NetScheme<A> {
@@ -104,8 +109,7 @@ impl<A: NetAdapter> NetScheme<A> {
         Self {
             adapter,
             name,
-            handles: BTreeMap::new(),
-            next_id: 0,
+            handles: Handles::default(),
         }
     }
 
@@ -121,21 +125,14 @@ impl<A: NetAdapter> NetScheme<A> {
         self.handles
             .iter()
             .filter(|(_, h)| matches!(h, Handle::Data))
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect()
-    }
-
-    fn insert(&mut self, h: Handle) -> usize {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.handles.insert(id, h);
-        id
     }
 }
 
 impl<A: NetAdapter> SchemeSync for NetScheme<A> {
     fn scheme_root(&mut self) -> Result<usize> {
-        Ok(self.insert(Handle::Root))
+        Ok(self.handles.open_root())
     }
 
     fn openat(
@@ -146,9 +143,7 @@ impl<A: NetAdapter> SchemeSync for NetScheme<A> {
         _fcntl_flags: u32,
         ctx: &CallerCtx,
     ) -> Result<OpenResult> {
-        if !matches!(self.handles.get(&fd), Some(Handle::Root)) {
-            return Err(Error::new(EBADF));
-        }
+        self.handles.check_root(fd)?;
         if ctx.uid != 0 {
             return Err(Error::new(EACCES));
         }
@@ -158,7 +153,7 @@ impl<A: NetAdapter> SchemeSync for NetScheme<A> {
             _ => return Err(Error::new(ENOENT)),
         };
         Ok(OpenResult::ThisScheme {
-            number: self.insert(h),
+            number: self.handles.insert(h),
             flags,
         })
     }
@@ -171,7 +166,7 @@ impl<A: NetAdapter> SchemeSync for NetScheme<A> {
         fcntl_flags: u32,
         _ctx: &CallerCtx,
     ) -> Result<usize> {
-        match self.handles.get(&id) {
+        match self.handles.get(id) {
             Some(Handle::Data) => match self.adapter.recv(buf) {
                 Some(n) => Ok(n),
                 None if fcntl_flags as usize & O_NONBLOCK != 0 => Err(Error::new(EAGAIN)),
@@ -196,7 +191,7 @@ impl<A: NetAdapter> SchemeSync for NetScheme<A> {
         _fcntl_flags: u32,
         _ctx: &CallerCtx,
     ) -> Result<usize> {
-        match self.handles.get(&id) {
+        match self.handles.get(id) {
             Some(Handle::Data) => match self.adapter.send(buf) {
                 Ok(()) => Ok(buf.len()),
                 Err(e) => Err(Error::new(e.errno())),
@@ -206,7 +201,7 @@ impl<A: NetAdapter> SchemeSync for NetScheme<A> {
     }
 
     fn fevent(&mut self, id: usize, _flags: EventFlags, _ctx: &CallerCtx) -> Result<EventFlags> {
-        match self.handles.get(&id) {
+        match self.handles.get(id) {
             Some(Handle::Data) if self.adapter.rx_pending() => Ok(EventFlags::EVENT_READ),
             Some(_) => Ok(EventFlags::empty()),
             None => Err(Error::new(EBADF)),
@@ -214,17 +209,15 @@ impl<A: NetAdapter> SchemeSync for NetScheme<A> {
     }
 
     fn fpath(&mut self, id: usize, buf: &mut [u8], _ctx: &CallerCtx) -> Result<usize> {
-        let path = match self.handles.get(&id) {
+        let path = match self.handles.get(id) {
             Some(Handle::Mac) => format!("/scheme/{}/mac", self.name),
             Some(_) => format!("/scheme/{}/", self.name),
             None => return Err(Error::new(EBADF)),
         };
-        let n = path.len().min(buf.len());
-        buf[..n].copy_from_slice(&path.as_bytes()[..n]);
-        Ok(n)
+        Ok(copy_path(&path, buf))
     }
 
     fn on_close(&mut self, id: usize) {
-        self.handles.remove(&id);
+        self.handles.remove(id);
     }
 }
