@@ -30,7 +30,7 @@ use redox_scheme::wrappers::ReadinessBased;
 use redox_scheme::{Response, SignalBehavior, Socket};
 
 pub use logging::Tee as LogTarget;
-pub use net::{NetAdapter, NetError, NetScheme, NoNetDataPath};
+pub use net::{IgcNet, NetAdapter, NetError, NetScheme};
 
 use crate::daemon::{Device, WATCHDOG_PERIOD, clock_page_publisher};
 use crate::{Error, Options};
@@ -151,8 +151,16 @@ pub fn run(opts: Options) -> Result<(), Error> {
         .map_err(|e| os(&format!("register scheme {chan_name}"), e))?;
 
     let net_name = format!("network.{pci_name}_igc");
+    // Non-PTP frames go to smolnetd through this scheme; each one wakes the loop.
+    let waker = sink.clone();
+    let port = dev
+        .attach_netstack(move || waker.wake_pipe().wake())
+        .ok_or_else(|| Error::Other("network stack already attached".into()))?;
     let net = RefCell::new(NetScheme::new(
-        NoNetDataPath { mac: dev.caps.mac },
+        IgcNet {
+            port,
+            mac: dev.caps.mac,
+        },
         net_name.clone(),
     ));
     let net_socket = if net.borrow().adapter().carries_frames() {
@@ -161,7 +169,7 @@ pub fn run(opts: Options) -> Result<(), Error> {
             .map_err(|e| os(&format!("register scheme {net_name}"), e))?;
         Some(s)
     } else {
-        log::info!("no network data path yet: {net_name} not registered");
+        log::warn!("{net_name} not registered: the adapter moves no frames");
         None
     };
 

@@ -6,11 +6,12 @@
 //! frame answers EAGAIN to an O_NONBLOCK caller and parks (EWOULDBLOCK) otherwise; the event
 //! loop retries parked reads and posts EVENT_READ to every data handle while a frame is pending.
 
+use crate::daemon::{NetPort, NetSendError};
 use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path};
 use redox_scheme::scheme::SchemeSync;
 use redox_scheme::{CallerCtx, OpenResult};
 use syscall::error::{
-    EACCES, EAGAIN, EBADF, EINVAL, EIO, ENETDOWN, ENOBUFS, ENOENT, EWOULDBLOCK, Error, Result,
+    EACCES, EAGAIN, EBADF, EINVAL, ENETDOWN, ENOBUFS, ENOENT, EWOULDBLOCK, Error, Result,
 };
 use syscall::flag::{EventFlags, O_NONBLOCK};
 use syscall::schemev2::NewFdFlags;
@@ -18,9 +19,6 @@ use syscall::schemev2::NewFdFlags;
 /// Why a frame could not be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum NetError {
-    /// This driver has no general-purpose frame path (see [`NoNetDataPath`]).
-    #[error("no network data path")]
-    NoDataPath,
     /// Shorter than an Ethernet header or longer than the MTU allows.
     #[error("bad frame of {0} bytes")]
     BadFrame(usize),
@@ -34,7 +32,6 @@ pub enum NetError {
 impl NetError {
     fn errno(self) -> i32 {
         match self {
-            NetError::NoDataPath => EIO,
             NetError::BadFrame(_) => EINVAL,
             NetError::Busy => ENOBUFS,
             NetError::LinkDown => ENETDOWN,
@@ -57,29 +54,33 @@ pub trait NetAdapter {
     fn rx_pending(&self) -> bool;
 }
 
-/// The adapter igcd has today: its rings carry PTP frames to ptpd (daemon.rs) and drop every
-/// other frame, and they expose no general send/receive, so this adapter refuses every send
-/// with [`NetError::NoDataPath`] and never has a frame. It does not claim to work: with it the
-/// network scheme is not registered. Replace it with an adapter over the data path's rings.
-pub struct NoNetDataPath {
+/// igcd's adapter: the data path's general frame port ([`NetPort`]): frames from smolnetd go
+/// out through the TX ring without a timestamp; every received non-PTP frame is queued here
+/// (PTP frames keep going to ptpd).
+pub struct IgcNet<M: ptp_pci::Mmio> {
+    pub port: NetPort<M>,
     pub mac: [u8; 6],
 }
 
-impl NetAdapter for NoNetDataPath {
+impl<M: ptp_pci::Mmio> NetAdapter for IgcNet<M> {
     fn mac(&self) -> [u8; 6] {
         self.mac
     }
     fn carries_frames(&self) -> bool {
-        false
+        true
     }
-    fn send(&self, _frame: &[u8]) -> std::result::Result<(), NetError> {
-        Err(NetError::NoDataPath)
+    fn send(&self, frame: &[u8]) -> std::result::Result<(), NetError> {
+        self.port.send(frame).map_err(|e| match e {
+            NetSendError::BadFrame => NetError::BadFrame(frame.len()),
+            NetSendError::Busy if !self.port.link_up() => NetError::LinkDown,
+            NetSendError::Busy => NetError::Busy,
+        })
     }
-    fn recv(&self, _buf: &mut [u8]) -> Option<usize> {
-        None
+    fn recv(&self, buf: &mut [u8]) -> Option<usize> {
+        self.port.recv(buf)
     }
     fn rx_pending(&self) -> bool {
-        false
+        self.port.rx_pending()
     }
 }
 
