@@ -122,6 +122,8 @@ struct DmaMap {
 /// The host side the model sees: vectors and DMA memory.
 struct Host {
     vectors: Vec<EmuIrq>,
+    /// MSI-X messages raised under the bus lock, delivered after it is released.
+    pending: Vec<EmuIrq>,
     dma: Vec<DmaMap>,
     next_bus: u64,
     msix_enabled: bool,
@@ -141,7 +143,10 @@ impl DeviceHost for Host {
         if self.msix_enabled
             && let Some(v) = self.vectors.get(vector as usize)
         {
-            v.fire();
+            // Delivered once the bus lock is released (see `deliver`): a woken IRQ thread's
+            // first act is a register read, which would otherwise block on the lock the model
+            // still holds — one more sleep and wake-up on every interrupt.
+            self.pending.push(v.clone());
         }
     }
 
@@ -174,6 +179,13 @@ struct Shared<D> {
     stop: AtomicBool,
     reads: AtomicU64,
     writes: AtomicU64,
+}
+
+/// Delivers the MSI-X messages raised while the lock was held; call after releasing it.
+fn deliver(pending: Vec<EmuIrq>) {
+    for v in pending {
+        v.fire();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -215,7 +227,11 @@ impl<D: Device> Mmio for EmuBar<D> {
         self.shared.reads.fetch_add(1, Ordering::Relaxed);
         let mut bus = lock(&self.shared.bus);
         let Bus { device, host, .. } = &mut *bus;
-        device.read32(self.bar, offset, host)
+        let v = device.read32(self.bar, offset, host);
+        let pending = std::mem::take(&mut host.pending);
+        drop(bus);
+        deliver(pending);
+        v
     }
 
     fn write32(&self, offset: u32, value: u32) {
@@ -229,7 +245,9 @@ impl<D: Device> Mmio for EmuBar<D> {
         let mut bus = lock(&self.shared.bus);
         let Bus { device, host, .. } = &mut *bus;
         device.write32(self.bar, offset, value, host);
+        let pending = std::mem::take(&mut host.pending);
         drop(bus);
+        deliver(pending);
         self.shared.kick.notify_one();
     }
 }
@@ -253,6 +271,7 @@ impl<D: Device> EmuFunction<D> {
                     device,
                     host: Host {
                         vectors: Vec::new(),
+                        pending: Vec::new(),
                         dma: Vec::new(),
                         next_bus: DMA_BUS_BASE,
                         msix_enabled: false,
@@ -273,7 +292,11 @@ impl<D: Device> EmuFunction<D> {
     pub fn poll(&self) -> Option<Duration> {
         let mut bus = lock(&self.shared.bus);
         let Bus { device, host, .. } = &mut *bus;
-        device.poll(host)
+        let next = device.poll(host);
+        let pending = std::mem::take(&mut host.pending);
+        drop(bus);
+        deliver(pending);
+        next
     }
 
     /// Gives a test direct access to the model (to advance its clock, inject faults, read its
@@ -289,7 +312,9 @@ impl<D: Device> EmuFunction<D> {
         let mut bus = lock(&self.shared.bus);
         let Bus { device, host, .. } = &mut *bus;
         let r = f(device, host);
+        let pending = std::mem::take(&mut host.pending);
         drop(bus);
+        deliver(pending);
         self.shared.kick.notify_one();
         r
     }
@@ -329,6 +354,15 @@ impl<D: Device> EmuFunction<D> {
                     while !shared.stop.load(Ordering::Acquire) {
                         let Bus { device, host, .. } = &mut *bus;
                         let next = device.poll(host).unwrap_or(max_sleep).min(max_sleep);
+                        if !host.pending.is_empty() {
+                            let pending = std::mem::take(&mut host.pending);
+                            drop(bus);
+                            deliver(pending);
+                            bus = lock(&shared.bus);
+                            // A kick sent while the lock was free would be missed by a wait:
+                            // poll again instead.
+                            continue;
+                        }
                         bus = shared
                             .kick
                             .wait_timeout(bus, next)

@@ -176,6 +176,7 @@ fn summary(name: &str, steps: &[Step]) -> serde_json::Value {
         "target": name,
         "capacity_per_s": cap.map(f64::round),
         "capacity_99_per_s": ramp::capacity_at(steps, 99.0).map(f64::round),
+        "peak_on_time_per_s": ramp::peak_on_time(steps).map(f64::round),
         "latency_p99_us_at_capacity": at_cap.map(|s| s.latency.p99),
         "mmio_reads_per_ts_at_capacity": at_cap.and_then(|s| s.mmio_reads_per_ts),
         "mmio_reads_per_ts_at_last_step": steps.last().and_then(|s| s.mmio_reads_per_ts),
@@ -221,6 +222,12 @@ fn compare_sets(o: &Options) -> Result<(), String> {
     };
     let (c1, c4, ratio) = ratio_at(99.9);
     let (k1, k4, kratio) = ratio_at(99.0);
+    let g1 = ramp::peak_on_time(&results[0].2);
+    let g4 = ramp::peak_on_time(&results[1].2);
+    let gratio = match (g1, g4) {
+        (Some(a), Some(b)) if a > 0.0 => Some(b / a),
+        _ => None,
+    };
     let mmio4 = summary(&results[1].1, &results[1].2);
     let last4 = results[1].2.last();
     if o.json {
@@ -229,6 +236,8 @@ fn compare_sets(o: &Options) -> Result<(), String> {
             json!({"summary": true, "compare_sets": true,
                 "capacity_1_set": c1, "capacity_4_sets": c4, "capacity_ratio": ratio,
                 "capacity_99_1_set": k1, "capacity_99_4_sets": k4, "capacity_99_ratio": kratio,
+                "peak_on_time_1_set": g1.map(f64::round), "peak_on_time_4_sets": g4.map(f64::round),
+                "peak_on_time_ratio": gratio,
                 "mmio_reads_per_ts_4_sets_at_capacity": mmio4["mmio_reads_per_ts_at_capacity"],
                 "mmio_reads_per_ts_4_sets_at_last_step": last4.and_then(|s| s.mmio_reads_per_ts),
                 "last_step_rate_4_sets": last4.map(|s| s.rate.round())})
@@ -241,9 +250,13 @@ fn compare_sets(o: &Options) -> Result<(), String> {
         println!(
             "capacity ≥ 99.9 % on time: 1 set {c1:?}/s, 4 sets {c4:?}/s, ratio {}\n\
              capacity ≥ 99 % on time:   1 set {k1:?}/s, 4 sets {k4:?}/s, ratio {}\n\
+             peak on-time stamps/s:     1 set {:?}/s, 4 sets {:?}/s, ratio {}\n\
              MMIO reads per timestamp, 4 sets: {} at capacity, {:?} at the last step ({:?}/s)",
             f(ratio),
             f(kratio),
+            g1.map(f64::round),
+            g4.map(f64::round),
+            f(gratio),
             mmio4["mmio_reads_per_ts_at_capacity"],
             last4.and_then(|s| s.mmio_reads_per_ts),
             last4.map(|s| s.rate.round())
