@@ -15,6 +15,9 @@ use crate::{Error, Options};
 
 type DriverChannel = Channel<SeqpacketConn, DriverToPtpd, PtpdToDriver>;
 
+/// How long an idle wait (for ptpd to connect, or for its next request) lasts before the loop
+/// goes round again.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
 /// Sends are bounded so a stuck ptpd cannot stall the IRQ thread or the main loop.
 const SEND_TIMEOUT: Duration = Duration::from_millis(200);
 
@@ -59,7 +62,7 @@ pub fn run<F: PciFunction>(func: F, opts: Options) -> Result<(), Error> {
     let listener = SeqpacketListener::bind(&channel_path)?;
     log::info!("serving ptpd on {}", channel_path.display());
     loop {
-        let (conn, cred) = match listener.accept(None) {
+        let (conn, cred) = match listener.accept(Some(IDLE_WAIT)) {
             Ok(c) => c,
             Err(TransportError::Timeout) => continue,
             Err(e) => return Err(e.into()),
@@ -91,7 +94,8 @@ pub fn run<F: PciFunction>(func: F, opts: Options) -> Result<(), Error> {
 fn serve<F: PciFunction>(dev: &Device<F>, chan: &DriverChannel, sink: &Sink) {
     use ptp_ipc::transport::ChannelError;
     loop {
-        match chan.recv(None) {
+        // Bounded like every wait; an idle ptpd just means another turn of the loop.
+        match chan.recv(Some(IDLE_WAIT)) {
             Ok(PtpdToDriver { seq, request }) => {
                 let Some(reply) = dev.handle(request, sink) else {
                     continue;
@@ -106,6 +110,7 @@ fn serve<F: PciFunction>(dev: &Device<F>, chan: &DriverChannel, sink: &Sink) {
             // A malformed message is reported and skipped; the channel stays up.
             Err(ChannelError::Decode(e)) => log::warn!("malformed request dropped: {e}"),
             Err(ChannelError::Transport(TransportError::Disconnected)) => return,
+            Err(ChannelError::Transport(TransportError::Timeout)) => {}
             Err(e) => {
                 log::warn!("channel error: {e}");
                 return;

@@ -44,7 +44,8 @@ pub fn run(config: Config) -> Result<(), String> {
     );
     let clients = Arc::new(AtomicUsize::new(0));
     loop {
-        let (conn, cred) = match listener.accept(None) {
+        // Bounded like every wait; no client yet just means another turn of the loop.
+        let (conn, cred) = match listener.accept(Some(Duration::from_secs(1))) {
             Ok(c) => c,
             Err(TransportError::Timeout) => continue,
             Err(e) => return Err(format!("accept: {e}")),
