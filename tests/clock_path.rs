@@ -81,24 +81,46 @@ fn measured_rate_ppb(c: &ptpd::client::Client, dur: Duration) -> f64 {
         std::thread::sleep(Duration::from_millis(1));
     }
     // Samples whose bracket was stretched by preemption carry most of the noise: keep those
-    // no wider than twice the median window.
+    // no wider than the median window.
     let mut w: Vec<u64> = all.iter().map(|p| p.2).collect();
     w.sort_unstable();
-    let limit = 2 * w[w.len() / 2];
+    let limit = w[w.len() / 2];
     let pts: Vec<(i128, i128)> = all
         .iter()
         .filter(|p| p.2 <= limit)
         .map(|p| (p.0, p.1))
         .collect();
-    let n = pts.len() as f64;
     let x0 = pts[0].0;
-    let xs: Vec<f64> = pts.iter().map(|p| (p.0 - x0) as f64).collect();
-    let ys: Vec<f64> = pts.iter().map(|p| p.1 as f64).collect();
-    let mx = xs.iter().sum::<f64>() / n;
-    let my = ys.iter().sum::<f64>() / n;
-    let sxy: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
-    let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
-    sxy / sxx * 1e9
+    let pts: Vec<(f64, f64)> = pts
+        .iter()
+        .map(|p| ((p.0 - x0) as f64, p.1 as f64))
+        .collect();
+    // Least squares, then once more without the samples more than 4 MADs off the first line:
+    // a burst of disturbed samples (the host preempted mid-bracket in a way the window does not
+    // show) must not tilt the fit.
+    let (a, b) = fit(&pts);
+    let mut res: Vec<f64> = pts.iter().map(|(x, y)| (y - (a + b * x)).abs()).collect();
+    let mut sorted = res.clone();
+    sorted.sort_by(f64::total_cmp);
+    let mad = sorted[sorted.len() / 2].max(1.0);
+    let kept: Vec<(f64, f64)> = pts
+        .iter()
+        .zip(res.drain(..))
+        .filter(|(_, r)| *r <= 4.0 * mad)
+        .map(|(p, _)| *p)
+        .collect();
+    fit(&kept).1 * 1e9
+}
+
+/// Least-squares line y = a + b·x.
+fn fit(pts: &[(f64, f64)]) -> (f64, f64) {
+    let n = pts.len() as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxy: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let sxx: f64 = pts.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    let b = sxy / sxx;
+    (my - b * mx, b)
 }
 
 #[test]
@@ -108,9 +130,9 @@ fn freq_changes_the_measured_rate_as_the_model_predicts() {
     let c = h.client();
     let ppb = 20_000.0;
     let scaled = (ppb * 65.536f64).round() as i64;
-    let base = measured_rate_ppb(&c, Duration::from_secs(4));
+    let base = measured_rate_ppb(&c, Duration::from_secs(6));
     c.freq(0, scaled).unwrap();
-    let adjusted = measured_rate_ppb(&c, Duration::from_secs(4));
+    let adjusted = measured_rate_ppb(&c, Duration::from_secs(6));
     // The model's expectation: INCVALUE = (scaled << 14) / 78125 in 2^-32 ns per 3.2 ns tick,
     // multiplying the oscillator's (1 + 5 ppm).
     let inc = ((scaled as u64) << 14) / 78_125;
@@ -120,7 +142,8 @@ fn freq_changes_the_measured_rate_as_the_model_predicts() {
     eprintln!(
         "rate: base {base:.3} ppb, adjusted {adjusted:.3} ppb, delta {delta:.3}, model {expect_delta:.3}"
     );
-    // ~4000 filtered points per 4 s window resolve the slope to a few tenths of a ppb.
+    // ~2500 filtered points per 6 s window resolve the slope to a few tenths of a ppb, also
+    // with the other system tests running beside this one.
     assert!(
         (delta - expect_delta).abs() < 1.0,
         "rate changed by {delta:.3} ppb, model predicts {expect_delta:.3} ppb (base {base:.3})"
