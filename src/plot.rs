@@ -54,25 +54,11 @@ pub fn render(title: &str, series: &[Series]) -> String {
     panel(&mut svg, y0, "|offset from master| (ns, log)", t_max);
     for d in 0..=decades as i32 {
         let y = y0 + PANEL_H - PANEL_H * d as f64 / decades;
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{LEFT}" x2="{}" y1="{y}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">1e{d}</text>"##,
-            W - RIGHT,
-            LEFT - 6.0,
-            y + 4.0
-        );
+        gridline(&mut svg, y, &format!("1e{d}"));
     }
-    for (i, s) in series.iter().enumerate() {
-        let pts: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .map(|p| {
-                let v = p.1.abs().max(1.0).log10() / decades;
-                (x(p.0, t_max), y0 + PANEL_H - PANEL_H * v.min(1.0))
-            })
-            .collect();
-        line(&mut svg, &pts, COLORS[i % COLORS.len()]);
-    }
+    lines(&mut svg, series, t_max, y0, |p| {
+        (p.1.abs().max(1.0).log10() / decades).min(1.0)
+    });
     // Panel 2: frequency in ppb, linear.
     let (fmin, fmax) = series
         .iter()
@@ -90,27 +76,11 @@ pub fn render(title: &str, series: &[Series]) -> String {
     for k in 0..=4 {
         let v = fmin + (fmax - fmin) * k as f64 / 4.0;
         let y = y1 + PANEL_H - PANEL_H * k as f64 / 4.0;
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{LEFT}" x2="{}" y1="{y}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{v:.0}</text>"##,
-            W - RIGHT,
-            LEFT - 6.0,
-            y + 4.0
-        );
+        gridline(&mut svg, y, &format!("{v:.0}"));
     }
-    for (i, s) in series.iter().enumerate() {
-        let pts: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .map(|p| {
-                (
-                    x(p.0, t_max),
-                    y1 + PANEL_H - PANEL_H * (p.2 - fmin) / (fmax - fmin),
-                )
-            })
-            .collect();
-        line(&mut svg, &pts, COLORS[i % COLORS.len()]);
-    }
+    lines(&mut svg, series, t_max, y1, |p| {
+        (p.2 - fmin) / (fmax - fmin)
+    });
     // Legend and time axis.
     for (i, s) in series.iter().enumerate() {
         let _ = writeln!(
@@ -130,6 +100,35 @@ pub fn render(title: &str, series: &[Series]) -> String {
     );
     svg.push_str("</svg>\n");
     svg
+}
+
+/// A horizontal grid line at `y` with its label on the left.
+fn gridline(svg: &mut String, y: f64, label: &str) {
+    let _ = writeln!(
+        svg,
+        r##"<line x1="{LEFT}" x2="{}" y1="{y}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{label}</text>"##,
+        W - RIGHT,
+        LEFT - 6.0,
+        y + 4.0
+    );
+}
+
+/// One line per series in the panel at `top`; `level` maps a sample to 0 (bottom) … 1 (top).
+fn lines(
+    svg: &mut String,
+    series: &[Series],
+    t_max: f64,
+    top: f64,
+    level: impl Fn(&(f64, f64, f64)) -> f64,
+) {
+    for (i, s) in series.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .map(|p| (x(p.0, t_max), top + PANEL_H - PANEL_H * level(p)))
+            .collect();
+        line(svg, &pts, COLORS[i % COLORS.len()]);
+    }
 }
 
 fn x(t: f64, t_max: f64) -> f64 {

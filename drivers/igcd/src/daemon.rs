@@ -329,37 +329,31 @@ impl<F: PciFunction> Device<F> {
                 log::warn!("{name} thread stays at normal priority: {e}");
             }
         };
-        let mut threads = Vec::new();
-        {
-            let (data, irq, sink, stop) = (
-                self.data.clone(),
-                self.irq_other.clone(),
-                sink.clone(),
-                stop.clone(),
-            );
-            threads.push(spawn(
-                "irq-other",
-                Box::new(move || {
-                    irq_prio("irq-other");
-                    irq_other_thread(&data, &*irq, &*sink, &stop)
-                }),
-            ));
-        }
-        {
-            let (data, irq, sink, stop) = (
-                self.data.clone(),
-                self.irq_queues.clone(),
-                sink.clone(),
-                stop.clone(),
-            );
-            threads.push(spawn(
-                "queues",
-                // Bulk frame work stays at normal priority (Linux does it in softirq context,
-                // falling back to the normal-priority ksoftirqd under load): at real-time
-                // priority it would starve the consumers it feeds on a small machine.
-                Box::new(move || queue_thread(&data, &*irq, &*sink, &stop)),
-            ));
-        }
+        // One thread per vector: the closure gets its own handles to the shared state.
+        let irq_thread =
+            |name: &'static str,
+             irq: &Arc<F::Irq>,
+             realtime: bool,
+             body: fn(&Data<F::Bar>, &F::Irq, &S, &AtomicBool)| {
+                let (data, irq, sink, stop) =
+                    (self.data.clone(), irq.clone(), sink.clone(), stop.clone());
+                spawn(
+                    name,
+                    Box::new(move || {
+                        if realtime {
+                            irq_prio(name);
+                        }
+                        body(&data, &*irq, &*sink, &stop)
+                    }),
+                )
+            };
+        let mut threads = vec![
+            irq_thread("irq-other", &self.irq_other, true, irq_other_thread),
+            // Bulk frame work stays at normal priority (Linux does it in softirq context,
+            // falling back to the normal-priority ksoftirqd under load): at real-time priority
+            // it would starve the consumers it feeds on a small machine.
+            irq_thread("queues", &self.irq_queues, false, queue_thread),
+        ];
         {
             let (data, phc) = (self.data.clone(), self.phc.clone());
             threads.push(spawn(
