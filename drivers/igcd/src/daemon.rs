@@ -529,7 +529,7 @@ fn irq_other_thread<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Siz
         if causes.tsicr & r::tsicr::TXTS != 0 {
             let got = data.txts.retrieve(regs);
             let (tx_lat, _) = data.latency();
-            for d in &got.delivered {
+            for d in got.delivered() {
                 Counters::bump(&data.counters.tx_delivered);
                 sink.send(DriverEvent::TxTimestamp {
                     cookie: d.cookie,

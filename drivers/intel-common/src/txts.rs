@@ -42,7 +42,7 @@ pub enum Reservation {
 }
 
 /// A timestamp retrieved for a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Delivered {
     pub cookie: u64,
     /// Raw stamp in ns, before latency compensation.
@@ -58,15 +58,35 @@ pub struct Lost {
     pub reason: LostReason,
 }
 
-/// What one IRQ-thread pass found.
+/// What one IRQ-thread pass found. Held inline (at most one stamp per set), so the interrupt
+/// path allocates nothing.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Retrieval {
-    pub delivered: Vec<Delivered>,
+    stamps: [Delivered; MAX_SETS],
+    n: usize,
     /// Stamps recovered only thanks to the TXSTMPH_0 workaround (or the all-sets check).
     pub recovered: u64,
     /// Valid stamps nobody was waiting for (a freed slot's late stamp).
     pub stale: u64,
 }
+
+impl Retrieval {
+    /// The stamps delivered, in the order they were read.
+    pub fn delivered(&self) -> &[Delivered] {
+        &self.stamps[..self.n]
+    }
+
+    fn push(&mut self, d: Delivered) {
+        // Each set is taken at most once per pass, so this never overflows.
+        if let Some(slot) = self.stamps.get_mut(self.n) {
+            *slot = d;
+            self.n += 1;
+        }
+    }
+}
+
+/// Timestamp register sets a family can have (i225: 4).
+const MAX_SETS: usize = 4;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
@@ -83,7 +103,7 @@ struct State {
     enabled: bool,
     /// Sets in use (1..=max).
     sets: u8,
-    slots: [Slot; 4],
+    slots: [Slot; MAX_SETS],
 }
 
 /// Counters kept by the slot table itself.
@@ -105,14 +125,14 @@ const NS_PER_S: u64 = 1_000_000_000;
 impl TxTimestamps {
     /// `sets` = how many of the family's sets to use (1..=regs.low.len()).
     pub fn new(regs: TsRegs, sets: u8) -> Self {
-        let max = regs.low.len().min(4) as u8;
+        let max = regs.low.len().min(MAX_SETS) as u8;
         Self {
             regs,
             state: spin::Mutex::new((
                 State {
                     enabled: false,
                     sets: sets.clamp(1, max),
-                    slots: [Slot::default(); 4],
+                    slots: [Slot::default(); MAX_SETS],
                 },
                 TsCounters::default(),
             )),
@@ -277,7 +297,7 @@ impl TxTimestamps {
         let slot = &mut st.slots[i];
         slot.last_low = low;
         match slot.cookie.take() {
-            Some(cookie) => out.delivered.push(Delivered {
+            Some(cookie) => out.push(Delivered {
                 cookie,
                 raw_ns: high as u64 * NS_PER_S + low as u64,
                 requested_mono_ns: slot.start_ns,

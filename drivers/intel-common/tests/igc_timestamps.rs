@@ -119,7 +119,7 @@ impl Rig {
     }
 
     fn cookies(got: &intel_common::txts::Retrieval) -> Vec<u64> {
-        let mut c: Vec<u64> = got.delivered.iter().map(|d| d.cookie).collect();
+        let mut c: Vec<u64> = got.delivered().iter().map(|d| d.cookie).collect();
         c.sort_unstable();
         c
     }
@@ -132,8 +132,8 @@ fn one_stamp_is_the_departure_instant_after_latency_compensation() {
     let t_poll = rig.clock.now() + 10_000;
     rig.run_model();
     let got = rig.irq().expect("TXTS interrupt");
-    assert_eq!(got.delivered.len(), 1);
-    let d = got.delivered[0];
+    assert_eq!(got.delivered().len(), 1);
+    let d = got.delivered()[0];
     assert_eq!(d.cookie, 7);
     // The model latches PHC(departure) − TX latency (§8.4, 2.5 Gb/s); the first frame departs
     // after the model's TX pipeline latency. Adding the latency back gives the departure.
@@ -166,7 +166,7 @@ fn all_four_sets_in_flight_at_once_and_one_tsynctxctl_read_serves_them() {
     assert_eq!(Rig::cookies(&got), vec![1, 2, 3, 4]);
     // ICR, TSICR, one TSYNCTXCTL, and L+H of each set: 11 reads for 4 stamps.
     assert_eq!(rig.regs.reads() - before, 2 + 1 + 4 * 2);
-    let mut stamps: Vec<u64> = got.delivered.iter().map(|d| d.raw_ns).collect();
+    let mut stamps: Vec<u64> = got.delivered().iter().map(|d| d.raw_ns).collect();
     stamps.sort_unstable();
     stamps.dedup();
     assert_eq!(stamps.len(), 4, "distinct departure instants");
@@ -379,7 +379,7 @@ fn a_late_stamp_for_a_freed_slot_is_discarded_not_misdelivered() {
     rig.post_raw(0);
     rig.run_model();
     let got = rig.irq().unwrap();
-    assert!(got.delivered.is_empty());
+    assert!(got.delivered().is_empty());
     assert!(got.stale >= 1);
 }
 

@@ -175,19 +175,13 @@ impl Driver {
 
     /// A request whose reply we wait for (bounded).
     pub fn request(&mut self, req: DriverRequest) -> Result<DriverReply, String> {
-        let seq = self.seq;
-        self.seq = self.seq.wrapping_add(1);
+        // Register for the reply before sending it: the reader may see the reply first.
         let (tx, rx) = bounded(1);
         self.replies
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((seq, tx));
-        self.chan
-            .send(
-                &PtpdToDriver { seq, request: req },
-                Some(Duration::from_secs(1)),
-            )
-            .map_err(|e| e.to_string())?;
+            .push((self.seq, tx));
+        self.post(req, Duration::from_secs(1))?;
         rx.recv_timeout(Duration::from_secs(2))
             .map_err(|_| "igcd did not answer".to_string())
     }
@@ -219,23 +213,14 @@ impl Driver {
         &self.frames
     }
 
-    /// Sends a frame without asking for a timestamp.
-    pub fn send_plain(&mut self, frame: &[u8]) -> Result<(), String> {
+    /// Sends one request under the next sequence number (the one `request` registered).
+    fn post(&mut self, request: DriverRequest, timeout: Duration) -> Result<u32, String> {
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
         self.chan
-            .send(
-                &PtpdToDriver {
-                    seq,
-                    request: DriverRequest::SendPtp {
-                        cookie: 0,
-                        want_ts: false,
-                        frame: frame.to_vec(),
-                    },
-                },
-                Some(Duration::from_millis(100)),
-            )
-            .map_err(|e| e.to_string())
+            .send(&PtpdToDriver { seq, request }, Some(timeout))
+            .map_err(|e| e.to_string())?;
+        Ok(seq)
     }
 }
 
@@ -262,21 +247,12 @@ impl Target for Driver {
 
     fn submit(&mut self, id: u64) -> Result<(), String> {
         self.frame[14 + 30..14 + 32].copy_from_slice(&(id as u16).to_be_bytes());
-        let seq = self.seq;
-        self.seq = self.seq.wrapping_add(1);
-        self.chan
-            .send(
-                &PtpdToDriver {
-                    seq,
-                    request: DriverRequest::SendPtp {
-                        cookie: id,
-                        want_ts: true,
-                        frame: self.frame.clone(),
-                    },
-                },
-                Some(Duration::from_millis(100)),
-            )
-            .map_err(|e| e.to_string())
+        let request = DriverRequest::SendPtp {
+            cookie: id,
+            want_ts: true,
+            frame: self.frame.clone(),
+        };
+        self.post(request, Duration::from_millis(100)).map(|_| ())
     }
 
     fn completions(&self) -> &Receiver<Completion> {
