@@ -81,6 +81,7 @@ pub use txstamp::TX_STAMP_SETS;
 
 use crate::clock::TimeSource;
 use crate::phc::SysTime;
+use crate::truth::SharedObserver;
 use crate::wire::{WirePort, WireStats};
 use hooks::ReadHooks;
 use irq::Interrupts;
@@ -283,6 +284,11 @@ pub struct I225 {
     stats: I225Stats,
     counters: Counters,
     port_resets: u64,
+    /// Where PHC law changes and register/wire counters are reported (the ground-truth
+    /// record); `None` in deterministic tests.
+    observer: Option<SharedObserver>,
+    /// Cable losses last reported to the observer.
+    reported_lost: u64,
 }
 
 impl std::fmt::Debug for I225 {
@@ -338,6 +344,8 @@ impl I225 {
             stats: I225Stats::default(),
             counters: Counters::new(BAR0_LEN),
             port_resets: 0,
+            observer: None,
+            reported_lost: 0,
             clock: cfg.clock,
         };
         dev.tsync.set_txts_quirk(cfg.tx_stamp_quirk);
@@ -366,6 +374,44 @@ impl I225 {
 
     fn now(&self) -> u64 {
         self.clock.now_ns()
+    }
+
+    /// Reports PHC law changes and BAR/cable counters to `observer` from now on (the
+    /// ground-truth record, [`crate::truth`]); the law in force is published at once.
+    pub fn set_observer(&mut self, observer: Option<SharedObserver>) {
+        self.observer = observer;
+        self.reported_lost = 0;
+        self.change_phc(|_, _| {});
+    }
+
+    /// Applies a PHC law change at the current true time. With an observer the change runs
+    /// inside its update, so the time of the change is read after readers were warned and the
+    /// new law is published before the driver's access returns.
+    fn change_phc(&mut self, f: impl FnOnce(&mut TimeSync, u64)) {
+        let Some(obs) = self.observer.clone() else {
+            let t = self.now();
+            f(&mut self.tsync, t);
+            return;
+        };
+        let mut f = Some(f);
+        obs.phc_law_update(&mut || {
+            let t = self.clock.now_ns();
+            if let Some(f) = f.take() {
+                f(&mut self.tsync, t);
+            }
+            self.tsync.phc.law()
+        });
+    }
+
+    /// Reports the cable's loss count if it moved.
+    fn report_wire_lost(&mut self) {
+        if let Some(obs) = &self.observer {
+            let lost = self.wire.as_ref().map_or(0, |w| w.stats().lost);
+            if lost != self.reported_lost {
+                self.reported_lost = lost;
+                obs.wire_lost(lost);
+            }
+        }
     }
 
     /// Non-zero register values after power-on or port reset (§10.1): the NVM MAC in
@@ -531,22 +577,13 @@ impl I225 {
             EICR => self.irq.write_eicr(v),
             IVAR_MISC => self.irq.ivar_misc = v,
             SYSTIML => self.tsync.write_systiml(v),
-            SYSTIMH => {
-                let t = self.now();
-                self.tsync.write_systimh(t, v);
-            }
-            TIMINCA => {
-                let t = self.now();
-                self.tsync.phc.set_timinca(t, v);
-            }
+            SYSTIMH => self.change_phc(|ts, t| ts.write_systimh(t, v)),
+            TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
             TIMADJ => self.tsync.timadj = v,
             TSYNCTXCTL => self.txs.write_ctl(v),
             o if Self::stamp_set(o, &TXSTMPL).is_some()
                 || Self::stamp_set(o, &TXSTMPH).is_some() => {}
-            TSAUXC => {
-                let t = self.now();
-                self.tsync.write_tsauxc(t, v);
-            }
+            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, v)),
             TSICR => {
                 self.tsync.write_tsicr(v);
                 self.update_ts(host);
@@ -606,8 +643,7 @@ impl I225 {
 
     /// Changes the crystal's frequency error now (ppb, clamped to ±999 999 999).
     pub fn set_osc_error_ppb(&mut self, ppb: i64) {
-        let t = self.now();
-        self.tsync.phc.set_osc_error_ppb(t, ppb);
+        self.change_phc(|ts, t| ts.phc.set_osc_error_ppb(t, ppb));
     }
 
     /// The crystal's frequency error in ppb.
@@ -853,6 +889,9 @@ impl Device for I225 {
 
     fn read32(&mut self, bar: u8, offset: u32, host: &mut dyn DeviceHost) -> u32 {
         let offset = offset & !3;
+        if let Some(o) = &self.observer {
+            o.bar_read();
+        }
         match bar {
             0 if offset < BAR0_LEN => {
                 self.counters.total_reads += 1;
@@ -872,6 +911,9 @@ impl Device for I225 {
 
     fn write32(&mut self, bar: u8, offset: u32, value: u32, host: &mut dyn DeviceHost) {
         let offset = offset & !3;
+        if let Some(o) = &self.observer {
+            o.bar_write();
+        }
         match bar {
             0 if offset < BAR0_LEN => {
                 self.counters.total_writes += 1;
@@ -891,7 +933,9 @@ impl Device for I225 {
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
         self.update_link(host);
         self.run_tx(host, false);
-        if self.run_rx(host) {
+        let busy = self.run_rx(host);
+        self.report_wire_lost();
+        if busy {
             return Some(Duration::ZERO);
         }
         let w = self.wire.as_ref()?;

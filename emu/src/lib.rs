@@ -7,6 +7,8 @@
 //! - [`phc`]: the PHC/oscillator arithmetic (SYSTIM, TIMINCA, crystal error), exact.
 //! - [`igc`]: the i225/i226 model.
 //! - [`wire`]: what a NIC model is attached to (loopback, nothing, a Unix datagram socket).
+//! - [`truth`]: the ground-truth record: each PHC's exact law published for other processes,
+//!   with the model's BAR and cable-loss counters.
 //! - [`rng`]: the seeded PRNG behind the models' noise (timestamp jitter, cable jitter/loss).
 //! - [`host`]: a recording [`DeviceHost`](ptp_pci::emulated::DeviceHost) for tests that drive a
 //!   model directly.
@@ -18,6 +20,7 @@ pub mod host;
 pub mod igc;
 pub mod phc;
 pub mod rng;
+pub mod truth;
 pub mod wire;
 
 pub use clock::{HostClock, TimeSource, VirtualClock};

@@ -69,9 +69,11 @@ impl SysTime {
     }
 }
 
-/// One stretch of the PHC law: the state between two rebases.
-#[derive(Debug, Clone)]
-struct Segment {
+/// The PHC law in force between two rebases: everything needed to evaluate SYSTIM exactly at
+/// any true time at or after `base_t`. The model keeps one per rebase; the ground-truth record
+/// ([`crate::truth`]) publishes the current one so another process can evaluate it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhcLaw {
     /// True time of the last rebase.
     base_t: u64,
     /// SYSTIM at `base_t`, in 2^-32 ns, below [`WRAP_FRAC`].
@@ -86,6 +88,35 @@ struct Segment {
     running: bool,
 }
 
+/// The parts of a [`PhcLaw`] (see its fields' meaning in the module docs): what the
+/// ground-truth record stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LawParts {
+    /// True time of the last rebase, ns.
+    pub base_t: u64,
+    /// SYSTIM at `base_t`, in 2^-32 ns, below 2^32 s.
+    pub base: u128,
+    /// Sub-unit remainder at `base_t`, in 1/(1e9·TICK_PS) of 2^-32 ns.
+    pub rem: u128,
+    /// TIMINCA as written.
+    pub timinca: u32,
+    /// Crystal frequency error, ppb.
+    pub osc_ppb: i64,
+    /// False while TSAUXC.DISABLE0 is set.
+    pub running: bool,
+}
+
+/// SYSTIM wraps after this many ns (2^32 s).
+pub const SYSTIM_WRAP_NS: u64 = WRAP_NS as u64;
+
+/// `a − b` on the SYSTIM circle (both below [`SYSTIM_WRAP_NS`]): the difference of two clocks
+/// near each other, even when one has wrapped past 2^32 s and the other not.
+pub fn wrap_diff_ns(a: u64, b: u64) -> i64 {
+    let w = WRAP_NS as i128;
+    let d = ((a as i128 - b as i128) % w + w) % w;
+    (if d > w / 2 { d - w } else { d }) as i64
+}
+
 /// `ns + delta` on the SYSTIM circle (wrapping at 2^32 s like the registers): how the model
 /// applies the fixed PHY latencies to a timestamp.
 pub fn wrap_add_ns(ns: u64, delta: i64) -> u64 {
@@ -97,11 +128,11 @@ pub fn wrap_add_ns(ns: u64, delta: i64) -> u64 {
 #[derive(Debug, Clone)]
 pub struct Phc {
     /// The law in force since the last rebase.
-    seg: Segment,
+    seg: PhcLaw,
     /// The laws in force before, newest last, so a timestamp of an instant that lies before
     /// the last rebase (a frame whose arrival the model processes late) reads SYSTIM as it was
     /// then. Bounded by [`HISTORY`].
-    history: VecDeque<Segment>,
+    history: VecDeque<PhcLaw>,
 }
 
 /// Rebases remembered for [`Phc::ns_at_instant`]. A driver adjusting the frequency every
@@ -109,7 +140,40 @@ pub struct Phc {
 /// milliseconds late, so a handful suffices.
 const HISTORY: usize = 16;
 
-impl Segment {
+impl PhcLaw {
+    /// A law from its parts, as [`Self::parts`] gives them; `None` if a part is out of the
+    /// model's range (`base` ≥ 2^32 s in 2^-32 ns, `rem` ≥ the rate denominator, |`osc_ppb`| >
+    /// [`MAX_OSC_ERROR_PPB`]), since such a law could not be evaluated without overflow.
+    pub fn from_parts(p: LawParts) -> Option<Self> {
+        let ok = p.base < WRAP_FRAC && p.rem < RATE_DEN && p.osc_ppb.abs() <= MAX_OSC_ERROR_PPB;
+        ok.then_some(Self {
+            base_t: p.base_t,
+            base: p.base,
+            rem: p.rem,
+            timinca: p.timinca,
+            osc_ppb: p.osc_ppb,
+            running: p.running,
+        })
+    }
+
+    /// The law's parts, for storing it.
+    pub fn parts(&self) -> LawParts {
+        LawParts {
+            base_t: self.base_t,
+            base: self.base,
+            rem: self.rem,
+            timinca: self.timinca,
+            osc_ppb: self.osc_ppb,
+            running: self.running,
+        }
+    }
+
+    /// SYSTIM at true time `t` in whole ns, truncated as the registers show it. Exact for
+    /// `t ≥ base_t`; an earlier `t` reads the base (no time elapsed).
+    pub fn ns_at(&self, t: u64) -> u64 {
+        (self.at(t).0 >> FRAC_BITS) as u64
+    }
+
     /// Rate numerator `N` (2^-32 ns per true ns is `N / RATE_DEN`).
     fn rate_num(&self) -> u128 {
         let osc = (NS_PER_S as i64 + self.osc_ppb) as u128;
@@ -145,7 +209,7 @@ impl Phc {
     /// A running PHC reading `systim_ns` at true time `t`, nominal TIMINCA.
     pub fn new(t: u64, systim_ns: u64, osc_ppb: i64) -> Self {
         Self {
-            seg: Segment {
+            seg: PhcLaw {
                 base_t: t,
                 base: (systim_ns as u128 % WRAP_NS) << FRAC_BITS,
                 rem: 0,
@@ -180,7 +244,7 @@ impl Phc {
 
     /// SYSTIM at `t` in whole nanoseconds (truncated, as the registers show it).
     pub fn ns_at(&self, t: u64) -> u64 {
-        (self.at(t).0 >> FRAC_BITS) as u64
+        self.seg.ns_at(t)
     }
 
     /// SYSTIM in whole ns as it read at `t`, also for an instant before the last rebase
@@ -199,7 +263,12 @@ impl Phc {
             .find(|s| s.base_t <= t)
             .or(self.history.front())
             .unwrap_or(&self.seg);
-        (seg.at(t).0 >> FRAC_BITS) as u64
+        seg.ns_at(t)
+    }
+
+    /// The law in force now (since the last rebase).
+    pub fn law(&self) -> PhcLaw {
+        self.seg.clone()
     }
 
     /// SYSTIM at `t` split as SYSTIMH:SYSTIML.

@@ -27,6 +27,8 @@ usage: igcd [options]
   --stamp-jitter-ns NS    emulated TX/RX timestamp jitter, uniform ±NS, ≤ 1000000 (default 0)
   --seed N                seed of the emulated noise and loss (u64; default: the process id,
                           logged at start); give each emulated NIC its own
+  --truth PATH            with --emulate: publish the emulated PHC's exact law and the model's
+                          BAR/cable-loss counters at PATH (the lab's ground truth, ptp_emu::truth)
   --irq-priority PRIO     run the IRQ threads (and an emulated NIC's model thread) SCHED_FIFO at
                           PRIO (Linux threaded IRQs use 50); default: normal priority
   --link-wait-ms MS       how long bring-up waits for link (default 2000)
@@ -96,6 +98,8 @@ pub struct Options {
     /// Seed of the emulated noise; `None`: derived from the process id.
     pub seed: Option<u64>,
     pub irq_priority: Option<i32>,
+    /// Ground-truth record of the emulated model (`--truth`, only with `--emulate`).
+    pub truth: Option<PathBuf>,
 }
 
 impl Options {
@@ -119,6 +123,7 @@ impl Options {
             stamp_jitter_ns: 0,
             seed: None,
             irq_priority: None,
+            truth: None,
         };
         let mut p = lexopt::Parser::from_args(args);
         let bad = |e: lexopt::Error| Error::Usage(e.to_string());
@@ -200,6 +205,7 @@ impl Options {
                         ));
                     }
                 }
+                Long("truth") => o.truth = Some(p.value().map_err(bad)?.into()),
                 Long("seed") => o.seed = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
                 Long("irq-priority") => {
                     let p: i32 = p.value().map_err(bad)?.parse().map_err(bad)?;
@@ -211,6 +217,11 @@ impl Options {
                 Long("help") | Short('h') => return Ok(None),
                 _ => return Err(bad(arg.unexpected())),
             }
+        }
+        if o.truth.is_some() && o.emulate.is_none() {
+            return Err(Error::Usage(
+                "--truth needs --emulate: only an emulated NIC knows its exact clock".into(),
+            ));
         }
         if !o.osc_ppm.is_finite() || o.osc_ppm.abs() > 1000.0 {
             return Err(Error::Usage("--osc-ppm must be within ±1000".into()));
@@ -289,6 +300,12 @@ pub fn emulated_function(
     if let Some(w) = wire {
         nic.attach_wire(w);
     }
+    if let Some(p) = &opts.truth {
+        let w = ptp_emu::truth::TruthWriter::create(p)
+            .map_err(|e| Error::Other(format!("--truth {}: {e}", p.display())))?;
+        nic.set_observer(Some(std::sync::Arc::new(w)));
+        log::info!("{name}: ground truth published at {}", p.display());
+    }
     let mut f = ptp_pci::emulated::EmuFunction::new(nic, name);
     // The model thread also polls the wire; 1 ms bounds how late an arriving frame is noticed
     // when nothing else wakes the model (arrival stamps do not depend on it).
@@ -347,6 +364,16 @@ mod tests {
             (8, 4, Some(u64::MAX))
         );
         assert_eq!(parse(&["--cable-loss", "0"]).unwrap().cable_loss, 0.0);
+    }
+
+    #[test]
+    fn truth_needs_emulate() {
+        let o = parse(&["--emulate", "i226", "--truth", "/tmp/t"]).unwrap();
+        assert_eq!(o.truth, Some(PathBuf::from("/tmp/t")));
+        assert_eq!(parse(&["--emulate", "i225"]).unwrap().truth, None);
+        let e = parse(&["--truth", "/tmp/t"]).unwrap_err();
+        assert!(e.contains("--truth needs --emulate"), "{e}");
+        assert!(parse(&["--emulate", "i225", "--truth"]).is_err());
     }
 
     #[test]

@@ -56,6 +56,21 @@ impl WirePort for Recorder {
     }
 }
 
+/// Records the cable-loss totals a model reports.
+#[derive(Default)]
+struct LossObserver(Mutex<Vec<u64>>);
+
+impl crate::truth::ModelObserver for LossObserver {
+    fn phc_law_update(&self, change: &mut dyn FnMut() -> crate::phc::PhcLaw) {
+        change();
+    }
+    fn bar_read(&self) {}
+    fn bar_write(&self) {}
+    fn wire_lost(&self, total: u64) {
+        self.0.lock().unwrap().push(total);
+    }
+}
+
 /// A received frame as the write-back describes it.
 #[derive(Debug)]
 struct Rx {
@@ -1028,6 +1043,23 @@ fn injected_wire_loss_and_link_flap() {
     assert_eq!(r.take_rx().unwrap().frame, test_frame(60, 2));
     assert!(r.take_rx().is_none());
     assert_eq!(r.dev.wire_stats().lost, 1);
+
+    // The loss reaches an observer (the ground-truth record's counter), once.
+    let obs = Arc::new(LossObserver::default());
+    r.dev.set_observer(Some(obs.clone()));
+    assert!(r.dev.wire_drop_next(2));
+    for k in 4..7 {
+        r.send(&test_frame(60, k), 0);
+    }
+    r.poll();
+    r.clock.advance(10_000);
+    r.poll();
+    r.poll();
+    assert_eq!(
+        *obs.0.lock().unwrap(),
+        vec![3],
+        "1 lost before, 2 now; reported once"
+    );
 
     // Cable pulled: TX waits in the ring, LSC raised; plugged back: it goes.
     r.rd(ICR);

@@ -1,0 +1,110 @@
+//! Ground truth from the models: what each emulated PHC reads at any host instant, exactly.
+//!
+//! An emulated PHC's time is a function of the host's CLOCK_MONOTONIC known only to its model
+//! (the [`PhcLaw`] in force since its last rebase). The model publishes that law through a
+//! [`ModelObserver`] on every change; [`TruthWriter`] stores it in a small shared file, so the
+//! lab (another process on the same host, hence the same CLOCK_MONOTONIC) can evaluate
+//! `PHC_a(t) − PHC_b(t)` at one instant `t` with no measurement error at all
+//! ([`true_offset`]). The file also carries counters the model keeps for benchmarks: BAR reads
+//! and writes the driver made, and frames the cable towards this port lost.
+//!
+//! # Record layout (little-endian `u64` words, [`TRUTH_FILE_LEN`] bytes, mode 0644)
+//!
+//! | word | field | |
+//! |---|---|---|
+//! | 0 | magic `"PTPTRUTH"` | stored last at initialisation |
+//! | 1 | layout version ([`TRUTH_VERSION`]) | |
+//! | 2 | seq | seqlock: odd while an update is in progress |
+//! | 3 | valid | 1 once a law is published, 0 before / after the writer stopped |
+//! | 4 | generation | law changes published by this writer |
+//! | 5 | base_t | host CLOCK_MONOTONIC (ns) of the last rebase |
+//! | 6, 7 | base lo, hi | SYSTIM at base_t, 2^-32 ns (u128) |
+//! | 8, 9 | rem lo, hi | sub-unit remainder (u128) |
+//! | 10 | timinca | TIMINCA as written |
+//! | 11 | osc_ppb | crystal error, i64 two's complement |
+//! | 12 | running | 1 unless TSAUXC.DISABLE0 |
+//! | 13 | bar_reads | outside the seqlock, relaxed increments |
+//! | 14 | bar_writes | outside the seqlock |
+//! | 15 | wire_lost | frames the cable towards this port lost (total) |
+//!
+//! Words 3–12 are the seqlock-protected record; 13–15 are free-running counters.
+//!
+//! # Why the truth is exact
+//!
+//! The model runs each law change inside the writer's update ([`ModelObserver::phc_law_update`]):
+//! the sequence counter turns odd *before* the model reads the host clock for the change's
+//! instant `t_w`. A reader that loads both laws, then reads the host clock (`t_r`), then finds
+//! both counters unchanged, knows no change began before its counter re-check; since `t_w` is
+//! read after the odd store and `t_r` before the re-check, `t_r < t_w` for any change it missed,
+//! so the laws it holds are the ones in force at `t_r`. (This leans on CLOCK_MONOTONIC
+//! readings ordering like the fenced memory operations around them, as they do on one host.)
+
+use std::sync::Arc;
+
+use crate::phc::PhcLaw;
+
+/// What a model reports to an observer: PHC law changes and its register/wire counters.
+///
+/// Optional: a model without one (every deterministic test) behaves identically.
+pub trait ModelObserver: Send + Sync {
+    /// Runs `change` — which applies a PHC law change and returns the law then in force — as
+    /// one update of the published record: readers see either the old law (for instants
+    /// before the change) or the new one, never a mix.
+    fn phc_law_update(&self, change: &mut dyn FnMut() -> PhcLaw);
+    /// The driver read a BAR register.
+    fn bar_read(&self);
+    /// The driver wrote a BAR register.
+    fn bar_write(&self);
+    /// Frames the cable towards this port has lost so far (a running total).
+    fn wire_lost(&self, total: u64);
+}
+
+/// A shared observer, as a model holds it.
+pub type SharedObserver = Arc<dyn ModelObserver>;
+
+/// Why a truth record cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TruthError {
+    /// The file does not exist (the daemon has not started, or runs without `--truth`).
+    #[error("no truth record at {0}")]
+    Missing(String),
+    /// Another OS error, with the operation and path.
+    #[error("{0}")]
+    Io(String),
+    /// The file has the wrong size for a truth record.
+    #[error("truth record has {got} bytes, expected {want}")]
+    BadSize {
+        /// The file's size.
+        got: u64,
+        /// [`TRUTH_FILE_LEN`](self::TRUTH_FILE_LEN).
+        want: u64,
+    },
+    /// The file is not (yet) an initialised truth record.
+    #[error("not a truth record (bad magic)")]
+    BadMagic,
+    /// A truth record of another layout version.
+    #[error("truth record layout version {got}, expected {want}")]
+    BadVersion {
+        /// The record's version.
+        got: u64,
+        /// The version this build reads.
+        want: u64,
+    },
+    /// No law published yet (or the writer has stopped).
+    #[error("truth record holds no law")]
+    Empty,
+    /// The record stayed inside an update for every retry (writer preempted or died).
+    #[error("truth record busy: writer inside an update")]
+    Busy,
+    /// The stored law is outside the model's range (a corrupted file).
+    #[error("truth record holds an invalid law")]
+    Corrupt,
+}
+
+#[cfg(unix)]
+mod file;
+#[cfg(unix)]
+pub use file::{
+    TRUTH_FILE_LEN, TRUTH_MAGIC, TRUTH_VERSION, TrueOffset, TruthReader, TruthSnapshot,
+    TruthWriter, true_offset,
+};

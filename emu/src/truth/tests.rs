@@ -1,0 +1,237 @@
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use intel_regs::igc::{SYSTIMH, SYSTIML, TIMINCA, TSAUXC, tsauxc};
+use ptp_pci::emulated::Device;
+
+use super::*;
+use crate::clock::VirtualClock;
+use crate::host::RecordingHost;
+use crate::igc::{I225, I225Config};
+use crate::phc::{NS_PER_S, Phc, SYSTIM_WRAP_NS};
+use crate::rng::SplitMix64;
+
+/// A fresh path in the temp dir, removed on drop.
+struct TempPath(PathBuf);
+
+impl TempPath {
+    fn new(tag: &str) -> Self {
+        use std::sync::atomic::AtomicU32;
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        Self(std::env::temp_dir().join(format!("ptp-truth-{}-{tag}-{n}", std::process::id())))
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn missing_wrong_size_and_wrong_magic_are_typed_errors() {
+    let p = TempPath::new("bad");
+    assert!(matches!(
+        TruthReader::open(&p.0),
+        Err(TruthError::Missing(_))
+    ));
+    std::fs::write(&p.0, b"short").unwrap();
+    assert_eq!(
+        TruthReader::open(&p.0).err(),
+        Some(TruthError::BadSize {
+            got: 5,
+            want: TRUTH_FILE_LEN as u64
+        })
+    );
+    std::fs::write(&p.0, vec![0u8; TRUTH_FILE_LEN]).unwrap();
+    assert_eq!(TruthReader::open(&p.0).err(), Some(TruthError::BadMagic));
+    let mut page = vec![0u8; TRUTH_FILE_LEN];
+    page[..8].copy_from_slice(&TRUTH_MAGIC.to_le_bytes());
+    page[8..16].copy_from_slice(&99u64.to_le_bytes());
+    std::fs::write(&p.0, &page).unwrap();
+    assert_eq!(
+        TruthReader::open(&p.0).err(),
+        Some(TruthError::BadVersion {
+            got: 99,
+            want: TRUTH_VERSION
+        })
+    );
+}
+
+#[test]
+fn empty_busy_and_corrupt_records_are_typed_errors() {
+    let p = TempPath::new("states");
+    let w = TruthWriter::create(&p.0).unwrap();
+    let r = TruthReader::open(&p.0).unwrap();
+    assert_eq!(r.snapshot().err(), Some(TruthError::Empty));
+    w.publish(&Phc::new(0, 5, 0).law());
+    assert_eq!(r.snapshot().unwrap().generation, 1);
+    // A law outside the model's range (base word 7 = high half of base, far beyond 2^32 s).
+    {
+        let f = std::fs::OpenOptions::new().write(true).open(&p.0).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&u64::MAX.to_le_bytes(), 7 * 8).unwrap();
+    }
+    assert_eq!(r.snapshot().err(), Some(TruthError::Corrupt));
+    w.publish(&Phc::new(0, 5, 0).law());
+    assert!(r.snapshot().is_ok());
+    // A writer stuck inside an update: readers give up after a bounded number of tries.
+    w.abandon_update();
+    assert_eq!(r.snapshot().err(), Some(TruthError::Busy));
+    assert_eq!(r.now().err(), Some(TruthError::Busy));
+    // A writer that stops cleanly empties the record; a new one takes it over in place.
+    drop(w);
+    assert_eq!(r.snapshot().err(), Some(TruthError::Empty));
+    let w2 = TruthWriter::create(&p.0).unwrap();
+    w2.publish(&Phc::new(0, 7, 0).law());
+    assert_eq!(r.snapshot().unwrap().law.ns_at(0), 7);
+}
+
+/// Drives `dev` with a random register write (settime, TIMINCA, stop/start) or a crystal change.
+fn random_change(dev: &mut I225, rng: &mut SplitMix64, host: &mut RecordingHost) {
+    match rng.below(5) {
+        0 => {
+            dev.write32(0, SYSTIML, rng.below(NS_PER_S) as u32, host);
+            dev.write32(0, SYSTIMH, rng.next_u64() as u32, host);
+        }
+        1 | 2 => dev.write32(0, TIMINCA, rng.next_u64() as u32, host),
+        3 => {
+            let stop = if rng.chance(0.5) { tsauxc::DISABLE0 } else { 0 };
+            dev.write32(0, TSAUXC, stop, host)
+        }
+        _ => dev.set_osc_error_ppb(rng.symmetric(2_000_000)),
+    }
+}
+
+#[test]
+fn record_evaluates_bit_for_bit_like_the_model_after_random_changes() {
+    let p = TempPath::new("exact");
+    let clock = VirtualClock::new(1_000);
+    let mut dev = I225::new(I225Config::i225(clock.source()));
+    let w = Arc::new(TruthWriter::create(&p.0).unwrap());
+    dev.set_observer(Some(w.clone()));
+    let r = TruthReader::open(&p.0).unwrap();
+    let mut host = RecordingHost::new();
+    let mut rng = SplitMix64::new(42);
+    let mut checked = 0;
+    for _ in 0..400 {
+        clock.advance(rng.below(3 * NS_PER_S));
+        random_change(&mut dev, &mut rng, &mut host);
+        let law = r.snapshot().unwrap().law;
+        // Many instants after the change, up to days later, without further rebases.
+        let t0 = clock.now();
+        for k in 0..20 {
+            let t = t0 + rng.below(NS_PER_S << (k % 18));
+            clock.set(t);
+            assert_eq!(law.ns_at(t), dev.phc_now_ns(), "t {t}, law {law:?}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 8_000);
+    // Every change was published (plus the law at attach time).
+    assert!(r.snapshot().unwrap().generation > 400);
+}
+
+#[test]
+fn bar_accesses_are_counted_in_the_record() {
+    let p = TempPath::new("count");
+    let mut dev = I225::new(I225Config::i225(VirtualClock::new(0).source()));
+    let w = Arc::new(TruthWriter::create(&p.0).unwrap());
+    dev.set_observer(Some(w));
+    let r = TruthReader::open(&p.0).unwrap();
+    let mut host = RecordingHost::new();
+    for _ in 0..7 {
+        dev.read32(0, SYSTIML, &mut host);
+    }
+    dev.write32(0, TIMINCA, 1, &mut host);
+    dev.read32(3, 0, &mut host);
+    let s = r.snapshot().unwrap();
+    assert_eq!((s.bar_reads, s.bar_writes), (8, 1));
+    assert_eq!((dev.total_reads(), dev.total_writes()), (8, 1));
+}
+
+#[test]
+fn torn_reads_are_retried_under_a_busy_writer() {
+    // The writer publishes laws whose every part derives from one counter k; a reader must
+    // never see parts of two different k.
+    let p = TempPath::new("torn");
+    let w = Arc::new(TruthWriter::create(&p.0).unwrap());
+    let r = TruthReader::open(&p.0).unwrap();
+    let law = |k: u64| {
+        PhcLaw::from_parts(LawParts {
+            base_t: k,
+            base: u128::from(k) << 40 | u128::from(k),
+            rem: u128::from(k % 1000),
+            timinca: k as u32,
+            osc_ppb: -(k as i64 % 1000),
+            running: k % 2 == 0,
+        })
+        .unwrap()
+    };
+    w.publish(&law(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (w, stop) = (w.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut k = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                w.publish(&law(k));
+                k += 1;
+            }
+            k
+        })
+    };
+    let mut seen = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(300);
+    while std::time::Instant::now() < deadline {
+        match r.snapshot() {
+            Ok(s) => {
+                let k = s.law.parts().base_t;
+                assert_eq!(s.law, law(k), "torn read");
+                seen += 1;
+            }
+            // A reader may lose every one of its spins to a writer that never pauses.
+            Err(TruthError::Busy) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let published = writer.join().unwrap();
+    assert!(seen > 0 && published > 1, "{seen} reads, {published} laws");
+}
+
+#[test]
+fn true_offset_is_the_exact_difference_and_handles_the_wrap() {
+    let (pa, pb) = (TempPath::new("a"), TempPath::new("b"));
+    let (wa, wb) = (
+        TruthWriter::create(&pa.0).unwrap(),
+        TruthWriter::create(&pb.0).unwrap(),
+    );
+    let (ra, rb) = (
+        TruthReader::open(&pa.0).unwrap(),
+        TruthReader::open(&pb.0).unwrap(),
+    );
+    // Two stopped clocks (so the instant does not matter): a just past the 2^32 s wrap, b just
+    // before it. a − b is +30 ns the short way round.
+    let mut a = Phc::new(0, 10, 0);
+    a.set_running(0, false);
+    let mut b = Phc::new(0, SYSTIM_WRAP_NS - 20, 0);
+    b.set_running(0, false);
+    wa.publish(&a.law());
+    wb.publish(&b.law());
+    assert_eq!(true_offset(&ra, &rb).unwrap().offset_ns, 30);
+    assert_eq!(true_offset(&rb, &ra).unwrap().offset_ns, -30);
+    // Running clocks on the host clock: 1 ms apart, +100 ppm vs nominal; the offset at the
+    // returned instant is exactly what the two laws give there.
+    let now = crate::clock::HostClock::new().now_ns();
+    let a = Phc::new(now, 5 * NS_PER_S + 1_000_000, 100_000);
+    let b = Phc::new(now, 5 * NS_PER_S, 0);
+    wa.publish(&a.law());
+    wb.publish(&b.law());
+    let o = true_offset(&ra, &rb).unwrap();
+    assert!(o.at_t >= now);
+    assert_eq!(o.offset_ns, a.ns_at(o.at_t) as i64 - b.ns_at(o.at_t) as i64);
+    assert!(o.offset_ns >= 1_000_000);
+}
