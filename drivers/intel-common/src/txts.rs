@@ -325,8 +325,22 @@ impl TxTimestamps {
             }
         }
         if !lost.is_empty() {
-            st.slots[0].last_low = regs.read(self.regs.low[0]);
+            let l0 = regs.read(self.regs.low[0]);
             let _ = regs.read(self.regs.high[0]);
+            // Whatever a free set holds now is stale: a late stamp for an expired request, whose
+            // valid bit the TXSTMPH_0 read may just have cleared. Remember its TXSTMPL so the
+            // lost-valid-bit check in `retrieve` never hands it to the set's next request. A set
+            // still pending keeps its old value: its stamp, if it landed, is still to be found.
+            let n = self.regs.low.len().min(MAX_SETS);
+            for (i, slot) in st.slots[..n].iter_mut().enumerate() {
+                if slot.cookie.is_none() {
+                    slot.last_low = if i == 0 {
+                        l0
+                    } else {
+                        regs.read(self.regs.low[i])
+                    };
+                }
+            }
         }
         lost
     }

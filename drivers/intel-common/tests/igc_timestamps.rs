@@ -244,10 +244,16 @@ fn timeout_frees_the_slot_reports_it_and_releases_the_sets() {
 }
 
 /// Fix 1/4 ("Fix race condition in PTP tx code"): the watchdog must never see a reserved slot
-/// whose start time is not yet written. Transmit and watchdog race here for real; with the
-/// reservation and its start time in one critical section no fresh request ever times out.
+/// whose start time is not yet written. Transmit and watchdog race here for real. Time moves
+/// 2 ms per request and the timeout is 1 ms, so a slot seen with the start time of the
+/// previous request on that set is already expired: the pre-fix form (reservation and start
+/// time in separate critical sections) times fresh requests out. With both under one lock,
+/// none ever is.
 #[test]
 fn watchdog_never_times_out_a_request_being_reserved() {
+    const TIMEOUT: u64 = 1_000_000;
+    const STEP: u64 = 2 * TIMEOUT;
+    const OVERLAPS: u64 = 50_000;
     let ts = Arc::new(TxTimestamps::new(igc::TS_REGS, 4));
     // Enabling needs registers; a model without a thread will do.
     let clock = VirtualClock::new(0);
@@ -257,35 +263,58 @@ fn watchdog_never_times_out_a_request_being_reserved() {
     let now = Arc::new(AtomicU64::new(1_000_000_000));
     let stop = Arc::new(AtomicBool::new(false));
     let spurious = Arc::new(AtomicU64::new(0));
+    let overlaps = Arc::new(AtomicU64::new(0));
     let watchdog = {
-        let (ts, regs, now, stop, spurious) = (
+        let (ts, regs, now, stop, spurious, overlaps) = (
             ts.clone(),
             regs.clone(),
             now.clone(),
             stop.clone(),
             spurious.clone(),
+            overlaps.clone(),
         );
         std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                // Every reservation is stamped with the current time, which only moves by 1 ns
-                // per iteration: nothing is ever 1 ms old.
-                let lost = ts.expire(&regs, now.load(Ordering::Relaxed), 1_000_000);
+            let mut last = 0;
+            while !stop.load(Ordering::SeqCst) {
+                // SeqCst: a time read here is never older than a cancel the transmit side made
+                // before moving the time on, so only a slot reserved at or after it is seen.
+                let t = now.load(Ordering::SeqCst);
+                let lost = ts.expire(&regs, t, TIMEOUT);
                 spurious.fetch_add(lost.len() as u64, Ordering::Relaxed);
+                // A pass that sees the time moved ran interleaved with the transmit side.
+                if t != last {
+                    overlaps.fetch_add(1, Ordering::Relaxed);
+                    last = t;
+                }
             }
         })
     };
-    for i in 0..200_000u64 {
-        let t = now.fetch_add(1, Ordering::Relaxed) + 1;
+    // Run until the two threads have interleaved often enough (on a busy 2-core host they may
+    // take turns on one core for a while and not overlap at all), bounded in requests and time.
+    let t0 = std::time::Instant::now();
+    let mut i = 0u64;
+    while (i < 200_000 || overlaps.load(Ordering::Relaxed) < OVERLAPS)
+        && i < 5_000_000
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        let t = now.fetch_add(STEP, Ordering::SeqCst) + STEP;
         if let Reservation::Set(s) = ts.reserve(i, t) {
             ts.cancel(s, i);
         }
+        i += 1;
     }
-    stop.store(true, Ordering::Relaxed);
+    stop.store(true, Ordering::SeqCst);
     watchdog.join().unwrap();
+    eprintln!(
+        "{i} requests, {} interleaved watchdog passes in {:?}",
+        overlaps.load(Ordering::Relaxed),
+        t0.elapsed()
+    );
     assert_eq!(
         spurious.load(Ordering::Relaxed),
         0,
-        "fresh requests timed out"
+        "fresh requests timed out ({i} requests, {} interleaved watchdog passes)",
+        overlaps.load(Ordering::Relaxed)
     );
 }
 
@@ -381,6 +410,40 @@ fn a_late_stamp_for_a_freed_slot_is_discarded_not_misdelivered() {
     let got = rig.irq().unwrap();
     assert!(got.delivered().is_empty());
     assert!(got.stale >= 1);
+}
+
+/// A stamp that landed in set 1 for a request the watchdog then expired has its valid bit
+/// cleared by the watchdog's TXSTMPH_0 read. It is stale: the next request on set 1 must not
+/// be handed it when another set's interrupt runs the lost-valid-bit check.
+#[test]
+fn a_late_stamp_in_set_1_cleared_by_the_watchdog_is_not_handed_to_the_next_waiter() {
+    let mut rig = rig();
+    let t = ptp_ipc::time::mono_ns();
+    assert_eq!(rig.ts.reserve(100, t), Reservation::Set(0)); // no frame: holds set 0
+    assert_eq!(rig.send(2), Reservation::Set(1));
+    rig.run_model();
+    assert_eq!(
+        rig.func.with_device(|d| d.txtt()),
+        0b10,
+        "cookie 2 stamped in set 1"
+    );
+    // The watchdog expires both before the IRQ thread reads the stamp.
+    let lost = rig.ts.expire(&rig.regs, t + 10_000_000_000, 1);
+    assert_eq!(lost.len(), 2);
+    assert_eq!(
+        rig.func.with_device(|d| d.txtt()),
+        0,
+        "TXSTMPH_0 cleared every bit"
+    );
+    let _ = rig.irq(); // the interrupt the stamp raised: nothing for anyone
+    // New requests: 300 on set 0 and 3 on set 1, neither frame sent yet; 4 on set 2 is sent.
+    assert_eq!(rig.ts.reserve(300, t), Reservation::Set(0));
+    assert_eq!(rig.ts.reserve(3, t), Reservation::Set(1));
+    assert_eq!(rig.send(4), Reservation::Set(2));
+    rig.run_model();
+    let got = rig.irq().expect("TXTS for set 2");
+    assert_eq!(Rig::cookies(&got), vec![4], "{got:?}");
+    assert_eq!(rig.ts.pending(), 2, "3 and 300 still wait for their frames");
 }
 
 // ---- RX ----------------------------------------------------------------------------------
