@@ -20,6 +20,11 @@ use ptp_pci::{IrqVector, IrqWait, PciFunction};
 
 const T0: u64 = 1_700_000_000_000_000_000;
 
+/// igc latency compensation at 2.5 Gb/s, in ns: TX added to the stamp, RX subtracted
+/// (shared/reference/intel-timesync.md §8.4, "igc (current, igc.h)" row).
+const IGC_2500_TX_LATENCY_NS: u64 = 1325;
+const IGC_2500_RX_LATENCY_NS: u64 = 1485;
+
 struct Rig {
     clock: VirtualClock,
     func: EmuFunction<I225>,
@@ -135,14 +140,32 @@ fn one_stamp_is_the_departure_instant_after_latency_compensation() {
     assert_eq!(got.delivered().len(), 1);
     let d = got.delivered()[0];
     assert_eq!(d.cookie, 7);
-    // The model latches PHC(departure) − TX latency (§8.4, 2.5 Gb/s); the first frame departs
-    // after the model's TX pipeline latency. Adding the latency back gives the departure.
-    let (tx_lat, _) = r::latency_ns(2500);
+    // The model latches PHC(departure) − TX latency (2.5 Gb/s); the first frame departs after
+    // the model's TX pipeline latency. Adding the latency back gives the departure. The figure
+    // is stated here, not taken from the table the model and the driver share.
+    let tx_lat = IGC_2500_TX_LATENCY_NS;
     let pipeline = rig
         .func
         .with_device(|_| ptp_emu::igc::DEFAULT_TX_PIPELINE_NS);
-    assert_eq!(d.raw_ns + tx_lat as u64, T0 + t_poll + pipeline);
+    assert_eq!(d.raw_ns + tx_lat, T0 + t_poll + pipeline);
     assert_eq!(rig.ts.pending(), 0);
+}
+
+/// The latency table the model and the driver share holds the reference figures, at every
+/// speed (intel-timesync.md §8.4, "igc (current, igc.h)": 10M 240/6450, 100M 58/185,
+/// 1G 80/300, 2.5G 1325/1485 ns TX/RX). An unknown speed compensates nothing.
+#[test]
+fn latency_table_holds_the_reference_figures() {
+    for (mbps, tx, rx) in [
+        (10, 240, 6450),
+        (100, 58, 185),
+        (1000, 80, 300),
+        (2500, IGC_2500_TX_LATENCY_NS, IGC_2500_RX_LATENCY_NS),
+        (5000, 0, 0),
+    ] {
+        let (t, r) = r::latency_ns(mbps);
+        assert_eq!((t as u64, r as u64), (tx, rx), "{mbps} Mb/s");
+    }
 }
 
 #[test]
@@ -548,11 +571,11 @@ fn rx_stamp_is_the_arrival_instant_after_latency_compensation() {
     let t = rig.clock.now();
     rig.run_model();
     rig.run_model();
-    let (_, rx_lat) = r::latency_ns(2500);
+    let rx_lat = IGC_2500_RX_LATENCY_NS;
     let mut got = None;
     rig.rx.poll(8, |meta, buf| {
         if let RxFrame::Ptp { rx_ns, .. } =
-            igc::rx_frame(RxFilter::All, meta.status, &buf[..meta.len], rx_lat as u64)
+            igc::rx_frame(RxFilter::All, meta.status, &buf[..meta.len], rx_lat)
         {
             got = rx_ns;
         }
