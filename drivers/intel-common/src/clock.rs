@@ -49,6 +49,17 @@ pub trait ClockHw<M: Mmio>: Send + Sync {
     fn set_freq(&self, regs: &Regs<M>, scaled_ppm: i64);
 }
 
+/// The gettimex sample with the narrowest CLOCK_REALTIME bracket. A sample whose bracket ends
+/// before it starts (the wall clock stepped back between the two readings) says nothing about
+/// when the PHC was read and is never chosen; `None` if every sample is like that.
+pub fn tightest_bracket(samples: &[TimeXSample]) -> Option<&TimeXSample> {
+    samples
+        .iter()
+        .filter_map(|s| Some((s.sys_after_ns.checked_sub(s.sys_before_ns)?, s)))
+        .min_by_key(|&(width, _)| width)
+        .map(|(_, s)| s)
+}
+
 /// `scaled_ppm` (ppm with a 16-bit fraction) to ppb, as a float.
 pub fn scaled_ppm_to_ppb(scaled_ppm: i64) -> f64 {
     scaled_ppm as f64 * 1000.0 / 65536.0
@@ -161,10 +172,9 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
             });
         }
         // Map the tightest sample to the monotonic timescale for the clock page.
-        let s = *out
-            .iter()
-            .min_by_key(|s| s.sys_after_ns - s.sys_before_ns)
-            .expect("at least one sample");
+        let Some(s) = tightest_bracket(&out).copied() else {
+            return Ok(out);
+        };
         if s.sys_after_ns - s.sys_before_ns > MAX_BRACKET_NS {
             return Ok(out);
         }
@@ -281,5 +291,35 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
             p(&s);
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(before: u64, after: u64) -> TimeXSample {
+        TimeXSample {
+            sys_before_ns: before,
+            phc_ns: 7,
+            sys_after_ns: after,
+        }
+    }
+
+    #[test]
+    fn a_bracket_the_wall_clock_stepped_back_in_is_never_the_tightest() {
+        // The second sample's CLOCK_REALTIME went back 1 s between its readings: a u64
+        // subtraction would overflow (panic in debug, a huge width in release).
+        let s = [
+            sample(5_000, 5_400),
+            sample(2_000_000_000, 1_000_000_100),
+            sample(6_000, 6_250),
+        ];
+        assert_eq!(tightest_bracket(&s), Some(&s[2]));
+        assert_eq!(tightest_bracket(&s[1..2]), None);
+        assert_eq!(tightest_bracket(&[]), None);
+        // A zero-width bracket (coarse clock) is a valid, tightest one.
+        let z = [sample(10, 20), sample(30, 30)];
+        assert_eq!(tightest_bracket(&z), Some(&z[1]));
     }
 }
