@@ -1,6 +1,7 @@
 //! Behaviour every transport must have, run against each implementation.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -52,6 +53,60 @@ fn req(seq: u32) -> PtpdToDriver {
             delta_ns: -(seq as i64),
         },
     }
+}
+
+/// Runs `f` on a thread named `name` (≤ 15 bytes, unique per test) and returns once that thread
+/// is asleep in the kernel after announcing it is about to make the blocking call: its
+/// /proc/self/task/<tid>/stat state is 'S'. Between the announcement and the call nothing
+/// sleeps, so a test that then wakes it proves it woke a blocked waiter, not one that had not
+/// reached the call yet. Bounded: panics after `LONG`.
+fn spawn_blocked<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let armed = Arc::new(AtomicBool::new(false));
+    let a = armed.clone();
+    let h = thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            a.store(true, Ordering::SeqCst);
+            f()
+        })
+        .unwrap();
+    let deadline = Instant::now() + LONG;
+    while !(armed.load(Ordering::SeqCst) && thread_state(name) == Some('S')) {
+        assert!(!h.is_finished(), "{name}: returned without blocking");
+        assert!(Instant::now() < deadline, "{name}: never blocked");
+        thread::sleep(Duration::from_micros(200));
+    }
+    h
+}
+
+/// The scheduler state of this process's thread named `name`, from /proc.
+fn thread_state(name: &str) -> Option<char> {
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            // "tid (comm) S ...": the state follows the last ')'.
+            return stat[stat.rfind(')')? + 1..].trim_start().chars().next();
+        }
+    }
+    None
+}
+
+/// Joins `h`, failing the test if the thread has not finished within `LONG` (it stays blocked:
+/// the wake-up under test did not happen).
+fn join_within<T>(h: thread::JoinHandle<T>, what: &str) -> T {
+    let deadline = Instant::now() + LONG;
+    while !h.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the blocked thread was not woken"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    h.join().unwrap()
 }
 
 #[test]
@@ -139,14 +194,10 @@ fn peer_drop_is_disconnected_both_directions() {
 fn peer_drop_wakes_blocked_recv() {
     for (name, make) in transports() {
         let (a, b) = make();
-        let h = thread::spawn(move || {
-            let mut buf = Vec::new();
-            b.recv(&mut buf, None)
-        });
-        thread::sleep(SHORT);
+        let h = spawn_blocked("t-peerdrop", move || b.recv(&mut Vec::new(), None));
         drop(a);
         assert_eq!(
-            h.join().unwrap(),
+            join_within(h, name),
             Err(TransportError::Disconnected),
             "{name}"
         );
@@ -208,12 +259,11 @@ fn shutdown_unblocks_recv_and_both_sides_see_disconnected() {
         let (a, b) = make();
         let b = Arc::new(b);
         let b2 = b.clone();
-        let h = thread::spawn(move || b2.recv(&mut Vec::new(), None));
-        thread::sleep(SHORT);
+        let h = spawn_blocked("t-shutrecv", move || b2.recv(&mut Vec::new(), None));
         let t = Instant::now();
         b.shutdown();
         assert_eq!(
-            h.join().unwrap(),
+            join_within(h, name),
             Err(TransportError::Disconnected),
             "{name}"
         );
@@ -242,11 +292,10 @@ fn shutdown_unblocks_send() {
         fill(&*a);
         let a = Arc::new(a);
         let a2 = a.clone();
-        let h = thread::spawn(move || a2.send(b"blocked", None));
-        thread::sleep(SHORT);
+        let h = spawn_blocked("t-shutsend", move || a2.send(b"blocked", None));
         a.shutdown();
         assert_eq!(
-            h.join().unwrap(),
+            join_within(h, name),
             Err(TransportError::Disconnected),
             "{name}"
         );
