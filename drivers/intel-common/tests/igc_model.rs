@@ -128,24 +128,61 @@ fn settime_writes_l_then_h_and_takes_effect() {
     ));
 }
 
+/// How far the model's PHC moves across one `adjtime(delta)`, and how long the call took (host
+/// monotonic ns, measured around it).
+fn step(rig: &Rig, phc: &Phc<EmuBar<I225>, Igc>, delta: i64) -> (i128, u64) {
+    let before = rig.func.with_device(|d| d.phc_now_ns());
+    let t0 = ptp_ipc::time::mono_ns();
+    phc.adjtime(delta).unwrap();
+    let took = ptp_ipc::time::mono_ns() - t0;
+    let after = rig.func.with_device(|d| d.phc_now_ns());
+    (after as i128 - before as i128, took)
+}
+
+fn median(v: &mut [i128]) -> i128 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
 #[test]
 fn adjtime_steps_by_the_amount() {
     let rig = rig();
     let phc = phc(&rig);
     for delta in [1_000_000_000i64, -333, 5] {
-        let before = rig.func.with_device(|d| d.phc_now_ns());
-        phc.adjtime(delta).unwrap();
-        let after = rig.func.with_device(|d| d.phc_now_ns());
-        // The virtual clock stands still; igcd adds back the host time that passed between its
-        // read and its write (microseconds here), which a frozen model does not see.
-        let err = after as i128 - before as i128 - delta as i128;
-        assert!(
-            (0..1_000_000).contains(&err),
-            "delta {delta}: off by {err} ns"
-        );
+        // The virtual clock stands still, so the model's PHC moves only by what igcd writes:
+        // delta plus the host time igcd adds back for the gap between its read and its write
+        // (~250 ns in a debug build). That gap lies inside the call, so every step is off by a
+        // value in [0, the call's duration].
+        //
+        // The call takes longer than 333 ns, so that bound alone cannot tell −333 from a no-op
+        // or a sign flip. A step of 0 has the same added-back gap: the medians over interleaved
+        // steps of `delta` and of 0 differ by `delta` up to a few ns of jitter. Requiring that
+        // difference within |delta|/2 rejects a no-op, a sign flip or a doubled step (each off
+        // by ≥ |delta|). A 5 ns step is below that jitter and checked against the bracket only.
+        let (mut moved, mut moved0) = (Vec::new(), Vec::new());
+        for _ in 0..101 {
+            for (d, out) in [(delta, &mut moved), (0, &mut moved0)] {
+                let (m, took) = step(&rig, &phc, d);
+                assert!(
+                    (0..=took as i128).contains(&(m - d as i128)),
+                    "adjtime({d}) moved the PHC {m} ns; the call took {took} ns"
+                );
+                out.push(m);
+            }
+        }
+        let diff = median(&mut moved) - median(&mut moved0);
+        eprintln!("adjtime({delta}): median move {diff} ns beyond adjtime(0)'s");
+        if delta.unsigned_abs() >= 100 {
+            assert!(
+                (diff - delta as i128).abs() <= delta.unsigned_abs() as i128 / 2,
+                "adjtime({delta}) moved the PHC {diff} ns more than adjtime(0) (medians)"
+            );
+        }
     }
+    // A step below zero is refused.
+    let now = rig.func.with_device(|d| d.phc_now_ns()) as i64;
     assert!(matches!(
-        phc.adjtime(-(T0 as i64) - 10_000_000_000),
+        phc.adjtime(-now - 10_000_000_000),
         Err(HwError::InvalidArgument(_))
     ));
 }
