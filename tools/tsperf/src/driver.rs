@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use ptp_emu::truth::TruthReader;
 use ptp_ipc::clockpage::{ClockPageReader, ClockSample};
 use ptp_ipc::time::mono_ns;
 use ptp_ipc::transport::{Channel, ChannelError, SeqpacketConn, Transport, TransportError};
@@ -17,7 +18,7 @@ use ptp_ipc::{
     Stats,
 };
 
-use crate::ramp::{Completion, Outcome, Target};
+use crate::ramp::{Completion, Counters, Outcome, Target};
 
 type Chan = Channel<SeqpacketConn, PtpdToDriver, DriverToPtpd>;
 /// Requests waiting for their reply, by sequence number.
@@ -55,7 +56,7 @@ pub struct Driver {
     completions: Receiver<Completion>,
     frames: Receiver<(u64, Option<u64>)>,
     frame: Vec<u8>,
-    last_stats: Option<Stats>,
+    truth: TruthReader,
     pub sets: u8,
     _dir: TempDir,
 }
@@ -108,6 +109,7 @@ impl Driver {
         let (prog, pre) = cmd.split_first().ok_or("no igcd command")?;
         let sock = dir.0.join("igc.sock");
         let page = dir.0.join("clock.page");
+        let truth_path = dir.0.join("truth");
         let log = std::fs::File::create(dir.0.join("igcd.log")).map_err(|e| e.to_string())?;
         let mut child = Command::new(prog)
             .args(pre)
@@ -117,6 +119,8 @@ impl Driver {
             .arg(&sock)
             .arg("--clock-page")
             .arg(&page)
+            .arg("--truth")
+            .arg(&truth_path)
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -136,7 +140,13 @@ impl Driver {
                 }
             }
         })();
-        let conn = match conn {
+        // The model's own counters: igcd creates the record before it serves its channel.
+        let conn = conn.and_then(|c| {
+            TruthReader::open(&truth_path)
+                .map(|t| (c, t))
+                .map_err(|e| format!("ground-truth record {}: {e}", truth_path.display()))
+        });
+        let (conn, truth) = match conn {
             Ok(c) => c,
             Err(e) => {
                 let _ = child.kill();
@@ -167,7 +177,7 @@ impl Driver {
             completions: crx,
             frames: frx,
             frame: sync_frame(0),
-            last_stats: None,
+            truth,
             sets,
             _dir: dir,
         })
@@ -259,13 +269,11 @@ impl Target for Driver {
         &self.completions
     }
 
-    fn mmio_reads(&mut self) -> Option<(u64, u64)> {
-        let now = self.stats().ok()?;
-        let prev = self.last_stats.replace(now)?;
-        Some((
-            now.mmio_reads - prev.mmio_reads,
-            now.tx_delivered - prev.tx_delivered,
-        ))
+    fn counters(&mut self) -> Counters {
+        Counters {
+            driver_reads: self.stats().ok().map(|s| s.mmio_reads),
+            model_reads: self.truth.snapshot().ok().map(|s| s.bar_reads),
+        }
     }
 }
 

@@ -8,8 +8,10 @@
 //! private network namespace); `--rx` (received-frame throughput by RX filter).
 
 pub mod driver;
+pub mod figures;
 pub mod kernel;
 pub mod ramp;
+pub mod report;
 pub mod rx;
 pub mod stats;
 
@@ -21,11 +23,14 @@ use serde_json::json;
 
 use crate::driver::{Driver, IgcdCommand};
 use crate::ramp::{RampConfig, Step, Target};
+use crate::report::{CompareSets, RunFigures, TargetSummary};
+use crate::stats::Latency;
 
 pub const USAGE: &str = "\
 usage: tsperf [options]
   (default)            ramp TX-timestamp requests through igcd on an emulated i225
-  --compare-sets       run the ramp with 1 and with 4 timestamp sets; print the capacity ratio
+  --compare-sets       run the ramp with 1 and with 4 timestamp sets; print both capacities
+                       (ntpperf: highest rate with ≥ 99.9 % / ≥ 99 % on time, 0 lost) and ratios
   --kernel-baseline    also run the ramp against Linux software TX timestamps (SO_TIMESTAMPING,
                        UDP on loopback in a private network namespace; needs root)
   --rx                 received-frame throughput through igcd with RX filter NONE, PTP_V2_EVENT
@@ -35,7 +40,10 @@ options:
   --start RATE         first rate, requests/s (default 1000)
   --max RATE           last rate (default 400000)
   --step-secs S        length of a step (default 1)
-  --limit-secs S       stop the whole run after S (default 120)
+  --limit-secs S       end a ramp after S (default 120)
+  --runs N             repeat the whole ramp (or both --compare-sets ramps) N times, a fresh igcd
+                       each time; per-run figures, medians and ranges (default 1; --rx: rounds,
+                       default 5)
   --json               one JSON object per step, then a summary object
   --wire loopback|none what the emulated NIC is cabled to (default loopback: every frame comes
                        back and is delivered to the requester as a received PTP frame)
@@ -58,6 +66,8 @@ pub struct Options {
     pub ramp: RampConfig,
     pub igcd: IgcdCommand,
     pub wire: String,
+    /// Whole ramps (or compare-sets pairs) to run; `--rx`: interleaved rounds.
+    pub runs: usize,
 }
 
 pub fn parse(
@@ -73,6 +83,7 @@ pub fn parse(
         ramp: RampConfig::default(),
         igcd,
         wire: "loopback".into(),
+        runs: 0,
     };
     let mut p = lexopt::Parser::from_args(args);
     let secs = |v: f64, what: &str| {
@@ -105,6 +116,12 @@ pub fn parse(
                 )?
             }
             Long("json") => o.json = true,
+            Long("runs") => {
+                o.runs = p.value().map_err(bad)?.parse().map_err(bad)?;
+                if !(1..=100).contains(&o.runs) {
+                    return Err("--runs must be 1..=100".into());
+                }
+            }
             Long("igcd") => o.igcd = vec![p.value().map_err(bad)?],
             Long("wire") => {
                 o.wire = p.value().map_err(bad)?.string().map_err(bad)?;
@@ -121,6 +138,13 @@ pub fn parse(
         && o.ramp.max_rate <= 10e6)
     {
         return Err("need 1 ≤ --start ≤ --max ≤ 10000000".into());
+    }
+    if o.runs == 0 {
+        o.runs = if o.mode == Mode::Rx {
+            rx::DEFAULT_ROUNDS
+        } else {
+            1
+        };
     }
     Ok(Some(o))
 }
@@ -140,7 +164,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>, igcd: IgcdComman
         }
     };
     let r = match o.mode {
-        Mode::Ramp => run_ramp(&o).map(|_| ()),
+        Mode::Ramp => run_ramp(&o),
         Mode::CompareSets => compare_sets(&o),
         Mode::KernelBaseline => kernel_baseline(&o),
         Mode::Rx => rx::run(&o),
@@ -154,139 +178,105 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>, igcd: IgcdComman
     }
 }
 
-fn ramp_target<T: Target>(t: &mut T, o: &Options) -> Vec<Step> {
+/// Runs one ramp against `t`, printing each step as it completes.
+fn ramp_target<T: Target>(t: &mut T, o: &Options, run: usize) -> Vec<Step> {
     let name = t.name();
     if !o.json {
-        println!("# {name}");
+        println!("# run {run}: {name}");
         println!("{}", ramp::HEADER);
     }
     ramp::run(t, &o.ramp, |s| {
         if o.json {
-            println!("{}", s.to_json(&name));
+            println!("{}", s.to_json(run, &name));
         } else {
             println!("{}", s.row());
         }
     })
 }
 
-fn summary(name: &str, steps: &[Step]) -> serde_json::Value {
-    let cap = ramp::capacity(steps);
-    let at_cap = steps.iter().find(|s| Some(s.rate) == cap);
-    json!({
-        "target": name,
-        "capacity_per_s": cap.map(f64::round),
-        "capacity_99_per_s": ramp::capacity_at(steps, 99.0).map(f64::round),
-        "peak_on_time_per_s": ramp::peak_on_time(steps).map(f64::round),
-        "latency_p99_us_at_capacity": at_cap.map(|s| s.latency.p99),
-        "mmio_reads_per_ts_at_capacity": at_cap.and_then(|s| s.mmio_reads_per_ts),
-        "mmio_reads_per_ts_at_last_step": steps.last().and_then(|s| s.mmio_reads_per_ts),
-    })
+/// `runs` ramps of igcd with `sets` TX timestamp sets, a fresh igcd each run.
+fn driver_runs(o: &Options, sets: u8, runs: &mut TargetSummary, run: usize) -> Result<(), String> {
+    let mut d = Driver::start(&o.igcd, sets, &o.wire)?;
+    runs.target = d.name();
+    let steps = ramp_target(&mut d, o, run);
+    runs.runs.push(RunFigures::of(steps));
+    Ok(())
 }
 
-fn run_ramp(o: &Options) -> Result<Vec<Step>, String> {
-    let mut d = Driver::start(&o.igcd, o.sets, &o.wire)?;
-    let steps = ramp_target(&mut d, o);
-    let s = summary(&d.name(), &steps);
+fn empty(target: &str) -> TargetSummary {
+    TargetSummary {
+        target: target.into(),
+        runs: Vec::new(),
+    }
+}
+
+fn print_summary(o: &Options, mode: &str, targets: &[&TargetSummary]) {
     let wake = wakeup_ns();
     if o.json {
-        let mut s = s;
-        s["summary"] = true.into();
-        s["wakeup_ns"] = wake.into();
-        println!("{s}");
+        let mut v = json!({"summary": true, "mode": mode, "runs": o.runs, "wakeup_ns": wake});
+        v["targets"] = targets
+            .iter()
+            .map(|t| t.to_json())
+            .collect::<Vec<_>>()
+            .into();
+        println!("{v}");
     } else {
         println!(
-            "capacity (≥ 99.9 % on time, none lost): {} req/s; p99 latency there {} µs; one blocking wake-up here ≈ {:.1} µs",
-            s["capacity_per_s"],
-            s["latency_p99_us_at_capacity"],
+            "== ntpperf capacity: the highest rate with ≥ P % of stamps on time (≤ 1 ms) and 0 lost; \
+             medians (range) over {} run{}",
+            o.runs,
+            if o.runs == 1 { "" } else { "s" }
+        );
+        for t in targets {
+            for l in t.lines() {
+                println!("{l}");
+            }
+        }
+        println!(
+            "one blocking wake-up on this machine ≈ {:.1} µs",
             wake as f64 / 1e3
         );
     }
-    Ok(steps)
+}
+
+fn run_ramp(o: &Options) -> Result<(), String> {
+    let mut t = empty("igcd");
+    for run in 1..=o.runs {
+        driver_runs(o, o.sets, &mut t, run)?;
+    }
+    print_summary(o, "ramp", &[&t]);
+    Ok(())
 }
 
 fn compare_sets(o: &Options) -> Result<(), String> {
-    let mut results = Vec::new();
-    for sets in [1u8, 4] {
-        let mut d = Driver::start(&o.igcd, sets, &o.wire)?;
-        let steps = ramp_target(&mut d, o);
-        results.push((sets, d.name(), steps));
+    let (mut one, mut four) = (empty("1 set"), empty("4 sets"));
+    for run in 1..=o.runs {
+        driver_runs(o, 1, &mut one, run)?;
+        driver_runs(o, 4, &mut four, run)?;
     }
-    let ratio_at = |pct: f64| {
-        let c1 = ramp::capacity_at(&results[0].2, pct);
-        let c4 = ramp::capacity_at(&results[1].2, pct);
-        let r = match (c1, c4) {
-            (Some(a), Some(b)) if a > 0.0 => Some(b / a),
-            _ => None,
-        };
-        (c1.map(f64::round), c4.map(f64::round), r)
-    };
-    let (c1, c4, ratio) = ratio_at(99.9);
-    let (k1, k4, kratio) = ratio_at(99.0);
-    let g1 = ramp::peak_on_time(&results[0].2);
-    let g4 = ramp::peak_on_time(&results[1].2);
-    let gratio = match (g1, g4) {
-        (Some(a), Some(b)) if a > 0.0 => Some(b / a),
-        _ => None,
-    };
-    let mmio4 = summary(&results[1].1, &results[1].2);
-    let last4 = results[1].2.last();
+    let c = CompareSets { one, four };
     if o.json {
-        println!(
-            "{}",
-            json!({"summary": true, "compare_sets": true,
-                "capacity_1_set": c1, "capacity_4_sets": c4, "capacity_ratio": ratio,
-                "capacity_99_1_set": k1, "capacity_99_4_sets": k4, "capacity_99_ratio": kratio,
-                "peak_on_time_1_set": g1.map(f64::round), "peak_on_time_4_sets": g4.map(f64::round),
-                "peak_on_time_ratio": gratio,
-                "mmio_reads_per_ts_4_sets_at_capacity": mmio4["mmio_reads_per_ts_at_capacity"],
-                "mmio_reads_per_ts_4_sets_at_last_step": last4.and_then(|s| s.mmio_reads_per_ts),
-                "last_step_rate_4_sets": last4.map(|s| s.rate.round())})
-        );
+        println!("{}", c.to_json());
     } else {
-        let f = |r: Option<f64>| {
-            r.map(|r| format!("{r:.2}x"))
-                .unwrap_or_else(|| "n/a".into())
-        };
-        println!(
-            "capacity ≥ 99.9 % on time: 1 set {c1:?}/s, 4 sets {c4:?}/s, ratio {}\n\
-             capacity ≥ 99 % on time:   1 set {k1:?}/s, 4 sets {k4:?}/s, ratio {}\n\
-             peak on-time stamps/s:     1 set {:?}/s, 4 sets {:?}/s, ratio {}\n\
-             MMIO reads per timestamp, 4 sets: {} at capacity, {:?} at the last step ({:?}/s)",
-            f(ratio),
-            f(kratio),
-            g1.map(f64::round),
-            g4.map(f64::round),
-            f(gratio),
-            mmio4["mmio_reads_per_ts_at_capacity"],
-            last4.and_then(|s| s.mmio_reads_per_ts),
-            last4.map(|s| s.rate.round())
-        );
+        for l in c.lines() {
+            println!("{l}");
+        }
     }
     Ok(())
 }
 
 fn kernel_baseline(o: &Options) -> Result<(), String> {
-    let mut k = kernel::KernelTarget::start()?;
-    let ksteps = ramp_target(&mut k, o);
-    drop(k);
-    let mut d = Driver::start(&o.igcd, o.sets, &o.wire)?;
-    let dsteps = ramp_target(&mut d, o);
-    let ks = summary("linux software TX timestamps (loopback, netns)", &ksteps);
-    let ds = summary(&d.name(), &dsteps);
-    if o.json {
-        println!(
-            "{}",
-            json!({"summary": true, "kernel_baseline": ks, "igcd": ds})
-        );
-    } else {
-        println!(
-            "capacity: linux software {} req/s (p99 {} µs) | igcd {} req/s (p99 {} µs)",
-            ks["capacity_per_s"],
-            ks["latency_p99_us_at_capacity"],
-            ds["capacity_per_s"],
-            ds["latency_p99_us_at_capacity"]
-        );
+    let mut k = empty("linux software TX timestamps");
+    let mut d = empty("igcd");
+    for run in 1..=o.runs {
+        let mut kt = kernel::KernelTarget::start()?;
+        k.target = kt.name();
+        let steps = ramp_target(&mut kt, o, run);
+        k.runs.push(RunFigures::of(steps));
+        drop(kt);
+        driver_runs(o, o.sets, &mut d, run)?;
     }
+    print_summary(o, "kernel_baseline", &[&k, &d]);
     Ok(())
 }
 
@@ -303,16 +293,15 @@ pub fn wakeup_ns() -> u64 {
             }
         }
     });
-    let mut v = Vec::with_capacity(2000);
+    let mut h = Latency::default();
     for _ in 0..2000 {
         let t = Instant::now();
         if a_tx.send(()).is_err() || b_rx.recv().is_err() {
             break;
         }
-        v.push(t.elapsed().as_nanos() as u64 / 2);
+        h.record_ns(t.elapsed().as_nanos() as u64 / 2);
     }
     drop(a_tx);
     let _ = echo.join();
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
+    h.quantile_ns(0.5)
 }

@@ -8,7 +8,8 @@ use crossbeam_channel::Receiver;
 use ptp_ipc::time::mono_ns;
 use serde_json::json;
 
-use crate::stats::{Samples, Summary};
+use crate::figures::{self, Bounds, Class, Seen};
+use crate::stats::{Latency, Summary};
 
 /// How a request ended, as the target reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +30,15 @@ pub struct Completion {
     pub outcome: Outcome,
 }
 
+/// Cumulative register-read counters of a target, where it has them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Reads through the driver's own register funnel (its `Stats::mmio_reads`).
+    pub driver_reads: Option<u64>,
+    /// BAR reads the device model itself counted (the ground-truth record).
+    pub model_reads: Option<u64>,
+}
+
 /// What the ramp drives.
 pub trait Target {
     /// Human name for tables.
@@ -37,9 +47,9 @@ pub trait Target {
     fn submit(&mut self, id: u64) -> Result<(), String>;
     /// Where completions arrive.
     fn completions(&self) -> &Receiver<Completion>;
-    /// Register reads per delivered stamp since the last call, if the target can tell.
-    fn mmio_reads(&mut self) -> Option<(u64, u64)> {
-        None
+    /// The register-read counters now, if the target has any.
+    fn counters(&mut self) -> Counters {
+        Counters::default()
     }
 }
 
@@ -72,8 +82,9 @@ impl Default for RampConfig {
 }
 
 /// The result of one step.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Step {
+    /// The requested rate, /s.
     pub rate: f64,
     pub sent: u64,
     pub on_time: u64,
@@ -81,12 +92,20 @@ pub struct Step {
     pub skipped: u64,
     pub lost: u64,
     pub invalid: u64,
+    /// From the first submit to the latest of the schedule's end, the last submit and the last
+    /// on-time delivery, ns.
+    pub elapsed_ns: u64,
+    /// Stamps delivered on time per elapsed second ([`figures::goodput`]).
+    pub goodput_per_s: Option<f64>,
     /// Delivery latency (NIC latch → arrival at the requester), µs.
     pub latency: Summary,
     /// Submit → arrival, µs.
     pub turnaround: Summary,
-    pub mmio_reads_per_ts: Option<f64>,
-    /// The sender could not keep the rate (more than 10 ms behind).
+    /// Register reads per stamp received in this step: the driver's funnel count.
+    pub driver_reads_per_ts: Option<f64>,
+    /// The same from the device model's own BAR counters.
+    pub model_reads_per_ts: Option<f64>,
+    /// The sender could not keep the rate (more than 10 % short over the step).
     pub sender_behind: bool,
 }
 
@@ -99,23 +118,38 @@ impl Step {
         }
     }
 
-    pub fn to_json(&self, target: &str) -> serde_json::Value {
+    /// Requests submitted per elapsed second.
+    pub fn achieved_rate(&self) -> Option<f64> {
+        (self.elapsed_ns > 0).then(|| self.sent as f64 * 1e9 / self.elapsed_ns as f64)
+    }
+
+    pub fn to_json(&self, run: usize, target: &str) -> serde_json::Value {
+        let l = &self.latency;
         json!({
-            "target": target, "rate": self.rate.round(), "sent": self.sent,
+            "run": run, "target": target, "rate": self.rate.round(), "sent": self.sent,
+            "elapsed_s": self.elapsed_ns as f64 / 1e9,
+            "achieved_rate_per_s": self.achieved_rate(),
+            "on_time": self.on_time, "late": self.late, "skipped": self.skipped,
+            "lost": self.lost, "invalid": self.invalid,
             "on_time_pct": self.pct(self.on_time), "late_pct": self.pct(self.late),
             "skipped_pct": self.pct(self.skipped), "lost_pct": self.pct(self.lost),
             "invalid_pct": self.pct(self.invalid),
-            "latency_us": {"min": self.latency.min, "mean": self.latency.mean, "max": self.latency.max,
-                "stddev": self.latency.stddev, "p50": self.latency.p50, "p99": self.latency.p99, "p999": self.latency.p999},
-            "turnaround_us": {"p50": self.turnaround.p50, "p99": self.turnaround.p99},
-            "mmio_reads_per_ts": self.mmio_reads_per_ts,
+            "goodput_per_s": self.goodput_per_s,
+            "latency_us": {"min": l.min, "mean": l.mean, "max": l.max,
+                "stddev": l.stddev, "p50": l.p50, "p99": l.p99, "p999": l.p999},
+            "turnaround_us": {"p50": self.turnaround.p50, "p99": self.turnaround.p99,
+                "p999": self.turnaround.p999},
+            "driver_mmio_reads_per_ts": self.driver_reads_per_ts,
+            "model_bar_reads_per_ts": self.model_reads_per_ts,
             "sender_behind": self.sender_behind,
         })
     }
 
     pub fn row(&self) -> String {
+        let opt =
+            |v: Option<f64>, d: usize| v.map(|m| format!("{m:.d$}")).unwrap_or_else(|| "-".into());
         format!(
-            "{:>8.0} {:>8} | {:>7.2}% {:>6.2}% {:>6.2}% {:>6.2}% {:>6.2}% | {:>8.1} {:>8.1} {:>9.1} {:>8.1} {:>8.1} | {:>5}",
+            "{:>8.0} {:>8} | {:>7.3}% {:>6.2}% {:>6.2}% {:>6.2}% {:>6.2}% | {:>8} | {:>7.1} {:>7.1} {:>8.1} {:>9.1} | {:>6} {:>6}{}",
             self.rate,
             self.sent,
             self.pct(self.on_time),
@@ -123,37 +157,58 @@ impl Step {
             self.pct(self.skipped),
             self.pct(self.lost),
             self.pct(self.invalid),
-            self.latency.min,
-            self.latency.mean,
-            self.latency.max,
-            self.latency.stddev,
+            opt(self.goodput_per_s, 0),
+            self.latency.p50,
             self.latency.p99,
-            self.mmio_reads_per_ts
-                .map(|m| format!("{m:.2}"))
-                .unwrap_or_else(|| "-".into()),
+            self.latency.p999,
+            self.latency.max,
+            opt(self.driver_reads_per_ts, 2),
+            opt(self.model_reads_per_ts, 2),
+            if self.sender_behind {
+                "  sender behind"
+            } else {
+                ""
+            },
         )
     }
 }
 
-pub const HEADER: &str = "    rate     sent |  ontime   late  skipped  lost invalid | latency µs: min     mean       max   stddev      p99 | mmio/ts";
+pub const HEADER: &str = "    rate     sent |   ontime    late  skipped  lost invalid | goodput/s | latency µs: p50   p99   p99.9       max | mmio reads/stamp: driver model";
 
-/// Runs one step at `rate` for `cfg.step`, then drains for `cfg.hard_timeout`.
-pub fn run_step<T: Target>(t: &mut T, rate: f64, cfg: &RampConfig, next_id: &mut u64) -> Step {
-    let _ = t.mmio_reads();
-    let mut submitted: HashMap<u64, u64> = HashMap::new();
+/// What a step's sender did.
+struct Sent {
+    /// Request id → submit instant (mono ns).
+    submitted: HashMap<u64, u64>,
+    /// Completions seen so far (and requests whose submit failed, as lost).
+    results: HashMap<u64, Completion>,
+    start_ns: u64,
+    end_ns: u64,
+    /// Not every request went out, or not within 10 % of the rate.
+    behind: bool,
+}
+
+/// Offers `rate × cfg.step` requests at their due instants (a stall is caught up in a burst,
+/// as ntpperf's sender does); gives up at twice the step's length.
+fn send<T: Target>(t: &mut T, rate: f64, cfg: &RampConfig, next_id: &mut u64) -> Sent {
+    let n = (rate * cfg.step.as_secs_f64()).round().max(1.0) as u64;
     let period = Duration::from_secs_f64(1.0 / rate);
-    let start = Instant::now();
-    let mut k = 0u64;
-    let mut sender_behind = false;
-    let mut results: HashMap<u64, Completion> = HashMap::new();
     let rx = t.completions().clone();
-    while start.elapsed() < cfg.step {
+    let mut out = Sent {
+        submitted: HashMap::with_capacity(n as usize),
+        results: HashMap::with_capacity(n as usize),
+        start_ns: 0,
+        end_ns: 0,
+        behind: false,
+    };
+    let start = Instant::now();
+    out.start_ns = mono_ns();
+    let mut k = 0u64;
+    while k < n && start.elapsed() < cfg.step * 2 {
         let due = start + period.mul_f64(k as f64);
-        let now = Instant::now();
-        if now < due {
+        if Instant::now() < due {
             // Collect completions while waiting, so the channel never backs up.
             while let Ok(c) = rx.try_recv() {
-                results.insert(c.id, c);
+                out.results.insert(c.id, c);
             }
             // Sleep, never spin: a spinning sender would take a core from the path under test
             // on a 2-core machine. Requests due within 20 µs go out now (ntpperf batches too).
@@ -164,33 +219,74 @@ pub fn run_step<T: Target>(t: &mut T, rate: f64, cfg: &RampConfig, next_id: &mut
         }
         let id = *next_id;
         *next_id += 1;
-        submitted.insert(id, mono_ns());
+        out.submitted.insert(id, mono_ns());
         if t.submit(id).is_err() {
-            results.insert(
+            let c = Completion {
                 id,
-                Completion {
-                    id,
-                    arrival_mono_ns: mono_ns(),
-                    outcome: Outcome::Lost,
-                },
-            );
+                arrival_mono_ns: mono_ns(),
+                outcome: Outcome::Lost,
+            };
+            out.results.insert(id, c);
         }
         k += 1;
     }
-    // The sender fell behind if it could not keep the rate over the step (a single stall is
-    // caught up in a burst, as ntpperf's sender does; only a sustained shortfall ends the ramp).
-    let expected = rate * start.elapsed().as_secs_f64();
-    sender_behind |= (k as f64) < 0.9 * expected;
-    // Drain: everything still outstanding after the hard timeout is lost.
-    let deadline = Instant::now() + cfg.hard_timeout;
-    while results.len() < submitted.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        match rx.recv_timeout(left) {
+    out.end_ns = mono_ns();
+    out.behind = k < n || (k as f64) < 0.9 * rate * start.elapsed().as_secs_f64();
+    out
+}
+
+/// Runs one step at `rate` for `cfg.step`, then drains for `cfg.hard_timeout`.
+pub fn run_step<T: Target>(t: &mut T, rate: f64, cfg: &RampConfig, next_id: &mut u64) -> Step {
+    let before = t.counters();
+    let mut sent = send(t, rate, cfg, next_id);
+    drain(
+        t.completions(),
+        &sent.submitted,
+        &mut sent.results,
+        cfg.hard_timeout,
+    );
+    let after = t.counters();
+    // The step lasts at least its schedule, longer if the sender was late.
+    let end_ns = sent.end_ns.max(sent.start_ns + cfg.step.as_nanos() as u64);
+    let mut s = classify(
+        rate,
+        &sent.submitted,
+        &sent.results,
+        cfg,
+        sent.start_ns,
+        end_ns,
+    );
+    s.sender_behind = sent.behind;
+    let stamps = s.on_time + s.late + s.invalid;
+    let per_ts = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) if stamps > 0 => Some(b.saturating_sub(a) as f64 / stamps as f64),
+        _ => None,
+    };
+    s.driver_reads_per_ts = per_ts(before.driver_reads, after.driver_reads);
+    s.model_reads_per_ts = per_ts(before.model_reads, after.model_reads);
+    s
+}
+
+/// Waits up to `hard_timeout` for every outstanding completion: what is still missing then is
+/// lost.
+fn drain(
+    rx: &Receiver<Completion>,
+    submitted: &HashMap<u64, u64>,
+    results: &mut HashMap<u64, Completion>,
+    hard_timeout: Duration,
+) {
+    let deadline = Instant::now() + hard_timeout;
+    // Late completions of an earlier step may still arrive: only this step's requests count.
+    let mut pending = submitted
+        .keys()
+        .filter(|id| !results.contains_key(id))
+        .count();
+    while pending > 0 {
+        match rx.recv_deadline(deadline) {
             Ok(c) => {
-                results.insert(c.id, c);
+                if submitted.contains_key(&c.id) && results.insert(c.id, c).is_none() {
+                    pending -= 1;
+                }
             }
             Err(_) => break,
         }
@@ -198,68 +294,66 @@ pub fn run_step<T: Target>(t: &mut T, rate: f64, cfg: &RampConfig, next_id: &mut
     while let Ok(c) = rx.try_recv() {
         results.insert(c.id, c);
     }
-    let mmio = t.mmio_reads();
-    classify(rate, &submitted, &results, cfg, sender_behind, mmio)
 }
 
+/// Classes every request of a step and summarises them.
 fn classify(
     rate: f64,
     submitted: &HashMap<u64, u64>,
     results: &HashMap<u64, Completion>,
     cfg: &RampConfig,
-    sender_behind: bool,
-    mmio: Option<(u64, u64)>,
+    start_ns: u64,
+    window_end_ns: u64,
 ) -> Step {
     let mut s = Step {
         rate,
         sent: submitted.len() as u64,
-        on_time: 0,
-        late: 0,
-        skipped: 0,
-        lost: 0,
-        invalid: 0,
-        latency: Summary::default(),
-        turnaround: Summary::default(),
-        mmio_reads_per_ts: None,
-        sender_behind,
+        ..Step::default()
     };
-    let (mut lat, mut turn) = (Samples::default(), Samples::default());
-    let on_time = cfg.on_time.as_nanos() as u64;
-    let hard = cfg.hard_timeout.as_nanos() as u64;
-    // Slack for the stamp-to-host mapping (clock page extrapolation).
-    let eps = 20_000;
+    let (mut lat, mut turn) = (Latency::default(), Latency::default());
+    let bounds = Bounds {
+        on_time_ns: cfg.on_time.as_nanos() as u64,
+        hard_ns: cfg.hard_timeout.as_nanos() as u64,
+        // Slack for the stamp-to-host mapping (clock page extrapolation).
+        slack_ns: 20_000,
+    };
+    let mut end_ns = window_end_ns;
     for (id, &sub) in submitted {
-        let Some(c) = results.get(id) else {
-            s.lost += 1;
-            continue;
-        };
-        match c.outcome {
-            Outcome::Skipped => s.skipped += 1,
-            Outcome::Lost => s.lost += 1,
-            Outcome::Stamp { latch_mono_ns } => {
-                let took = c.arrival_mono_ns.saturating_sub(sub);
-                // A stamp outside [submit, arrival] is not a stamp of this request.
-                if latch_mono_ns + eps < sub || latch_mono_ns > c.arrival_mono_ns + eps {
-                    s.invalid += 1;
-                    continue;
-                }
-                if took <= on_time {
-                    s.on_time += 1;
-                } else if took <= hard {
-                    s.late += 1;
-                } else {
-                    s.lost += 1;
-                    continue;
-                }
-                lat.push(c.arrival_mono_ns.saturating_sub(latch_mono_ns) as f64 / 1e3);
-                turn.push(took as f64 / 1e3);
+        let seen = results.get(id).map(|c| match c.outcome {
+            Outcome::Stamp { latch_mono_ns } => Seen::Stamp {
+                arrival_ns: c.arrival_mono_ns,
+                latch_ns: latch_mono_ns,
+            },
+            Outcome::Skipped => Seen::Skipped,
+            Outcome::Lost => Seen::Lost,
+        });
+        let class = figures::classify(sub, seen, &bounds);
+        match class {
+            Class::OnTime => s.on_time += 1,
+            Class::Late => s.late += 1,
+            Class::Skipped => s.skipped += 1,
+            Class::Lost => s.lost += 1,
+            Class::Invalid => s.invalid += 1,
+        }
+        if let (
+            Class::OnTime | Class::Late,
+            Some(Seen::Stamp {
+                arrival_ns,
+                latch_ns,
+            }),
+        ) = (class, seen)
+        {
+            lat.record_ns(arrival_ns.saturating_sub(latch_ns));
+            turn.record_ns(arrival_ns.saturating_sub(sub));
+            if class == Class::OnTime {
+                end_ns = end_ns.max(arrival_ns);
             }
         }
     }
+    s.elapsed_ns = end_ns.saturating_sub(start_ns);
+    s.goodput_per_s = figures::goodput(s.on_time, s.elapsed_ns);
     s.latency = lat.summary();
     s.turnaround = turn.summary();
-    s.mmio_reads_per_ts = mmio
-        .and_then(|(reads, delivered)| (delivered > 0).then(|| reads as f64 / delivered as f64));
     s
 }
 
@@ -288,29 +382,100 @@ pub fn run<T: Target>(t: &mut T, cfg: &RampConfig, mut report: impl FnMut(&Step)
     steps
 }
 
-/// The most timestamps per second delivered on time at any step (rate × on-time fraction): the
-/// path's goodput. Unlike a threshold capacity it does not hinge on whether one scheduling
-/// stall happened to fall into a step.
-pub fn peak_on_time(steps: &[Step]) -> Option<f64> {
-    steps
-        .iter()
-        .map(|s| s.rate * s.pct(s.on_time) / 100.0)
-        .fold(None, |m, r| Some(m.map_or(r, |m: f64| m.max(r))))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossbeam_channel::{Sender, unbounded};
 
-/// The highest rate with ≥ 99.9 % on time and nothing lost (the ntpperf-style criterion).
-pub fn capacity(steps: &[Step]) -> Option<f64> {
-    capacity_at(steps, 99.9)
-}
+    /// Completes every request inside `submit`: every 10th skipped, the rest stamped at the
+    /// submit instant; counts 3 register reads per request (driver) and 4 (model).
+    struct Fake {
+        tx: Sender<Completion>,
+        rx: Receiver<Completion>,
+        submits: u64,
+    }
 
-/// The highest rate with at least `pct` % on time and nothing lost. On a small, busy host
-/// scheduling stalls of a millisecond or more make 0.1–0.5 % of requests late at any rate
-/// (reference ptp-and-benchmarks §3.3 saw the same with kernel stamps), so the 99 % knee is the
-/// figure that shows the path's capacity there.
-pub fn capacity_at(steps: &[Step], pct: f64) -> Option<f64> {
-    steps
-        .iter()
-        .filter(|s| !s.sender_behind && s.pct(s.on_time) >= pct && s.lost == 0)
-        .map(|s| s.rate)
-        .fold(None, |m, r| Some(m.map_or(r, |m: f64| m.max(r))))
+    impl Target for Fake {
+        fn name(&self) -> String {
+            "fake".into()
+        }
+        fn submit(&mut self, id: u64) -> Result<(), String> {
+            self.submits += 1;
+            let now = mono_ns();
+            let outcome = if id % 10 == 0 {
+                Outcome::Skipped
+            } else {
+                Outcome::Stamp { latch_mono_ns: now }
+            };
+            let c = Completion {
+                id,
+                arrival_mono_ns: now,
+                outcome,
+            };
+            self.tx.send(c).map_err(|e| e.to_string())
+        }
+        fn completions(&self) -> &Receiver<Completion> {
+            &self.rx
+        }
+        fn counters(&mut self) -> Counters {
+            Counters {
+                driver_reads: Some(3 * self.submits),
+                model_reads: Some(4 * self.submits),
+            }
+        }
+    }
+
+    #[test]
+    fn a_step_sends_its_schedule_and_counts_every_request() {
+        let (tx, rx) = unbounded();
+        let mut f = Fake { tx, rx, submits: 0 };
+        let cfg = RampConfig {
+            step: Duration::from_secs(1),
+            ..RampConfig::default()
+        };
+        let mut id = 1;
+        // A 1 s step: the sender would have to stall for over a second to give up early.
+        let s = run_step(&mut f, 400.0, &cfg, &mut id);
+        // 400/s × 1 s = 400 requests, ids 1..=400: 40 skipped (every 10th).
+        assert_eq!(s.sent, 400);
+        assert_eq!(s.skipped, 40);
+        assert_eq!((s.lost, s.invalid), (0, 0));
+        assert_eq!(s.on_time + s.late, 360);
+        assert_eq!(s.latency.n, 360);
+        // Reads per stamp received: 3 × 400 / 360 and 4 × 400 / 360.
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+        assert!(close(s.driver_reads_per_ts, 1200.0 / 360.0), "{s:?}");
+        assert!(close(s.model_reads_per_ts, 1600.0 / 360.0), "{s:?}");
+        // The step lasted at least its schedule.
+        assert!(s.elapsed_ns >= 1_000_000_000, "{s:?}");
+    }
+
+    #[test]
+    fn goodput_of_a_step_is_over_the_time_it_took() {
+        // 1000 requests scheduled for 1 s at 1000/s went out over 2 s, each stamped at once.
+        let mut submitted = HashMap::new();
+        let mut results = HashMap::new();
+        let t0 = 1_000_000_000u64;
+        for id in 0..1000u64 {
+            let at = t0 + id * 2_000_000;
+            submitted.insert(id, at);
+            let outcome = Outcome::Stamp { latch_mono_ns: at };
+            let c = Completion {
+                id,
+                arrival_mono_ns: at + 10_000,
+                outcome,
+            };
+            results.insert(id, c);
+        }
+        let cfg = RampConfig::default();
+        let send_end = t0 + 2_000_000_000;
+        let s = classify(1000.0, &submitted, &results, &cfg, t0, send_end);
+        assert_eq!(s.on_time, 1000);
+        assert_eq!(s.elapsed_ns, 2_000_000_000);
+        assert_eq!(s.goodput_per_s, Some(500.0));
+        // A late request's arrival does not stretch the window; an on-time one does.
+        results.get_mut(&999).unwrap().arrival_mono_ns = send_end + 100_000_000;
+        let s = classify(1000.0, &submitted, &results, &cfg, t0, send_end);
+        assert_eq!((s.on_time, s.late, s.elapsed_ns), (999, 1, 2_000_000_000));
+    }
 }

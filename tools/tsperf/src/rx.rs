@@ -16,6 +16,7 @@ use serde_json::json;
 
 use crate::Options;
 use crate::driver::{Driver, TempDir, sync_frame};
+use crate::figures::Spread;
 
 /// CPU time of a process (all its threads), in ns, from /proc/<pid>/task/*/schedstat, whose
 /// first field is nanoseconds on CPU (clock-tick accounting in /proc/<pid>/stat is far too
@@ -94,9 +95,9 @@ fn offer(
     })
 }
 
-/// Rounds over the three filters; medians are reported (the per-frame CPU figure is noisy on a
-/// small shared machine).
-const ROUNDS: usize = 5;
+/// Rounds over the three filters unless `--runs` says otherwise; medians and ranges are
+/// reported (the per-frame CPU figure is noisy on a small shared machine).
+pub const DEFAULT_ROUNDS: usize = 5;
 
 pub fn run(o: &Options) -> Result<(), String> {
     let dir = TempDir::new("rx")?;
@@ -112,7 +113,7 @@ pub fn run(o: &Options) -> Result<(), String> {
     let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); filters.len()];
     let mut tput: Vec<Vec<f64>> = vec![Vec::new(); filters.len()];
     let mut stamped_ok = [true; 3];
-    for _round in 0..ROUNDS {
+    for _round in 0..o.runs {
         for (i, f) in filters.iter().enumerate() {
             d.set_rx_filter(*f)?;
             let r = offer(&d, &mut wire, Some(fixed), dur)?;
@@ -129,38 +130,48 @@ pub fn run(o: &Options) -> Result<(), String> {
             tput[i].push(r.delivered as f64 / r.secs);
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
-    let cpu: Vec<f64> = cpu.iter_mut().map(median).collect();
-    let tput: Vec<f64> = tput.iter_mut().map(median).collect();
+    let spread = |v: &[f64]| Spread::of(&v.iter().copied().map(Some).collect::<Vec<_>>());
+    let cpu: Vec<Spread> = cpu.iter().map(|v| spread(v)).collect();
+    let tput: Vec<Spread> = tput.iter().map(|v| spread(v)).collect();
+    let med = |s: &Spread| s.median.unwrap_or(f64::NAN);
     let names = ["NONE", "PTP_V2_EVENT", "ALL"];
     if o.json {
         for i in 0..3 {
             println!(
                 "{}",
-                json!({"rx_filter": names[i], "offered_fixed_per_s": fixed,
-                    "igcd_cpu_ns_per_frame": cpu[i], "cpu_cost_vs_none_pct": 100.0 * (cpu[i] / cpu[0] - 1.0),
-                    "throughput_per_s": tput[i], "throughput_loss_vs_none_pct": 100.0 * (1.0 - tput[i] / tput[0]),
+                json!({"rx_filter": names[i], "offered_fixed_per_s": fixed, "rounds": o.runs,
+                    "igcd_cpu_ns_per_frame": cpu[i].to_json(),
+                    "cpu_cost_vs_none_pct": 100.0 * (med(&cpu[i]) / med(&cpu[0]) - 1.0),
+                    "throughput_per_s": tput[i].to_json(),
+                    "throughput_loss_vs_none_pct": 100.0 * (1.0 - med(&tput[i]) / med(&tput[0])),
                     "stamps_as_filter_says": stamped_ok[i]})
             );
         }
     } else {
         println!(
-            "# RX through igcd (emulated i225, tsperf as the wire peer), medians of 5 interleaved rounds"
+            "# RX through igcd (emulated i225, tsperf as the wire peer), medians (range) of {} interleaved rounds",
+            o.runs
         );
         println!(
-            "filter         | igcd CPU/frame at {fixed:.0}/s   vs NONE | delivered/s saturated  vs NONE | stamps as asked"
+            "filter         | igcd CPU/frame at {fixed:.0}/s          vs NONE | delivered/s saturated           vs NONE | stamps as asked"
         );
         for i in 0..3 {
+            let range = |s: &Spread| {
+                format!(
+                    "{:.0}–{:.0}",
+                    s.min.unwrap_or(f64::NAN),
+                    s.max.unwrap_or(f64::NAN)
+                )
+            };
             println!(
-                "{:<14} | {:>10.0} ns {:>+16.1}% | {:>12.0} {:>+14.1}% | {}",
+                "{:<14} | {:>8.0} ns ({:>13}) {:>+7.1}% | {:>8.0} ({:>13}) {:>+7.1}% | {}",
                 names[i],
-                cpu[i],
-                100.0 * (cpu[i] / cpu[0] - 1.0),
-                tput[i],
-                -100.0 * (1.0 - tput[i] / tput[0]),
+                med(&cpu[i]),
+                range(&cpu[i]),
+                100.0 * (med(&cpu[i]) / med(&cpu[0]) - 1.0),
+                med(&tput[i]),
+                range(&tput[i]),
+                100.0 * (med(&tput[i]) / med(&tput[0]) - 1.0),
                 if stamped_ok[i] { "yes" } else { "NO" }
             );
         }
