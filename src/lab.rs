@@ -3,7 +3,8 @@
 //! everything on exit or signal.
 //!
 //! Layout: `DIR/host<i>/` holds `igc0.sock` (driver channel), `clock0.page` (clock page),
-//! `ptpd.toml`, `ptp.sock` (the clock scheme) and the daemons' logs; `DIR/wire<k>.sock` is the
+//! `truth` (the emulated PHC's ground-truth record, `ptp_emu::truth`), `ptpd.toml`, `ptp.sock`
+//! (the clock scheme) and the daemons' logs; `DIR/wire<k>.sock` is the
 //! cable of pair k (hosts 2k and 2k+1).
 
 use std::ffi::OsString;
@@ -12,10 +13,12 @@ use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ptp_ipc::{ClockStatus, PortState};
+use ptp_emu::truth::{TruthReader, TruthSnapshot, true_offset};
+use ptp_ipc::{ClockStatus, PortState, TimeXSample};
 use ptpd::client::Client;
 use serde_json::json;
 
+use crate::figures::{Figures, Sample, Source};
 use crate::procs::Children;
 
 pub const USAGE: &str = "\
@@ -294,6 +297,7 @@ pub struct HostPaths {
     pub dir: PathBuf,
     pub channel: PathBuf,
     pub clock_page: PathBuf,
+    pub truth: PathBuf,
     pub config: PathBuf,
     pub socket: PathBuf,
 }
@@ -304,6 +308,7 @@ impl HostPaths {
         Self {
             channel: dir.join("igc0.sock"),
             clock_page: dir.join("clock0.page"),
+            truth: dir.join("truth"),
             config: dir.join("ptpd.toml"),
             socket: dir.join("ptp.sock"),
             dir,
@@ -341,6 +346,8 @@ pub fn spawn_igcd(
         .arg(&paths.channel)
         .arg("--clock-page")
         .arg(&paths.clock_page)
+        .arg("--truth")
+        .arg(&paths.truth)
         .args(["--osc-ppm", &osc_ppm.to_string()])
         .args(extra)
         .stdin(Stdio::null())
@@ -405,13 +412,44 @@ fn wait_for_file(p: &Path, timeout: Duration) -> Result<(), String> {
     Ok(())
 }
 
+/// Waits until the host is ready, then opens its ground-truth record (igcd creates it before
+/// it serves ptpd, so it exists by now) and learns its clock identity.
+fn ready_host(paths: &HostPaths) -> Result<(Client, TruthReader, [u8; 8]), String> {
+    let client = wait_ready(paths, Duration::from_secs(15))?;
+    let truth = TruthReader::open(&paths.truth).map_err(|e| format!("truth record: {e}"))?;
+    truth.snapshot().map_err(|e| format!("truth record: {e}"))?;
+    let mac = client
+        .caps(0)
+        .map_err(|e| format!("{}: caps: {e}", paths.dir.display()))?
+        .mac;
+    Ok((client, truth, ptpd::ptp::config::eui64_from_mac(mac)))
+}
+
+/// The narrowest usable gettimex bracket: (PHC − bracket midpoint, half-width), ns. Brackets
+/// whose end precedes their start (CLOCK_REALTIME stepped back) are skipped, not subtracted.
+pub fn best_bracket(samples: &[TimeXSample]) -> Option<(i128, u64)> {
+    samples
+        .iter()
+        .filter_map(|s| {
+            let width = s.sys_after_ns.checked_sub(s.sys_before_ns)?;
+            let mid = (i128::from(s.sys_before_ns) + i128::from(s.sys_after_ns)) / 2;
+            Some((i128::from(s.phc_ns) - mid, width / 2))
+        })
+        .min_by_key(|&(_, half)| half)
+}
+
 /// A running lab.
 pub struct Lab {
     pub cfg: LabConfig,
     pub hosts: Vec<HostPaths>,
     pub clients: Vec<Option<Client>>,
-    /// Each host's oscillator error (ppm) and initial offset (ns).
+    /// Each host's oscillator error (ppm).
     pub osc_ppm: Vec<f64>,
+    /// Each running host's ground-truth record (`None` while the host is stopped).
+    truth: Vec<Option<TruthReader>>,
+    /// Each running host's PTP clock identity (EUI-64 of its MAC), to find a slave's
+    /// grandmaster among the hosts.
+    identities: Vec<Option<[u8; 8]>>,
     exe: PathBuf,
     kids: Children,
     pub rt: RuntimeDir,
@@ -434,6 +472,8 @@ impl Lab {
             hosts,
             clients: Vec::new(),
             osc_ppm,
+            truth: Vec::new(),
+            identities: Vec::new(),
             exe: exe.to_owned(),
             kids: Children::default(),
             rt,
@@ -442,9 +482,11 @@ impl Lab {
             lab.start_igcd(i)?;
             lab.spawn_ptpd(i)?;
         }
-        for h in &lab.hosts {
-            lab.clients
-                .push(Some(wait_ready(h, Duration::from_secs(15))?));
+        for i in 0..lab.cfg.hosts {
+            let (client, truth, id) = ready_host(&lab.hosts[i as usize])?;
+            lab.clients.push(Some(client));
+            lab.truth.push(Some(truth));
+            lab.identities.push(Some(id));
         }
         // Clocks start apart by up to ±initial_offset_ms (through the real path: ptpctl adj).
         for (i, c) in lab.clients.iter().enumerate() {
@@ -556,6 +598,8 @@ impl Lab {
     /// Stops host `i` (ptpd and igcd).
     pub fn stop_host(&mut self, i: u32) {
         self.clients[i as usize] = None;
+        self.truth[i as usize] = None;
+        self.identities[i as usize] = None;
         self.kids.stop(&format!("host{i}/ptpd"));
         self.kids.stop(&format!("host{i}/igcd"));
     }
@@ -564,10 +608,10 @@ impl Lab {
     pub fn restart_host(&mut self, i: u32) -> Result<(), String> {
         self.start_igcd(i)?;
         self.spawn_ptpd(i)?;
-        self.clients[i as usize] = Some(wait_ready(
-            &self.hosts[i as usize],
-            Duration::from_secs(15),
-        )?);
+        let (client, truth, id) = ready_host(&self.hosts[i as usize])?;
+        self.clients[i as usize] = Some(client);
+        self.truth[i as usize] = Some(truth);
+        self.identities[i as usize] = Some(id);
         Ok(())
     }
 
@@ -576,25 +620,80 @@ impl Lab {
         c.status(0).map_err(|e| e.to_string())
     }
 
-    /// PHC(i) − PHC(j), in ns, and its uncertainty: both emulated PHCs run on this host's
-    /// clock, so bracketing a read of each with CLOCK_REALTIME (gettimex, the exact path) gives
-    /// the ground truth to within the two brackets.
-    pub fn true_offset(&self, i: u32, j: u32) -> Result<(i64, u64), String> {
+    /// PHC(i) − PHC(j), in ns, exactly: both records' laws evaluated at one host instant
+    /// (`ptp_emu::truth::true_offset`). An error if either host is stopped.
+    pub fn true_offset(&self, i: u32, j: u32) -> Result<i64, String> {
+        let rec = |k: u32| {
+            self.truth
+                .get(k as usize)
+                .and_then(Option::as_ref)
+                .ok_or_else(|| format!("host{k} stopped"))
+        };
+        true_offset(rec(i)?, rec(j)?)
+            .map(|o| o.offset_ns)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Host `i`'s ground-truth record now: its PHC law and the model's BAR and cable-loss
+    /// counters.
+    pub fn truth_snapshot(&self, i: u32) -> Result<TruthSnapshot, String> {
+        let r = self.truth[i as usize].as_ref().ok_or("host stopped")?;
+        r.snapshot().map_err(|e| e.to_string())
+    }
+
+    /// A cross-check of [`Self::true_offset`] through the driver path, not a figure: each PHC
+    /// read by gettimex (the best of 25 CLOCK_REALTIME brackets), PHC(i) − PHC(j) and the sum
+    /// of the two brackets' half-widths.
+    pub fn gettimex_offset(&self, i: u32, j: u32) -> Result<(i64, u64), String> {
         let read = |k: u32| -> Result<(i128, u64), String> {
             let c = self.clients[k as usize].as_ref().ok_or("host stopped")?;
             let s = c.gettimex(0, 25).map_err(|e| format!("host{k}: {e}"))?;
-            let b = s
-                .iter()
-                .min_by_key(|s| s.sys_after_ns - s.sys_before_ns)
-                .ok_or("no samples")?;
-            let mid = (b.sys_before_ns as i128 + b.sys_after_ns as i128) / 2;
-            Ok((
-                b.phc_ns as i128 - mid,
-                (b.sys_after_ns - b.sys_before_ns) / 2,
-            ))
+            best_bracket(&s).ok_or_else(|| format!("host{k}: no usable gettimex bracket"))
         };
         let ((a, ea), (b, eb)) = (read(i)?, read(j)?);
         Ok(((a - b) as i64, ea + eb))
+    }
+
+    /// The host a port of host `i` can follow: its cable peer (each host has one port; the
+    /// lab has no boundary clocks, so a slave's parent is its peer).
+    pub fn parent(&self, i: u32) -> Option<u32> {
+        self.cfg.peer(i)
+    }
+
+    /// The running host whose clock identity is `id`.
+    pub fn host_with_identity(&self, id: [u8; 8]) -> Option<u32> {
+        self.identities
+            .iter()
+            .position(|x| *x == Some(id))
+            .map(|k| k as u32)
+    }
+
+    /// One sample of host `i` at lab time `t`: its status and its true offsets against its
+    /// parent and its grandmaster.
+    pub fn sample(&self, i: u32, t: f64) -> Result<Sample, String> {
+        let status = self.status(i)?;
+        // Only a slave (or a port calibrating towards a master) has a parent.
+        let parent = self.parent(i).filter(|_| {
+            matches!(
+                status.port_state,
+                PortState::Slave | PortState::Uncalibrated
+            )
+        });
+        let true_offset_ns = parent.and_then(|p| self.true_offset(i, p).ok());
+        let gm = self
+            .host_with_identity(status.grandmaster)
+            .filter(|&g| g != i);
+        let true_gm_offset_ns = match gm {
+            Some(g) if Some(g) == parent => true_offset_ns,
+            Some(g) => self.true_offset(i, g).ok(),
+            None => None,
+        };
+        Ok(Sample {
+            t,
+            status,
+            true_offset_ns,
+            true_gm_offset_ns,
+        })
     }
 
     /// Names and exit statuses of daemons that died.
@@ -624,87 +723,18 @@ impl Drop for Lab {
     }
 }
 
-/// Per-host figures for the summary.
-#[derive(Debug, Default, Clone)]
-pub struct HostTrace {
-    pub points: Vec<(f64, ClockStatus)>,
-}
-
-/// A slave is locked once its offset stays within this for the rest of the run.
-pub const LOCK_NS: i64 = 100;
-
-impl HostTrace {
-    /// When this host, a SLAVE, came within ±[`LOCK_NS`] of its master and stayed there for the
-    /// rest of the run (None if it never did, or is not a slave at the end).
-    pub fn lock_time(&self) -> Option<f64> {
-        let locked =
-            |s: &ClockStatus| s.port_state == PortState::Slave && s.offset_ns.abs() <= LOCK_NS;
-        if !self.points.last().is_some_and(|(_, s)| locked(s)) {
-            return None;
-        }
-        let first_bad = self.points.iter().rposition(|(_, s)| !locked(s));
-        match first_bad {
-            Some(k) => self.points.get(k + 1).map(|p| p.0),
-            None => self.points.first().map(|p| p.0),
-        }
-    }
-
-    /// rms and max |offset| over the samples from `t0` on, if the host was SLAVE throughout.
-    pub fn since(&self, t0: f64) -> Option<(f64, i64)> {
-        let v: Vec<&ClockStatus> = self
-            .points
-            .iter()
-            .filter(|(t, _)| *t >= t0)
-            .map(|p| &p.1)
-            .collect();
-        if v.is_empty() || v.iter().any(|s| s.port_state != PortState::Slave) {
-            return None;
-        }
-        let rms =
-            (v.iter().map(|s| (s.offset_ns as f64).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
-        Some((rms, v.iter().map(|s| s.offset_ns.abs()).max().unwrap_or(0)))
-    }
-
-    /// rms and max |offset| over the samples after lock.
-    pub fn after_lock(&self) -> Option<(f64, i64)> {
-        self.since(self.lock_time()?)
-    }
-}
-
 fn run(opts: &LabOptions) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
-    let mut lab = Lab::start(opts.lab.clone(), &exe, opts.runtime_dir.as_deref())?;
+    let lab = Lab::start(opts.lab.clone(), &exe, opts.runtime_dir.as_deref())?;
     if !opts.json {
-        println!(
-            "ptplab: {} host(s) in {} (seed {})",
-            lab.hosts.len(),
-            lab.rt.path.display(),
-            lab.cfg.seed
-        );
-        for (i, h) in lab.hosts.iter().enumerate() {
-            let caps = lab.clients[i]
-                .as_ref()
-                .expect("started")
-                .caps(0)
-                .map_err(|e| e.to_string())?;
-            println!(
-                "  host{i}: {} oscillator {:+.1} ppm — clock scheme {}",
-                caps.part,
-                lab.osc_ppm[i],
-                h.socket.display()
-            );
-        }
-        if lab.rt.owned {
-            println!("  (the runtime directory is removed at exit; --runtime-dir keeps it)");
-        }
+        print_header(&lab)?;
     }
     let start = Instant::now();
-    let mut traces = vec![HostTrace::default(); lab.hosts.len()];
+    let mut traces: Vec<Vec<Sample>> = vec![Vec::new(); lab.hosts.len()];
     let mut next_print = start;
+    let mut lab = lab;
     while !STOP.load(Ordering::SeqCst) {
-        if let Some(d) = opts.duration
-            && start.elapsed() >= d
-        {
+        if opts.duration.is_some_and(|d| start.elapsed() >= d) {
             break;
         }
         if let Some((name, status)) = lab.exited().into_iter().next() {
@@ -713,110 +743,234 @@ fn run(opts: &LabOptions) -> Result<(), String> {
                 lab.rt.path.display()
             ));
         }
+        // Sample every 100 ms (monotonic time), print every second.
         let t = start.elapsed().as_secs_f64();
-        // Sample every 100 ms, print every second.
         for (i, tr) in traces.iter_mut().enumerate() {
-            if let Ok(s) = lab.status(i as u32) {
-                tr.points.push((t, s));
+            if let Ok(s) = lab.sample(i as u32, t) {
+                tr.push(s);
             }
         }
         if Instant::now() >= next_print {
             next_print += Duration::from_secs(1);
             for (i, tr) in traces.iter().enumerate() {
-                let Some((_, s)) = tr.points.last() else {
-                    continue;
-                };
-                if opts.json {
-                    println!(
-                        "{}",
-                        json!({"t": (t * 10.0).round() / 10.0, "host": i, "state": s.port_state.name(),
-                            "offset_ns": s.offset_ns, "freq_ppb": s.freq_scaled_ppm as f64 / 65.536,
-                            "mean_path_delay_ns": s.mean_path_delay_ns, "driver_up": s.driver_up,
-                            "link_up": s.link_up})
-                    );
-                } else {
-                    println!(
-                        "[{t:6.1}s] host{i}: {:<12} offset {:>10} ns  freq {:>+10.1} ppb  path delay {:>6} ns",
-                        s.port_state.name(),
-                        s.offset_ns,
-                        s.freq_scaled_ppm as f64 / 65.536,
-                        s.mean_path_delay_ns
-                    );
+                if let Some(s) = tr.last() {
+                    print_live(i, s, opts.json);
                 }
             }
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let mut summary = Vec::new();
-    for (i, tr) in traces.iter().enumerate() {
-        let last = tr.points.last().map(|p| p.1.clone()).unwrap_or_default();
-        let is_slave = last.port_state == PortState::Slave;
-        let (rms, max) = tr.after_lock().unzip();
-        // Steady state: the second half of the run (the Kalman filter's settling excluded).
-        let (rms2, max2) = tr.since(elapsed / 2.0).unzip();
-        let truth = lab
-            .cfg
-            .peer(i as u32)
-            .filter(|_| is_slave)
-            .and_then(|p| lab.true_offset(i as u32, p).ok());
-        let (truth, truth_err) = truth.unzip();
-        summary.push(json!({"host": i, "state": last.port_state.name(),
-            "offset_rms_ns": rms, "offset_max_abs_ns": max, "lock_time_s": tr.lock_time(),
-            "offset_rms_second_half_ns": rms2, "offset_max_abs_second_half_ns": max2,
-            "mean_path_delay_ns": is_slave.then_some(last.mean_path_delay_ns),
-            "freq_ppb": last.freq_scaled_ppm as f64 / 65.536,
-            "oscillator_ppm": lab.osc_ppm[i], "true_offset_ns": truth,
-            "true_offset_uncertainty_ns": truth_err}));
-    }
+    let summary: Vec<serde_json::Value> = (0..lab.hosts.len())
+        .map(|i| host_summary(&lab, i as u32, &traces[i], elapsed))
+        .collect();
     if opts.json {
         println!(
             "{}",
             json!({"summary": true, "duration_s": elapsed, "seed": lab.cfg.seed, "hosts": summary})
         );
     } else {
-        println!(
-            "ptplab: summary after {elapsed:.1} s (seed {})",
-            lab.cfg.seed
-        );
-        for s in &summary {
-            println!("  {s}");
-        }
+        print_summary(&lab, &traces, elapsed);
     }
     if let Some(p) = &opts.plot {
-        let series: Vec<crate::plot::Series> = traces
-            .iter()
-            .enumerate()
-            .filter(|(_, tr)| {
-                tr.points
-                    .iter()
-                    .any(|(_, s)| s.port_state == PortState::Slave)
-            })
-            .map(|(i, tr)| crate::plot::Series {
-                name: format!("host{i}"),
-                points: tr
-                    .points
-                    .iter()
-                    .filter(|(_, s)| {
-                        matches!(s.port_state, PortState::Slave | PortState::Uncalibrated)
-                    })
-                    .map(|(t, s)| (*t, s.offset_ns as f64, s.freq_scaled_ppm as f64 / 65.536))
-                    .collect(),
-            })
-            .collect();
-        let title = format!(
-            "ptplab: {} hosts, {} {}, sync 2^{} s, seed {}",
-            lab.cfg.hosts,
-            lab.cfg.transport,
-            lab.cfg.delay_mechanism,
-            lab.cfg.sync_interval,
-            lab.cfg.seed
-        );
-        std::fs::write(p, crate::plot::render(&title, &series))
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+        write_plot(&lab, &traces, p)?;
         if !opts.json {
             println!("ptplab: plot written to {}", p.display());
         }
     }
     Ok(())
+}
+
+fn print_header(lab: &Lab) -> Result<(), String> {
+    println!(
+        "ptplab: {} host(s) in {} (seed {})",
+        lab.hosts.len(),
+        lab.rt.path.display(),
+        lab.cfg.seed
+    );
+    for (i, h) in lab.hosts.iter().enumerate() {
+        let caps = lab.clients[i]
+            .as_ref()
+            .expect("started")
+            .caps(0)
+            .map_err(|e| e.to_string())?;
+        println!(
+            "  host{i}: {} oscillator {:+.1} ppm — clock scheme {}",
+            caps.part,
+            lab.osc_ppm[i],
+            h.socket.display()
+        );
+    }
+    println!(
+        "  offsets: \"true\" = PHC(host) − PHC(master) exactly, from the emulated clocks' laws; \
+         \"servo\" = ptpd's own estimate (offset_from_master)"
+    );
+    if lab.rt.owned {
+        println!("  (the runtime directory is removed at exit; --runtime-dir keeps it)");
+    }
+    Ok(())
+}
+
+/// The live per-second line (or JSON record) of one host.
+fn print_live(i: usize, s: &Sample, as_json: bool) {
+    let st = &s.status;
+    let freq = st.freq_scaled_ppm as f64 / 65.536;
+    if as_json {
+        println!(
+            "{}",
+            json!({"t": (s.t * 10.0).round() / 10.0, "host": i, "state": st.port_state.name(),
+                "true_offset_ns": s.true_offset_ns, "true_offset_gm_ns": s.true_gm_offset_ns,
+                "servo_offset_ns": st.offset_ns, "freq_ppb": freq,
+                "mean_path_delay_ns": st.mean_path_delay_ns, "driver_up": st.driver_up,
+                "link_up": st.link_up})
+        );
+        return;
+    }
+    let truth = s.true_offset_ns.map_or("—".to_string(), |o| o.to_string());
+    println!(
+        "[{:6.1}s] host{i}: {:<12} true offset {:>10} ns  servo offset {:>10} ns  freq {:>+10.1} ppb  path delay {:>6} ns",
+        s.t,
+        st.port_state.name(),
+        truth,
+        st.offset_ns,
+        freq,
+        st.mean_path_delay_ns
+    );
+}
+
+/// The JSON summary of host `i`: true and servo figures, path delay, and the model counters.
+fn host_summary(lab: &Lab, i: u32, trace: &[Sample], elapsed: f64) -> serde_json::Value {
+    let last = trace.last().map(|p| p.status.clone()).unwrap_or_default();
+    let is_slave = last.port_state == PortState::Slave;
+    let mut m = serde_json::Map::new();
+    m.insert("host".into(), json!(i));
+    m.insert("state".into(), json!(last.port_state.name()));
+    Figures::of(trace, Source::True, elapsed).json_fields("true", &mut m);
+    Figures::of(trace, Source::Servo, elapsed).json_fields("servo", &mut m);
+    let truth_missing = trace
+        .iter()
+        .filter(|p| p.status.port_state == PortState::Slave && p.true_offset_ns.is_none())
+        .count();
+    m.insert("true_samples_missing".into(), json!(truth_missing));
+    m.insert(
+        "mean_path_delay_ns".into(),
+        json!(is_slave.then_some(last.mean_path_delay_ns)),
+    );
+    m.insert(
+        "freq_ppb".into(),
+        json!(last.freq_scaled_ppm as f64 / 65.536),
+    );
+    m.insert("oscillator_ppm".into(), json!(lab.osc_ppm[i as usize]));
+    if let Ok(t) = lab.truth_snapshot(i) {
+        m.insert("model_bar_reads".into(), json!(t.bar_reads));
+        m.insert("model_bar_writes".into(), json!(t.bar_writes));
+        m.insert("cable_frames_lost".into(), json!(t.wire_lost));
+    }
+    // The driver-path measurement beside the truth, labelled as the cross-check it is.
+    if let Some(p) = lab.parent(i).filter(|_| is_slave)
+        && let Ok((off, err)) = lab.gettimex_offset(i, p)
+    {
+        m.insert("gettimex_crosscheck_offset_ns".into(), json!(off));
+        m.insert("gettimex_crosscheck_uncertainty_ns".into(), json!(err));
+    }
+    serde_json::Value::Object(m)
+}
+
+fn print_summary(lab: &Lab, traces: &[Vec<Sample>], elapsed: f64) {
+    println!(
+        "ptplab: summary after {elapsed:.1} s (seed {}); locked = |offset| ≤ {} ns to the end",
+        lab.cfg.seed,
+        crate::figures::LOCK_NS
+    );
+    for (i, tr) in traces.iter().enumerate() {
+        let last = tr.last().map(|p| p.status.clone()).unwrap_or_default();
+        println!("  host{i}: {}", last.port_state.name());
+        if last.port_state != PortState::Slave {
+            continue;
+        }
+        let t = Figures::of(tr, Source::True, elapsed);
+        let s = Figures::of(tr, Source::Servo, elapsed);
+        println!("    true offset:     {}", t.describe());
+        println!("    servo estimate:  {}", s.describe());
+        println!("    mean path delay: {} ns", last.mean_path_delay_ns);
+        if let Ok(snap) = lab.truth_snapshot(i as u32) {
+            println!(
+                "    model: {} BAR reads, {} BAR writes, {} frames lost on the cable",
+                snap.bar_reads, snap.bar_writes, snap.wire_lost
+            );
+        }
+    }
+}
+
+fn write_plot(lab: &Lab, traces: &[Vec<Sample>], path: &Path) -> Result<(), String> {
+    use crate::plot::Series;
+    let mut offsets = Vec::new();
+    let mut freqs = Vec::new();
+    for (i, tr) in traces.iter().enumerate() {
+        let pts: Vec<&Sample> = tr
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.status.port_state,
+                    PortState::Slave | PortState::Uncalibrated
+                )
+            })
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let series = |name: String, dashed, f: &dyn Fn(&Sample) -> Option<f64>| Series {
+            name,
+            dashed,
+            points: pts.iter().filter_map(|s| Some((s.t, f(s)?))).collect(),
+        };
+        offsets.push(series(format!("host{i} true offset"), false, &|s| {
+            s.true_offset_ns.map(|o| o as f64)
+        }));
+        offsets.push(series(format!("host{i} servo estimate"), true, &|s| {
+            Some(s.status.offset_ns as f64)
+        }));
+        freqs.push(series(format!("host{i}"), false, &|s| {
+            Some(s.status.freq_scaled_ppm as f64 / 65.536)
+        }));
+    }
+    let c = &lab.cfg;
+    let title = format!(
+        "ptplab: {} hosts, {} {}, sync 2^{} s, seed {}",
+        c.hosts, c.transport, c.delay_mechanism, c.sync_interval, c.seed
+    );
+    let svg = crate::plot::render(&title, &offsets, &freqs)?;
+    std::fs::write(path, svg).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn x(before: u64, phc: u64, after: u64) -> TimeXSample {
+        TimeXSample {
+            sys_before_ns: before,
+            phc_ns: phc,
+            sys_after_ns: after,
+        }
+    }
+
+    #[test]
+    fn best_bracket_skips_a_realtime_step_back_instead_of_wrapping() {
+        // The second bracket's end precedes its start (the wall clock stepped back): a u64
+        // subtraction would panic in debug and give a huge half-width in release.
+        let s = [
+            x(1_000, 5_000, 1_100),
+            x(2_000, 6_000, 1_990),
+            x(3_000, 7_000, 3_040),
+        ];
+        assert_eq!(best_bracket(&s), Some((7_000 - 3_020, 20)));
+        assert_eq!(best_bracket(&[x(10, 0, 5)]), None);
+        assert_eq!(best_bracket(&[]), None);
+        // Extremes do not overflow.
+        assert_eq!(
+            best_bracket(&[x(u64::MAX - 2, 0, u64::MAX)]),
+            Some((-(i128::from(u64::MAX) - 1), 1))
+        );
+    }
 }

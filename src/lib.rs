@@ -1,4 +1,5 @@
 //! The lab: emulated hosts as real processes (DESIGN.md §7).
+pub mod figures;
 pub mod lab;
 pub mod plot;
 pub mod procs;

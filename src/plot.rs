@@ -1,201 +1,180 @@
-//! A small SVG plotter for the lab: offset (log scale, |ns|) and frequency (linear, ppb) over
-//! time, one line per host. Hand-written to keep the lab free of heavy dependencies.
+//! The lab's SVG plot (plotters, SVG backend only): |offset| on a log scale — the TRUE offset
+//! and the servo's estimate of it, per slave — and the frequency adjustment, over time.
 
-use std::fmt::Write;
+use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
 
-/// One host's samples: (t seconds, offset ns, frequency ppb).
+/// One line: (t seconds, value).
 pub struct Series {
     pub name: String,
-    pub points: Vec<(f64, f64, f64)>,
+    pub points: Vec<(f64, f64)>,
+    /// Drawn dashed (the servo's estimate), to tell it from the truth at a glance.
+    pub dashed: bool,
 }
 
-const W: f64 = 900.0;
-const PANEL_H: f64 = 260.0;
-const LEFT: f64 = 80.0;
-const RIGHT: f64 = 20.0;
-const TOP: f64 = 40.0;
-const GAP: f64 = 60.0;
-const COLORS: [&str; 6] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+const W: u32 = 960;
+const H: u32 = 720;
+const COLORS: [RGBColor; 6] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x8c, 0x56, 0x4b),
 ];
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+/// Renders the two panels: `offsets` (absolute value, log scale from 1 ns) and `freqs` (ppb).
+pub fn render(title: &str, offsets: &[Series], freqs: &[Series]) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let root = root.titled(title, ("sans-serif", 16)).map_err(err)?;
+        let (top, bottom) = root.split_vertically(H * 11 / 20);
+        let t_max = offsets
+            .iter()
+            .chain(freqs)
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .fold(1.0, f64::max);
+        offset_panel(&top, offsets, t_max)?;
+        freq_panel(&bottom, freqs, t_max)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
 }
 
-/// Renders both panels.
-pub fn render(title: &str, series: &[Series]) -> String {
-    let t_max = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .fold(1.0f64, f64::max);
-    let mut svg = String::new();
-    let h = TOP + 2.0 * PANEL_H + GAP + 50.0;
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="22" font-size="15" text-anchor="middle">{}</text>"#,
-        W / 2.0,
-        esc(title)
-    );
-    // Panel 1: |offset| in ns, log10 from 1 ns to the largest seen.
-    let max_off = series
+fn err(e: impl std::fmt::Display) -> String {
+    format!("plot: {e}")
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+fn offset_panel(area: &Area<'_>, series: &[Series], t_max: f64) -> Result<(), String> {
+    let top = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1.abs()))
         .fold(10.0f64, f64::max);
-    let decades = max_off.log10().ceil().max(1.0);
-    let y0 = TOP;
-    panel(&mut svg, y0, "|offset from master| (ns, log)", t_max);
-    for d in 0..=decades as i32 {
-        let y = y0 + PANEL_H - PANEL_H * d as f64 / decades;
-        gridline(&mut svg, y, &format!("1e{d}"));
+    let top = 10f64.powf(top.log10().ceil());
+    let mut c = ChartBuilder::on(area)
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..t_max, (1.0..top).log_scale())
+        .map_err(err)?;
+    c.configure_mesh()
+        .y_desc("|offset| (ns, log)")
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()
+        .map_err(err)?;
+    for (i, s) in series.iter().enumerate() {
+        // |offset| below 1 ns is drawn at 1 ns (the log axis' floor).
+        let pts = s.points.iter().map(|&(t, v)| (t, v.abs().max(1.0)));
+        draw(&mut c, s, pts, i)?;
     }
-    lines(&mut svg, series, t_max, y0, |p| {
-        (p.1.abs().max(1.0).log10() / decades).min(1.0)
-    });
-    // Panel 2: frequency in ppb, linear.
-    let (fmin, fmax) = series
+    legend(&mut c)
+}
+
+fn freq_panel(area: &Area<'_>, series: &[Series], t_max: f64) -> Result<(), String> {
+    let (lo, hi) = series
         .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.2))
+        .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
             (a.min(v), b.max(v))
         });
-    let (fmin, fmax) = if fmin.is_finite() && fmax > fmin {
-        (fmin, fmax)
+    let (lo, hi) = if lo.is_finite() && hi > lo {
+        (lo, hi)
     } else {
         (-1.0, 1.0)
     };
-    let y1 = TOP + PANEL_H + GAP;
-    panel(&mut svg, y1, "frequency adjustment (ppb)", t_max);
-    for k in 0..=4 {
-        let v = fmin + (fmax - fmin) * k as f64 / 4.0;
-        let y = y1 + PANEL_H - PANEL_H * k as f64 / 4.0;
-        gridline(&mut svg, y, &format!("{v:.0}"));
-    }
-    lines(&mut svg, series, t_max, y1, |p| {
-        (p.2 - fmin) / (fmax - fmin)
-    });
-    // Legend and time axis.
+    let mut c = ChartBuilder::on(area)
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..t_max, lo..hi)
+        .map_err(err)?;
+    c.configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("frequency adjustment (ppb)")
+        .draw()
+        .map_err(err)?;
     for (i, s) in series.iter().enumerate() {
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" fill="{}">{}</text>"#,
-            LEFT + 10.0 + 120.0 * i as f64,
-            h - 12.0,
-            COLORS[i % COLORS.len()],
-            esc(&s.name)
-        );
+        draw(&mut c, s, s.points.iter().copied(), i)?;
     }
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="{}" text-anchor="end">time (s), 0 … {t_max:.0}</text>"#,
-        W - RIGHT,
-        h - 12.0
-    );
-    svg.push_str("</svg>\n");
-    svg
+    legend(&mut c)
 }
 
-/// A horizontal grid line at `y` with its label on the left.
-fn gridline(svg: &mut String, y: f64, label: &str) {
-    let _ = writeln!(
-        svg,
-        r##"<line x1="{LEFT}" x2="{}" y1="{y}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{label}</text>"##,
-        W - RIGHT,
-        LEFT - 6.0,
-        y + 4.0
-    );
+type Chart<'a, 'b, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, Y>>;
+
+/// One series, solid or dashed, with its legend entry.
+fn draw<Y, I>(c: &mut Chart<'_, '_, Y>, s: &Series, pts: I, i: usize) -> Result<(), String>
+where
+    Y: Ranged<ValueType = f64>,
+    I: Iterator<Item = (f64, f64)> + Clone,
+{
+    let color = COLORS[i % COLORS.len()];
+    let style = color.stroke_width(if s.dashed { 1 } else { 2 });
+    let anno = if s.dashed {
+        c.draw_series(DashedLineSeries::new(pts, 6, 4, style))
+            .map_err(err)?
+    } else {
+        c.draw_series(LineSeries::new(pts, style)).map_err(err)?
+    };
+    anno.label(s.name.clone())
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    Ok(())
 }
 
-/// One line per series in the panel at `top`; `level` maps a sample to 0 (bottom) … 1 (top).
-fn lines(
-    svg: &mut String,
-    series: &[Series],
-    t_max: f64,
-    top: f64,
-    level: impl Fn(&(f64, f64, f64)) -> f64,
-) {
-    for (i, s) in series.iter().enumerate() {
-        let pts: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .map(|p| (x(p.0, t_max), top + PANEL_H - PANEL_H * level(p)))
-            .collect();
-        line(svg, &pts, COLORS[i % COLORS.len()]);
-    }
-}
-
-fn x(t: f64, t_max: f64) -> f64 {
-    LEFT + (W - LEFT - RIGHT) * (t / t_max).clamp(0.0, 1.0)
-}
-
-fn panel(svg: &mut String, y: f64, label: &str, t_max: f64) {
-    let _ = writeln!(
-        svg,
-        r##"<rect x="{LEFT}" y="{y}" width="{}" height="{PANEL_H}" fill="none" stroke="#888"/><text x="{LEFT}" y="{}">{}</text>"##,
-        W - LEFT - RIGHT,
-        y - 6.0,
-        esc(label)
-    );
-    for k in 0..=5 {
-        let t = t_max * k as f64 / 5.0;
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="middle">{t:.0}</text>"#,
-            x(t, t_max),
-            y + PANEL_H + 14.0
-        );
-    }
-}
-
-fn line(svg: &mut String, pts: &[(f64, f64)], color: &str) {
-    if pts.is_empty() {
-        return;
-    }
-    let mut d = String::new();
-    for (i, (px, py)) in pts.iter().enumerate() {
-        let _ = write!(d, "{}{px:.1},{py:.1}", if i == 0 { "M" } else { " L" });
-    }
-    let _ = writeln!(
-        svg,
-        r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.3"/>"#
-    );
+fn legend<'a, 'b: 'a, Y>(c: &mut Chart<'a, 'b, Y>) -> Result<(), String>
+where
+    Y: Ranged<ValueType = f64>,
+{
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(err)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn s(name: &str, dashed: bool, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            name: name.into(),
+            points,
+            dashed,
+        }
+    }
+
     #[test]
-    fn renders_a_well_formed_svg_with_every_series() {
-        let s = vec![
-            Series {
-                name: "host1 <slave>".into(),
-                points: vec![
-                    (0.0, 1e6, 0.0),
-                    (10.0, -50.0, 12_000.0),
-                    (20.0, 3.0, 11_990.0),
-                ],
-            },
-            Series {
-                name: "host0".into(),
-                points: vec![],
-            },
+    fn renders_both_offset_series_and_the_frequency_with_a_legend() {
+        let offsets = vec![
+            s(
+                "host1 true <exact>",
+                false,
+                vec![(0.0, 1e6), (10.0, -50.0), (20.0, 0.0)],
+            ),
+            s("host1 servo estimate", true, vec![(0.0, 9e5), (20.0, 3.0)]),
         ];
-        let svg = render("lab", &s);
+        let freqs = vec![s("host1", false, vec![(0.0, 0.0), (20.0, 12_000.0)])];
+        let svg = render("lab & co", &offsets, &freqs).unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-        assert!(svg.contains("host1 &lt;slave&gt;"));
-        assert_eq!(
-            svg.matches("<path").count(),
-            2,
-            "two lines for the one series with points"
-        );
+        for text in [
+            "host1 true &lt;exact&gt;",
+            "host1 servo estimate",
+            "lab &amp; co",
+            "frequency adjustment (ppb)",
+            "|offset| (ns, log)",
+        ] {
+            assert!(svg.contains(text), "{text} missing");
+        }
+        // Three data lines plus three legend swatches.
+        assert!(svg.matches("<polyline").count() >= 3, "{svg}");
         assert!(!svg.contains("NaN"));
+        // Empty input still renders axes.
+        assert!(render("empty", &[], &[]).unwrap().contains("</svg>"));
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::time::{Duration, Instant};
 
 use super::{ModelObserver, TruthError};
 use crate::clock::{HostClock, TimeSource};
@@ -18,9 +19,12 @@ pub const TRUTH_FILE_LEN: usize = 4096;
 pub const TRUTH_MAGIC: u64 = u64::from_le_bytes(*b"PTPTRUTH");
 /// Layout version; readers refuse any other.
 pub const TRUTH_VERSION: u64 = 1;
-/// Seqlock read attempts before [`TruthError::Busy`]: far more than one update takes, so
-/// `Busy` means a writer preempted or dead inside an update.
-const MAX_SPINS: u32 = 100_000;
+/// How long a reader waits for a writer inside an update before [`TruthError::Busy`]: an
+/// update is a few stores, so this only runs out when the writer was preempted for longer
+/// than any scheduler delay a busy host shows, or died mid-update.
+const MAX_WAIT: Duration = Duration::from_millis(50);
+/// Attempts that spin before the reader starts yielding the CPU (to a preempted writer).
+const SPINS: u32 = 100;
 /// Whole-offset attempts in [`true_offset`] before `Busy`.
 const MAX_OFFSET_TRIES: u32 = 1_000;
 
@@ -128,7 +132,8 @@ impl Record {
     /// A consistent law and the even `seq` it was read under (bounded retries).
     fn read_law(&self) -> Result<(PhcLaw, u64, u64), TruthError> {
         self.check_header()?;
-        for _ in 0..MAX_SPINS {
+        let mut deadline = None;
+        for k in 0u32.. {
             let s1 = self.seq.load(Ordering::Acquire);
             if s1 & 1 == 0 {
                 let (valid, generation, parts) = self.load_law();
@@ -143,7 +148,15 @@ impl Record {
                     return Ok((law, generation, s1));
                 }
             }
-            std::hint::spin_loop();
+            if k < SPINS {
+                std::hint::spin_loop();
+                continue;
+            }
+            let end = *deadline.get_or_insert_with(|| Instant::now() + MAX_WAIT);
+            if Instant::now() >= end {
+                break;
+            }
+            std::thread::yield_now();
         }
         Err(TruthError::Busy)
     }
