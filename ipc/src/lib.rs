@@ -6,11 +6,13 @@
 //!   handles on Redox) behind one trait, and the typed [`transport::Channel`] on top;
 //! - [`clockpage`]: the seqlock-protected read-only clock page;
 //! - [`time`]: the host clocks the whole project uses;
+//! - [`readiness`]: which readiness protocol a daemon speaks, decided from its environment;
 //! - `redox` (Redox only): readiness towards init/pcid-spawner, time-scheme timers and the
 //!   handle table of scheme servers.
 pub mod clockpage;
 pub mod frame;
 pub mod msg;
+pub mod readiness;
 #[cfg(target_os = "redox")]
 pub mod redox;
 #[cfg(unix)]

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::config::{self, PciIds};
 use crate::dma::{DmaRegion, HeapDma};
-use crate::{IrqVector, IrqWait, Mmio, PciError, PciFunction};
+use crate::{IrqMode, IrqSupport, IrqVector, IrqWait, Mmio, PciError, PciFunction};
 
 /// Bus addresses of emulated DMA start here (so 0 is never a valid address).
 const DMA_BUS_BASE: u64 = 0x1_0000_0000;
@@ -119,6 +119,20 @@ struct DmaMap {
     mem: Arc<HeapDma>,
 }
 
+/// A fault in the path from the device's messages to the driver's vectors, as on a platform
+/// that does not deliver a device's interrupts (a proxied device under QEMU TCG, reference
+/// §14) or delivers them late.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IrqFault {
+    /// Every message arrives at once.
+    #[default]
+    None,
+    /// No message ever arrives (the device still sends them: its registers behave as usual).
+    Never,
+    /// Every message arrives this much later.
+    Late(Duration),
+}
+
 /// The host side the model sees: vectors and DMA memory.
 struct Host {
     vectors: Vec<EmuIrq>,
@@ -126,7 +140,9 @@ struct Host {
     pending: Vec<EmuIrq>,
     dma: Vec<DmaMap>,
     next_bus: u64,
+    /// Message delivery on (MSI-X enabled, or the single MSI/INTx vector allocated).
     msix_enabled: bool,
+    fault: IrqFault,
 }
 
 impl Host {
@@ -141,6 +157,7 @@ impl Host {
 impl DeviceHost for Host {
     fn raise_msix(&mut self, vector: u16) {
         if self.msix_enabled
+            && self.fault != IrqFault::Never
             && let Some(v) = self.vectors.get(vector as usize)
         {
             // Delivered once the bus lock is released (see `deliver`): a woken IRQ thread's
@@ -174,6 +191,8 @@ struct Bus<D> {
 
 struct Shared<D> {
     bus: Mutex<Bus<D>>,
+    /// What the function offers beyond its MSI-X table ([`EmuFunction::offer_irqs`]).
+    support: Mutex<Option<IrqSupport>>,
     /// Wakes the model thread after a write that may have created work.
     kick: Condvar,
     stop: AtomicBool,
@@ -182,10 +201,22 @@ struct Shared<D> {
 }
 
 /// Delivers the MSI-X messages raised while the lock was held; call after releasing it.
-fn deliver(pending: Vec<EmuIrq>) {
-    for v in pending {
-        v.fire();
+fn deliver(pending: Vec<EmuIrq>, fault: IrqFault) {
+    match fault {
+        IrqFault::Late(d) if !pending.is_empty() => {
+            // A fault-injection path only: one short-lived thread per late batch.
+            std::thread::spawn(move || {
+                std::thread::sleep(d);
+                pending.iter().for_each(EmuIrq::fire);
+            });
+        }
+        _ => pending.iter().for_each(EmuIrq::fire),
     }
+}
+
+/// Takes the messages raised under the lock, with the fault to deliver them under.
+fn take_pending(host: &mut Host) -> (Vec<EmuIrq>, IrqFault) {
+    (std::mem::take(&mut host.pending), host.fault)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -228,9 +259,9 @@ impl<D: Device> Mmio for EmuBar<D> {
         let mut bus = lock(&self.shared.bus);
         let Bus { device, host, .. } = &mut *bus;
         let v = device.read32(self.bar, offset, host);
-        let pending = std::mem::take(&mut host.pending);
+        let (pending, fault) = take_pending(host);
         drop(bus);
-        deliver(pending);
+        deliver(pending, fault);
         v
     }
 
@@ -245,9 +276,9 @@ impl<D: Device> Mmio for EmuBar<D> {
         let mut bus = lock(&self.shared.bus);
         let Bus { device, host, .. } = &mut *bus;
         device.write32(self.bar, offset, value, host);
-        let pending = std::mem::take(&mut host.pending);
+        let (pending, fault) = take_pending(host);
         drop(bus);
-        deliver(pending);
+        deliver(pending, fault);
         self.shared.kick.notify_one();
     }
 }
@@ -275,9 +306,11 @@ impl<D: Device> EmuFunction<D> {
                         dma: Vec::new(),
                         next_bus: DMA_BUS_BASE,
                         msix_enabled: false,
+                        fault: IrqFault::None,
                     },
                     command: 0,
                 }),
+                support: Mutex::new(None),
                 kick: Condvar::new(),
                 stop: AtomicBool::new(false),
                 reads: AtomicU64::new(0),
@@ -293,9 +326,9 @@ impl<D: Device> EmuFunction<D> {
         let mut bus = lock(&self.shared.bus);
         let Bus { device, host, .. } = &mut *bus;
         let next = device.poll(host);
-        let pending = std::mem::take(&mut host.pending);
+        let (pending, fault) = take_pending(host);
         drop(bus);
-        deliver(pending);
+        deliver(pending, fault);
         next
     }
 
@@ -312,11 +345,22 @@ impl<D: Device> EmuFunction<D> {
         let mut bus = lock(&self.shared.bus);
         let Bus { device, host, .. } = &mut *bus;
         let r = f(device, host);
-        let pending = std::mem::take(&mut host.pending);
+        let (pending, fault) = take_pending(host);
         drop(bus);
-        deliver(pending);
+        deliver(pending, fault);
         self.shared.kick.notify_one();
         r
+    }
+
+    /// Injects a fault in interrupt delivery from now on.
+    pub fn set_irq_fault(&self, fault: IrqFault) {
+        lock(&self.shared.bus).host.fault = fault;
+    }
+
+    /// Makes the function offer `support` instead of just its MSI-X table, e.g. MSI or a legacy
+    /// line only. An MSI or INTx vector receives the model's non-MSI-X message (vector 0).
+    pub fn offer_irqs(&self, support: IrqSupport) {
+        *lock(&self.shared.support) = Some(support);
     }
 
     /// MMIO reads and writes that went through this function's BARs.
@@ -355,9 +399,9 @@ impl<D: Device> EmuFunction<D> {
                         let Bus { device, host, .. } = &mut *bus;
                         let next = device.poll(host).unwrap_or(max_sleep).min(max_sleep);
                         if !host.pending.is_empty() {
-                            let pending = std::mem::take(&mut host.pending);
+                            let (pending, fault) = take_pending(host);
                             drop(bus);
-                            deliver(pending);
+                            deliver(pending, fault);
                             bus = lock(&shared.bus);
                             // A kick sent while the lock was free would be missed by a wait:
                             // poll again instead.
@@ -478,6 +522,41 @@ impl<D: Device> PciFunction for EmuFunction<D> {
         bus.host.vectors = vectors.clone();
         bus.host.msix_enabled = true;
         Ok(vectors)
+    }
+
+    fn irq_support(&self) -> IrqSupport {
+        let offered = *lock(&self.shared.support);
+        offered.unwrap_or_else(|| IrqSupport {
+            msix_entries: lock(&self.shared.bus).device.msix_vectors(),
+            ..IrqSupport::default()
+        })
+    }
+
+    fn alloc_irq_mode(&mut self, mode: IrqMode) -> Result<Vec<Self::Irq>, PciError> {
+        let s = self.irq_support();
+        let offered = match mode {
+            IrqMode::MsiX { vectors } => vectors <= s.msix_entries,
+            IrqMode::Msi => s.msi,
+            IrqMode::Legacy { line } => s.legacy_line == Some(line),
+            IrqMode::Polled => true,
+        };
+        if !offered {
+            return Err(PciError::Interrupts(format!("{mode} is not offered")));
+        }
+        match mode {
+            IrqMode::MsiX { vectors } => self.alloc_vectors(vectors),
+            IrqMode::Polled => Ok(Vec::new()),
+            // One vector that the model's non-MSI-X message (vector 0) reaches.
+            IrqMode::Msi | IrqMode::Legacy { .. } => {
+                let v = EmuIrq {
+                    inner: Arc::new(VectorInner::default()),
+                };
+                let mut bus = lock(&self.shared.bus);
+                bus.host.vectors = vec![v.clone()];
+                bus.host.msix_enabled = true;
+                Ok(vec![v])
+            }
+        }
     }
 
     fn alloc_dma(&mut self, len: usize) -> Result<DmaRegion, PciError> {

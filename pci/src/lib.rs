@@ -14,6 +14,7 @@
 pub mod config;
 pub mod dma;
 pub mod emulated;
+pub mod irqmode;
 pub mod mmio;
 pub mod pcid_proto;
 #[cfg(target_os = "redox")]
@@ -22,6 +23,7 @@ pub mod rt;
 
 pub use config::{Capability, MsixInfo, PciIds};
 pub use dma::DmaRegion;
+pub use irqmode::{IrqMode, IrqSupport, irq_modes};
 pub use mmio::{Mmio, VolatileMmio};
 
 use std::time::Duration;
@@ -61,6 +63,10 @@ pub trait IrqVector: Send + Sync {
     /// Blocks until the vector fires, the timeout elapses, or the vector is closed. An interrupt
     /// that fired before the call is not lost: it makes the call return `Fired` at once.
     fn wait(&self, timeout: Duration) -> IrqWait;
+    /// Acknowledges the interrupt [`IrqVector::wait`] reported, once the driver has seen a
+    /// cause of its own device. Only a shared legacy line needs it (the kernel keeps the line
+    /// masked until then, so a cause that was someone else's is not acknowledged by us).
+    fn ack(&self) {}
 }
 
 /// A PCI function as a driver owns it.
@@ -87,4 +93,19 @@ pub trait PciFunction {
     fn alloc_vectors(&mut self, count: u16) -> Result<Vec<Self::Irq>, PciError>;
     /// Allocates zeroed, physically contiguous DMA memory.
     fn alloc_dma(&mut self, len: usize) -> Result<DmaRegion, PciError>;
+    /// What interrupt delivery the function offers; by default its MSI-X capability only.
+    fn irq_support(&self) -> IrqSupport {
+        IrqSupport {
+            msix_entries: config::find_msix(&self.capabilities()).map_or(0, |m| m.table_size),
+            ..IrqSupport::default()
+        }
+    }
+    /// Allocates the vectors of `mode` ([`IrqMode::vectors`] of them; none when polled).
+    fn alloc_irq_mode(&mut self, mode: IrqMode) -> Result<Vec<Self::Irq>, PciError> {
+        match mode {
+            IrqMode::MsiX { vectors } => self.alloc_vectors(vectors),
+            IrqMode::Polled => Ok(Vec::new()),
+            other => Err(PciError::Interrupts(format!("{other} is not offered"))),
+        }
+    }
 }

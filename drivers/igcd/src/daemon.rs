@@ -7,15 +7,22 @@
 //! - `irq-other` blocks on the "other" MSI-X vector: link changes and TX timestamps, retrieved
 //!   right there (seed 000 patch 3/4), never in a deferred worker;
 //! - `queues` blocks on the queue vector: received frames to ptpd, TX descriptor reclaim;
+//! - without two MSI-X vectors (one MSI-X entry, MSI, the legacy line, or none) one `irq`
+//!   thread does both;
 //! - `watchdog`: frees TX timestamp sets older than the timeout and refreshes the clock page.
+//!
+//! Interrupts are taken in the first mode of [`ptp_pci::irq_modes`] that works (MSI-X, MSI,
+//! legacy line, polled). An IRQ thread whose interrupts stop arriving polls its cause registers
+//! at `--irq-poll-us` ([`intel_common::irq::Pacer`]); `--poll-irq` polls from the start.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use intel_common::Regs;
 use intel_common::clock::{PageSample, Phc};
 use intel_common::igc::{self, Igc, Link};
+use intel_common::irq::Pacer;
 use intel_common::ring::{BUF_LEN, RxRing, TxRing};
 use intel_common::service::{self, Counters, DataPath};
 use intel_common::txts::{Reservation, TxTimestamps};
@@ -24,7 +31,7 @@ use intel_regs::igc as r;
 use ptp_ipc::clockpage::{ClockPageWriter, ClockSample};
 use ptp_ipc::time::mono_ns;
 use ptp_ipc::{Caps, DriverError, DriverEvent, DriverReply, DriverRequest, LostReason, RxFilter};
-use ptp_pci::{IrqVector, IrqWait, PciFunction};
+use ptp_pci::{IrqMode, IrqVector, IrqWait, PciFunction};
 
 use crate::{Error, Options};
 
@@ -33,14 +40,41 @@ pub trait EventSink: Send + Sync + 'static {
     fn send(&self, ev: DriverEvent);
 }
 
-/// The `publish` callback for [`Device::bring_up`]: each PHC sample goes to the clock page, if
-/// there is one, stamped with this driver instance's `generation`.
-pub fn clock_page_publisher(
-    page: Option<Arc<ClockPageWriter>>,
-    generation: u64,
-) -> impl Fn(&PageSample) + Send + Sync + 'static {
-    move |s| {
-        if let Some(w) = &page {
+/// The clock page, once it exists: on Redox `/scheme/shm` may come up after the driver, so the
+/// page can be attached after bring-up (`startup::Deferred`). Until then samples go nowhere and
+/// `Caps` names no page.
+#[derive(Default)]
+pub struct ClockPageSlot {
+    page: OnceLock<(Arc<ClockPageWriter>, String)>,
+}
+
+impl std::fmt::Debug for ClockPageSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClockPageSlot({:?})", self.path())
+    }
+}
+
+impl ClockPageSlot {
+    /// A slot holding `writer` (published at `path`) from the start.
+    pub fn with(writer: Arc<ClockPageWriter>, path: String) -> Self {
+        let s = Self::default();
+        s.attach(writer, path);
+        s
+    }
+
+    /// Attaches the page; false if one is attached already.
+    pub fn attach(&self, writer: Arc<ClockPageWriter>, path: String) -> bool {
+        self.page.set((writer, path)).is_ok()
+    }
+
+    /// Where the page is published, once it is.
+    pub fn path(&self) -> Option<&str> {
+        self.page.get().map(|(_, p)| p.as_str())
+    }
+
+    /// Publishes one PHC sample of driver instance `generation`, if the page is there.
+    fn publish(&self, s: &PageSample, generation: u64) {
+        if let Some((w, _)) = self.page.get() {
             w.publish(&ClockSample {
                 phc_ns: s.phc_ns,
                 mono_ns: s.mono_ns,
@@ -53,8 +87,9 @@ pub fn clock_page_publisher(
 
 /// How often the watchdog runs.
 pub const WATCHDOG_PERIOD: Duration = Duration::from_millis(100);
-/// How long the IRQ threads block before re-checking the stop flag (and, for the queue
-/// thread, polling the ring in case an interrupt was lost).
+/// How long the IRQ threads block on their vector before checking their causes anyway (and the
+/// stop flag): the bound after which a pending cause counts as a missed interrupt
+/// (`intel_common::irq`).
 const IRQ_WAIT: Duration = Duration::from_millis(100);
 /// Descriptors per ring.
 const RING_LEN: usize = 256;
@@ -78,9 +113,52 @@ pub struct Device<F: PciFunction> {
     pub counters: Arc<Counters>,
     pub caps: Caps,
     pub data: Arc<Data<F::Bar>>,
-    irq_other: Arc<F::Irq>,
-    irq_queues: Arc<F::Irq>,
+    /// How interrupts are taken, and the vectors.
+    pub irq_mode: IrqMode,
+    irqs: Irqs<F::Irq>,
     irq_priority: Option<i32>,
+    poll_irq: bool,
+    irq_poll: Duration,
+    /// Set once an IRQ thread polls its cause registers.
+    polling: Arc<AtomicBool>,
+    page: Arc<ClockPageSlot>,
+}
+
+/// The vectors of the chosen [`IrqMode`].
+enum Irqs<I> {
+    /// MSI-X: the "other" causes and the queues each on their own vector and thread.
+    Split { other: Arc<I>, queues: Arc<I> },
+    /// One vector for every cause (one MSI-X entry, MSI or INTx), or none (polled): one thread.
+    Shared { irq: Option<Arc<I>>, msix: bool },
+}
+
+impl<I> Irqs<I> {
+    fn new(mode: IrqMode, mut v: Vec<I>) -> Self {
+        match mode {
+            IrqMode::MsiX { vectors } if vectors >= igc::VECTORS && v.len() >= 2 => {
+                let other = Arc::new(v.swap_remove(igc::VECTOR_OTHER as usize));
+                let queues = Arc::new(v.swap_remove(igc::VECTOR_QUEUES as usize));
+                Irqs::Split { other, queues }
+            }
+            _ => Irqs::Shared {
+                msix: matches!(mode, IrqMode::MsiX { .. }),
+                irq: v.pop().map(Arc::new),
+            },
+        }
+    }
+}
+
+/// Allocates interrupts in the first mode of [`ptp_pci::irq_modes`] that succeeds (polling
+/// always does).
+fn alloc_irqs<F: PciFunction>(func: &mut F, poll: bool) -> (IrqMode, Vec<F::Irq>) {
+    for mode in ptp_pci::irq_modes(func.irq_support(), igc::VECTORS, poll) {
+        match func.alloc_irq_mode(mode) {
+            Ok(v) if v.len() == usize::from(mode.vectors()) => return (mode, v),
+            Ok(v) => log::warn!("interrupts: {mode} gave {} vectors", v.len()),
+            Err(e) => log::warn!("interrupts: {mode} failed: {e}"),
+        }
+    }
+    (IrqMode::Polled, Vec::new())
 }
 
 /// The data path state shared by the request thread and the IRQ threads.
@@ -158,12 +236,13 @@ impl<M: ptp_pci::Mmio> NetPort<M> {
 }
 
 impl<F: PciFunction> Device<F> {
-    /// Probes, resets and initialises the NIC (reference §10.2), with bounded waits.
+    /// Probes, resets and initialises the NIC (reference §10.2), with bounded waits. PHC samples
+    /// go to the clock page in `page` (when there is one), stamped with `generation`.
     pub fn bring_up(
         mut func: F,
         opts: &Options,
-        clock_page: String,
-        publish: impl Fn(&PageSample) + Send + Sync + 'static,
+        page: Arc<ClockPageSlot>,
+        generation: u64,
     ) -> Result<Self, Error> {
         let ids = func.ids();
         let part = igc::probe(ids.vendor, ids.device)?;
@@ -178,9 +257,9 @@ impl<F: PciFunction> Device<F> {
         let bar = func.map_bar(0)?;
         let regs = Arc::new(Regs::new(bar));
         igc::reset(&regs)?;
-        let mut vectors = func.alloc_vectors(igc::VECTORS)?;
-        let irq_other = Arc::new(vectors.swap_remove(igc::VECTOR_OTHER as usize));
-        let irq_queues = Arc::new(vectors.swap_remove(igc::VECTOR_QUEUES as usize));
+        let (irq_mode, vectors) = alloc_irqs(&mut func, opts.poll_irq);
+        log::info!("interrupts: {irq_mode}");
+        let irqs = Irqs::new(irq_mode, vectors);
         let link = igc::link_up(&regs, opts.link_wait);
         log::info!(
             "link {} {} Mb/s",
@@ -191,10 +270,20 @@ impl<F: PciFunction> Device<F> {
         let rx = RxRing::new(&mut func, RING_LEN)?;
         igc::setup_tx(&regs, &tx);
         igc::setup_rx(&regs, &rx);
-        igc::enable_msix(&regs);
-        igc::enable_queue_irqs(&regs);
+        match &irqs {
+            Irqs::Split { .. } => {
+                igc::enable_msix(&regs);
+                igc::enable_queue_irqs(&regs);
+            }
+            Irqs::Shared { msix: true, .. } => igc::enable_single_msix(&regs),
+            Irqs::Shared { msix: false, .. } => igc::enable_shared_irqs(&regs),
+        }
         // The PHC starts at the host's wall-clock time, as Linux's igc_ptp_reset does.
         igc::ptp_reset(&regs, ptp_ipc::time::realtime_ns());
+        let publish = {
+            let page = page.clone();
+            move |s: &PageSample| page.publish(s, generation)
+        };
         let phc = Arc::new(Phc::new(regs.clone(), Igc).with_publisher(publish));
         log::info!("PHC running, {} ns", phc.gettime().phc_ns);
         let counters = Arc::new(Counters::default());
@@ -222,7 +311,8 @@ impl<F: PciFunction> Device<F> {
             n_ext_ts: 0,
             n_per_out: 0,
             cross_timestamp: true,
-            clock_page,
+            // Filled in per `Caps` request: the page may be attached later.
+            clock_page: String::new(),
         };
         log::info!(
             "TX timestamping on ({} set{}), RX filter NONE",
@@ -249,9 +339,13 @@ impl<F: PciFunction> Device<F> {
             counters,
             caps,
             data,
-            irq_other,
-            irq_queues,
+            irq_mode,
+            irqs,
             irq_priority: opts.irq_priority,
+            poll_irq: opts.poll_irq,
+            irq_poll: opts.irq_poll,
+            polling: Arc::new(AtomicBool::new(false)),
+            page,
         })
     }
 
@@ -273,6 +367,12 @@ impl<F: PciFunction> Device<F> {
             data: self.data.clone(),
             rx,
         })
+    }
+
+    /// Whether an IRQ thread polls its cause registers (told to, no vector, or interrupts that
+    /// did not arrive).
+    pub fn irq_polling(&self) -> bool {
+        self.polling.load(Ordering::Relaxed)
     }
 
     /// The link as last seen.
@@ -297,11 +397,15 @@ impl<F: PciFunction> Device<F> {
         if is_send && reply == DriverReply::Done {
             return None;
         }
-        if let DriverReply::Stats(s) = &mut reply {
-            let c = self.data.txts.counters();
-            s.tx_requested = c.requested;
-            s.tx_skipped = c.skipped;
-            s.tx_timeouts = c.timeouts;
+        match &mut reply {
+            DriverReply::Stats(s) => {
+                let c = self.data.txts.counters();
+                s.tx_requested = c.requested;
+                s.tx_skipped = c.skipped;
+                s.tx_timeouts = c.timeouts;
+            }
+            DriverReply::Caps(c) => c.clock_page = self.page.path().unwrap_or_default().into(),
+            _ => {}
         }
         Some(reply)
     }
@@ -329,31 +433,41 @@ impl<F: PciFunction> Device<F> {
                 log::warn!("{name} thread stays at normal priority: {e}");
             }
         };
-        // One thread per vector: the closure gets its own handles to the shared state.
-        let irq_thread =
-            |name: &'static str,
-             irq: &Arc<F::Irq>,
-             realtime: bool,
-             body: fn(&Data<F::Bar>, &F::Irq, &S, &AtomicBool)| {
-                let (data, irq, sink, stop) =
-                    (self.data.clone(), irq.clone(), sink.clone(), stop.clone());
-                spawn(
-                    name,
-                    Box::new(move || {
-                        if realtime {
-                            irq_prio(name);
-                        }
-                        body(&data, &*irq, &*sink, &stop)
-                    }),
-                )
-            };
-        let mut threads = vec![
-            irq_thread("irq-other", &self.irq_other, true, irq_other_thread),
-            // Bulk frame work stays at normal priority (Linux does it in softirq context,
-            // falling back to the normal-priority ksoftirqd under load): at real-time priority
-            // it would starve the consumers it feeds on a small machine.
-            irq_thread("queues", &self.irq_queues, false, queue_thread),
-        ];
+        // One thread per vector (or one for all causes): each gets its own handles to the
+        // shared state and its own pacer.
+        let irq_thread = |name: &'static str, irq: Option<&Arc<F::Irq>>, role: Role| {
+            let (data, irq, sink, stop) =
+                (self.data.clone(), irq.cloned(), sink.clone(), stop.clone());
+            let pacer = Pacer::new(
+                name,
+                irq.is_some(),
+                self.poll_irq,
+                IRQ_WAIT,
+                self.irq_poll,
+                self.polling.clone(),
+            );
+            spawn(
+                name,
+                Box::new(move || {
+                    // Bulk frame work stays at normal priority (Linux does it in softirq
+                    // context, falling back to the normal-priority ksoftirqd under load): at
+                    // real-time priority it would starve the consumers it feeds.
+                    if !matches!(role, Role::Queues) {
+                        irq_prio(name);
+                    }
+                    irq_thread_body(&data, irq.as_deref(), &*sink, &stop, role, pacer)
+                }),
+            )
+        };
+        let mut threads = match &self.irqs {
+            Irqs::Split { other, queues } => vec![
+                irq_thread("irq-other", Some(other), Role::Other),
+                irq_thread("queues", Some(queues), Role::Queues),
+            ],
+            Irqs::Shared { irq, msix } => {
+                vec![irq_thread("irq", irq.as_ref(), Role::All { msix: *msix })]
+            }
+        };
         {
             let (data, phc) = (self.data.clone(), self.phc.clone());
             threads.push(spawn(
@@ -508,106 +622,138 @@ impl<M: ptp_pci::Mmio, S: EventSink> DataPath for Requests<'_, M, S> {
     }
 }
 
-/// The "other" vector: link changes and TX timestamps, handled on this thread.
-fn irq_other_thread<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
+/// The causes one IRQ thread serves.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    /// The "other" MSI-X vector: link changes and TX timestamps.
+    Other,
+    /// The queue MSI-X vector: received frames, TX descriptor reclaim.
+    Queues,
+    /// Everything, on one vector (`msix`: an MSI-X entry, re-armed through EIMS) or none.
+    All { msix: bool },
+}
+
+/// ICR causes of the "other" vector (enabled by `igc::enable_msix` and `igc::ptp_reset`).
+const OTHER_CAUSES: u32 = r::icr::LSC | r::icr::TS | r::icr::DOUTSYNC | r::icr::DRSTA;
+
+/// One IRQ thread: waits on its vector (or not, when polling, see `intel_common::irq`), handles
+/// its causes after every wait, re-arms the vector after it fired or left work behind, and
+/// acknowledges an interrupt that was its device's.
+fn irq_thread_body<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
     data: &Data<M>,
-    irq: &I,
+    irq: Option<&I>,
     sink: &S,
     stop: &AtomicBool,
+    role: Role,
+    mut pacer: Pacer,
 ) {
     let regs = &*data.regs;
     while !stop.load(Ordering::Relaxed) {
-        match irq.wait(IRQ_WAIT) {
-            IrqWait::TimedOut => continue,
-            IrqWait::Closed => break,
-            IrqWait::Fired => {}
+        let woke = pacer.wait(irq);
+        if woke == IrqWait::Closed {
+            break;
         }
-        let causes = igc::read_other_causes(regs);
-        if causes.icr & r::icr::TS != 0 {
-            Counters::bump(&data.counters.interrupts);
-        }
-        if causes.tsicr & r::tsicr::TXTS != 0 {
-            let got = data.txts.retrieve(regs);
-            let (tx_lat, _) = data.latency();
-            for d in got.delivered() {
-                Counters::bump(&data.counters.tx_delivered);
-                sink.send(DriverEvent::TxTimestamp {
-                    cookie: d.cookie,
-                    ns: d.raw_ns + tx_lat,
-                });
+        let work = match role {
+            Role::Other => other_causes(data, sink) & OTHER_CAUSES != 0,
+            Role::Queues => queue_pass(data, sink),
+            Role::All { .. } => {
+                let icr = other_causes(data, sink);
+                let frames = queue_pass(data, sink);
+                icr & (igc::SHARED_CAUSES | r::icr::TS) != 0 || frames
             }
-            if got.recovered > 0 {
-                data.counters
-                    .quirk_recoveries
-                    .fetch_add(got.recovered, Ordering::Relaxed);
+        };
+        if woke == IrqWait::Fired || work {
+            match role {
+                Role::Other => igc::rearm_other(regs),
+                Role::Queues => igc::rearm_queues(regs),
+                Role::All { msix: true } => igc::rearm_single_msix(regs),
+                Role::All { msix: false } => {}
             }
         }
-        if causes.icr & r::icr::LSC != 0 {
-            let link = igc::link_from_status(regs.read(r::STATUS));
-            data.link_up.store(link.up, Ordering::Relaxed);
-            data.speed_mbps.store(link.speed_mbps, Ordering::Relaxed);
-            log::info!(
-                "link {} {} Mb/s",
-                if link.up { "up" } else { "down" },
-                link.speed_mbps
-            );
-            sink.send(DriverEvent::Link {
-                up: link.up,
-                speed_mbps: link.speed_mbps,
-            });
+        if work && let Some(v) = irq {
+            v.ack();
         }
-        igc::rearm_other(regs);
+        pacer.record(woke, work);
     }
 }
 
-/// The queue vector: received frames go to ptpd (PTP) or are counted (anything else).
-fn queue_thread<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
-    data: &Data<M>,
-    irq: &I,
-    sink: &S,
-    stop: &AtomicBool,
-) {
+/// Handles the "other" causes (link changes, TX timestamps); returns the ICR read.
+fn other_causes<M: ptp_pci::Mmio, S: EventSink + ?Sized>(data: &Data<M>, sink: &S) -> u32 {
     let regs = &*data.regs;
-    while !stop.load(Ordering::Relaxed) {
-        let fired = match irq.wait(IRQ_WAIT) {
-            IrqWait::Closed => break,
-            IrqWait::Fired => true,
-            IrqWait::TimedOut => false,
-        };
-        let filter = data.rx_filter();
-        let (_, rx_lat) = data.latency();
-        loop {
-            let tail = lock(&data.rx).poll(RX_BUDGET, |meta, buf| {
-                Counters::bump(&data.counters.rx_frames);
-                match igc::rx_frame(filter, meta.status, &buf[..meta.len.min(BUF_LEN)], rx_lat) {
-                    igc::RxFrame::Other { frame } => {
-                        Counters::bump(&data.counters.rx_other);
-                        if let Some(q) = data.netstack.get() {
-                            // A full queue drops the frame, as a full RX ring would.
-                            if q.tx.try_send(frame.to_vec()).is_ok() {
-                                (q.notify)();
-                            }
-                        }
-                    }
-                    igc::RxFrame::Ptp { rx_ns, frame } => {
-                        if rx_ns.is_some() {
-                            Counters::bump(&data.counters.rx_timestamped);
-                        }
-                        sink.send(DriverEvent::PtpFrame {
-                            rx_ns,
-                            frame: frame.to_vec(),
-                        });
-                    }
-                }
+    let causes = igc::read_other_causes(regs);
+    if causes.icr & r::icr::TS != 0 {
+        Counters::bump(&data.counters.interrupts);
+    }
+    if causes.tsicr & r::tsicr::TXTS != 0 {
+        let got = data.txts.retrieve(regs);
+        let (tx_lat, _) = data.latency();
+        for d in got.delivered() {
+            Counters::bump(&data.counters.tx_delivered);
+            sink.send(DriverEvent::TxTimestamp {
+                cookie: d.cookie,
+                ns: d.raw_ns + tx_lat,
             });
-            match tail {
-                Some(t) => regs.write(r::rdt(0), t),
-                None => break,
-            }
         }
-        lock(&data.tx).reclaim();
-        if fired {
-            igc::rearm_queues(regs);
+        if got.recovered > 0 {
+            data.counters
+                .quirk_recoveries
+                .fetch_add(got.recovered, Ordering::Relaxed);
         }
     }
+    if causes.icr & r::icr::LSC != 0 {
+        let link = igc::link_from_status(regs.read(r::STATUS));
+        data.link_up.store(link.up, Ordering::Relaxed);
+        data.speed_mbps.store(link.speed_mbps, Ordering::Relaxed);
+        log::info!(
+            "link {} {} Mb/s",
+            if link.up { "up" } else { "down" },
+            link.speed_mbps
+        );
+        sink.send(DriverEvent::Link {
+            up: link.up,
+            speed_mbps: link.speed_mbps,
+        });
+    }
+    causes.icr
+}
+
+/// Received frames go to ptpd (PTP) or the network stack; TX descriptors are reclaimed.
+/// Returns whether any frame was received.
+fn queue_pass<M: ptp_pci::Mmio, S: EventSink + ?Sized>(data: &Data<M>, sink: &S) -> bool {
+    let regs = &*data.regs;
+    let filter = data.rx_filter();
+    let (_, rx_lat) = data.latency();
+    let mut frames = false;
+    loop {
+        let tail = lock(&data.rx).poll(RX_BUDGET, |meta, buf| {
+            frames = true;
+            Counters::bump(&data.counters.rx_frames);
+            match igc::rx_frame(filter, meta.status, &buf[..meta.len.min(BUF_LEN)], rx_lat) {
+                igc::RxFrame::Other { frame } => {
+                    Counters::bump(&data.counters.rx_other);
+                    if let Some(q) = data.netstack.get() {
+                        // A full queue drops the frame, as a full RX ring would.
+                        if q.tx.try_send(frame.to_vec()).is_ok() {
+                            (q.notify)();
+                        }
+                    }
+                }
+                igc::RxFrame::Ptp { rx_ns, frame } => {
+                    if rx_ns.is_some() {
+                        Counters::bump(&data.counters.rx_timestamped);
+                    }
+                    sink.send(DriverEvent::PtpFrame {
+                        rx_ns,
+                        frame: frame.to_vec(),
+                    });
+                }
+            }
+        });
+        match tail {
+            Some(t) => regs.write(r::rdt(0), t),
+            None => break,
+        }
+    }
+    lock(&data.tx).reclaim();
+    frames
 }

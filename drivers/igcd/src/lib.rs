@@ -11,6 +11,7 @@ pub mod options;
 mod platform_linux;
 #[cfg(target_os = "redox")]
 pub mod platform_redox;
+pub mod startup;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -79,7 +80,16 @@ fn init_logging(prog: &str, name: &str) {
 /// Opens the device the options name and runs the daemon until it fails.
 #[cfg_attr(not(feature = "emulate"), allow(unused_variables))]
 pub fn run(opts: Options) -> Result<(), Error> {
-    #[cfg(feature = "emulate")]
+    // Redox: the emulated function is built inside the start-up sequence, after the readiness
+    // protocol (the model thread must not exist when it forks).
+    #[cfg(all(feature = "emulate", target_os = "redox"))]
+    if let Some(model) = opts.emulate {
+        return platform_redox::run_emulated(
+            move |o: &Options| options::emulated_function(model, o),
+            opts,
+        );
+    }
+    #[cfg(all(feature = "emulate", not(target_os = "redox")))]
     if let Some(model) = opts.emulate {
         let func = options::emulated_function(model, &opts)?;
         return platform_run(func, opts);
@@ -87,10 +97,10 @@ pub fn run(opts: Options) -> Result<(), Error> {
     // Redox: the function pcid-spawner handed us (no --emulate).
     #[cfg(target_os = "redox")]
     if platform_redox::started_by_pcid() {
-        return platform_redox::run(opts);
+        return platform_redox::run_pcid(opts);
     }
     Err(Error::Usage(
-        "no device: pass --emulate i225|i226 (host builds) or start under pcid (Redox)".into(),
+        "no device: pass --emulate i225|i226 or start under pcid (Redox)".into(),
     ))
 }
 
@@ -103,7 +113,7 @@ where
     platform_linux::run(func, opts)
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "redox")))]
 #[allow(dead_code)]
 fn platform_run<F: ptp_pci::PciFunction>(_func: F, _opts: Options) -> Result<(), Error> {
     Err(Error::Other(

@@ -15,7 +15,7 @@ usage: igcd [options]
   --osc-ppm PPM           emulated oscillator frequency error (default 0)
   --wire WIRE             what the emulated port is cabled to: none (default: link up, frames
                           go nowhere), loopback, bind:PATH or connect:PATH (a Unix datagram
-                          wire to another emulated NIC or a benchmark peer)
+                          wire to another emulated NIC or a benchmark peer; Linux hosts)
   --cable-delay-ns NS     emulated cable delay towards this port, ≤ 1 s (default 50). Each end
                           delays the frames it receives, so two ends with different delays
                           make an asymmetric path
@@ -29,6 +29,10 @@ usage: igcd [options]
                           logged at start); give each emulated NIC its own
   --truth PATH            with --emulate: publish the emulated PHC's exact law and the model's
                           BAR/cable-loss counters at PATH (the lab's ground truth, ptp_emu::truth)
+  --poll-irq              take no interrupt: poll the cause registers every --irq-poll-us
+                          (without it igcd takes MSI-X, else MSI, else the legacy line, and
+                          polls only when interrupts do not arrive)
+  --irq-poll-us US        poll interval when polling, 50..=100000 (default 1000)
   --irq-priority PRIO     run the IRQ threads (and an emulated NIC's model thread) SCHED_FIFO at
                           PRIO (Linux threaded IRQs use 50); default: normal priority
   --link-wait-ms MS       how long bring-up waits for link (default 2000)
@@ -98,6 +102,10 @@ pub struct Options {
     /// Seed of the emulated noise; `None`: derived from the process id.
     pub seed: Option<u64>,
     pub irq_priority: Option<i32>,
+    /// Take no interrupt: poll the cause registers (`--poll-irq`).
+    pub poll_irq: bool,
+    /// Poll interval when polling.
+    pub irq_poll: Duration,
     /// Ground-truth record of the emulated model (`--truth`, only with `--emulate`).
     pub truth: Option<PathBuf>,
 }
@@ -123,6 +131,8 @@ impl Options {
             stamp_jitter_ns: 0,
             seed: None,
             irq_priority: None,
+            poll_irq: false,
+            irq_poll: Duration::from_millis(1),
             truth: None,
         };
         let mut p = lexopt::Parser::from_args(args);
@@ -207,6 +217,14 @@ impl Options {
                 }
                 Long("truth") => o.truth = Some(p.value().map_err(bad)?.into()),
                 Long("seed") => o.seed = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
+                Long("poll-irq") => o.poll_irq = true,
+                Long("irq-poll-us") => {
+                    let us: u64 = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if !(50..=100_000).contains(&us) {
+                        return Err(Error::Usage("--irq-poll-us must be 50..=100000".into()));
+                    }
+                    o.irq_poll = Duration::from_micros(us);
+                }
                 Long("irq-priority") => {
                     let p: i32 = p.value().map_err(bad)?.parse().map_err(bad)?;
                     if !(1..=98).contains(&p) {
@@ -239,7 +257,7 @@ pub fn emulated_function(
 ) -> Result<ptp_pci::emulated::EmuFunction<ptp_emu::igc::I225>, Error> {
     use ptp_emu::clock::HostClock;
     use ptp_emu::igc::{I225, I225Config};
-    use ptp_emu::wire::{Cable, Loopback, UnixDatagramWire, WirePort};
+    use ptp_emu::wire::{Cable, Loopback, WirePort};
 
     // A locally administered MAC derived from the process id, so two emulated hosts differ.
     let pid = std::process::id();
@@ -280,22 +298,10 @@ pub fn emulated_function(
         .with_jitter(opts.cable_jitter_ns)
         .with_loss(opts.cable_loss)
         .with_seed(seed);
-    let io = |what: &str, p: &std::path::Path, e: std::io::Error| {
-        Error::Other(format!("wire {what} {}: {e}", p.display()))
-    };
     let wire: Option<Box<dyn WirePort>> = match &opts.wire {
         Wire::None => None,
         Wire::Loopback => Some(Box::new(Loopback::default().with_cable(cable))),
-        Wire::Bind(p) => Some(Box::new(
-            UnixDatagramWire::bind(p)
-                .map_err(|e| io("bind", p, e))?
-                .with_cable(cable),
-        )),
-        Wire::Connect(p) => Some(Box::new(
-            UnixDatagramWire::connect(p)
-                .map_err(|e| io("connect", p, e))?
-                .with_cable(cable),
-        )),
+        w => Some(socket_wire(w, cable)?),
     };
     if let Some(w) = wire {
         nic.attach_wire(w);
@@ -311,6 +317,44 @@ pub fn emulated_function(
     // when nothing else wakes the model (arrival stamps do not depend on it).
     f.start_model_thread_with_priority(Duration::from_millis(1), opts.irq_priority.map(|p| p + 10));
     Ok(f)
+}
+
+/// A `bind:`/`connect:` wire: a Unix datagram socket, which only Linux hosts have.
+#[cfg(all(feature = "emulate", target_os = "linux"))]
+fn socket_wire(
+    wire: &Wire,
+    cable: ptp_emu::wire::Cable,
+) -> Result<Box<dyn ptp_emu::wire::WirePort>, Error> {
+    use ptp_emu::wire::UnixDatagramWire;
+    let io = |what: &str, p: &std::path::Path, e: std::io::Error| {
+        Error::Other(format!("wire {what} {}: {e}", p.display()))
+    };
+    Ok(match wire {
+        Wire::Bind(p) => Box::new(
+            UnixDatagramWire::bind(p)
+                .map_err(|e| io("bind", p, e))?
+                .with_cable(cable),
+        ),
+        Wire::Connect(p) => Box::new(
+            UnixDatagramWire::connect(p)
+                .map_err(|e| io("connect", p, e))?
+                .with_cable(cable),
+        ),
+        Wire::None | Wire::Loopback => {
+            return Err(Error::Other(format!("{wire:?} is not a socket wire")));
+        }
+    })
+}
+
+/// Elsewhere (Redox) an emulated port can be cabled to itself only.
+#[cfg(all(feature = "emulate", not(target_os = "linux")))]
+fn socket_wire(
+    wire: &Wire,
+    _cable: ptp_emu::wire::Cable,
+) -> Result<Box<dyn ptp_emu::wire::WirePort>, Error> {
+    Err(Error::Usage(format!(
+        "--wire {wire:?} needs a Linux host; use --wire loopback or none here"
+    )))
 }
 
 #[cfg(test)]

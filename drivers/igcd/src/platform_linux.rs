@@ -10,7 +10,7 @@ use ptp_ipc::transport::{Channel, SeqpacketConn, SeqpacketListener, TransportErr
 use ptp_ipc::{DriverEvent, DriverToPtpd, PtpdToDriver};
 use ptp_pci::PciFunction;
 
-use crate::daemon::{Device, EventSink, clock_page_publisher};
+use crate::daemon::{ClockPageSlot, Device, EventSink};
 use crate::{Error, Options};
 
 type DriverChannel = Channel<SeqpacketConn, DriverToPtpd, PtpdToDriver>;
@@ -45,16 +45,13 @@ pub fn run<F: PciFunction>(func: F, opts: Options) -> Result<(), Error> {
         .ok_or_else(|| Error::Usage("--channel PATH is required".into()))?;
     let generation = ptp_ipc::time::realtime_ns() ^ (std::process::id() as u64) << 48;
     let page = match &opts.clock_page {
-        Some(p) => Some(Arc::new(ClockPageWriter::create(p)?)),
-        None => None,
+        Some(p) => ClockPageSlot::with(
+            Arc::new(ClockPageWriter::create(p)?),
+            p.display().to_string(),
+        ),
+        None => ClockPageSlot::default(),
     };
-    let page_path = opts
-        .clock_page
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    let publisher = clock_page_publisher(page, generation);
-    let dev = Device::bring_up(func, &opts, page_path, publisher)?;
+    let dev = Device::bring_up(func, &opts, Arc::new(page), generation)?;
     let sink = Arc::new(Sink::default());
     let stop = Arc::new(AtomicBool::new(false));
     let _threads = dev.start_threads(sink.clone(), stop);

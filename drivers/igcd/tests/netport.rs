@@ -45,7 +45,7 @@ fn netstack_frames_loop_back_and_ptp_frames_still_go_to_ptpd() {
         .unwrap()
         .unwrap();
     let func = igcd::options::emulated_function(opts.emulate.unwrap(), &opts).unwrap();
-    let dev = Device::bring_up(func, &opts, String::new(), |_| {}).unwrap();
+    let dev = Device::bring_up(func, &opts, Default::default(), 1).unwrap();
     let events = Arc::new(Events::default());
     let stop = Arc::new(AtomicBool::new(false));
     let threads = dev.start_threads(events.clone(), stop.clone());

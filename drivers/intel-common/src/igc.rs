@@ -284,6 +284,38 @@ pub fn rearm_queues<M: Mmio>(regs: &Regs<M>) {
     regs.write(r::EIMS, 1 << VECTOR_QUEUES);
 }
 
+/// The ICR causes a single-vector or polled driver enables: the "other" causes of
+/// [`enable_msix`] plus queue 0's RX and TX write-backs (the time-sync cause is added by
+/// [`ptp_reset`]).
+pub const SHARED_CAUSES: u32 = icr::LSC | icr::DOUTSYNC | icr::DRSTA | icr::RXT0 | icr::TXDW;
+
+/// One MSI-X vector for every cause (§6): MSI-X mode, the "other" causes (IVAR_MISC) and
+/// queue 0's RX and TX causes (IVAR0) all on vector 0, auto-cleared and auto-masked.
+pub fn enable_single_msix<M: Mmio>(regs: &Regs<M>) {
+    regs.write(
+        r::GPIE,
+        gpie::NSICR | gpie::MSIX_MODE | gpie::EIAME | gpie::PBA,
+    );
+    regs.write(r::IVAR_MISC, r::IVAR_VALID << 8);
+    regs.write(r::IVAR0, r::IVAR_VALID | r::IVAR_VALID << 8);
+    regs.modify(r::EIAC, 1, 0);
+    regs.modify(r::EIAM, 1, 0);
+    regs.write(r::EIMS, 1);
+    regs.write(r::IMS, icr::LSC | icr::DOUTSYNC | icr::DRSTA);
+}
+
+/// Re-enables the single MSI-X vector of [`enable_single_msix`].
+pub fn rearm_single_msix<M: Mmio>(regs: &Regs<M>) {
+    regs.write(r::EIMS, 1);
+}
+
+/// MSI, a legacy line, or no interrupt at all (polled): no MSI-X mode, every cause in ICR
+/// (read-to-clear), enabled in IMS, so one ICR read per pass sees them all.
+pub fn enable_shared_irqs<M: Mmio>(regs: &Regs<M>) {
+    regs.write(r::GPIE, gpie::NSICR);
+    regs.write(r::IMS, SHARED_CAUSES);
+}
+
 /// The hardware filter for a requested RX filter, and the filter the driver then reports. Where
 /// the hardware has no exact type (L2-only or L4-only events), it stamps a superset and the
 /// driver drops the stamps of frames outside the request (see [`keeps_rx_stamp`]).

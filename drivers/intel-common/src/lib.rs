@@ -7,6 +7,7 @@
 pub mod clock;
 pub mod funnel;
 pub mod igc;
+pub mod irq;
 pub mod ring;
 pub mod service;
 pub mod txts;

@@ -71,3 +71,33 @@ pub fn copy_path(path: &str, buf: &mut [u8]) -> usize {
     buf[..n].copy_from_slice(&path.as_bytes()[..n]);
     n
 }
+
+/// A scheme socket, made as redox-scheme 0.12's `Socket::create`/`nonblock` make it (a `dup`
+/// of the namespace's scheme-creation capability, then close-on-exec and the socket flags), but
+/// with relibc's POSIX `fcntl` instead of libredox's `redox_fcntl_v0`. That symbol entered
+/// relibc only on 2026-07-01, and every libredox redox-scheme 0.12 accepts (0.1.18–0.1.25)
+/// imports it from `call::fcntl`; `Socket::create` is the only caller in these daemons, so
+/// making the socket here lets them link against an older relibc (README, minimum Redox).
+pub fn scheme_socket(nonblock: bool) -> std::io::Result<redox_scheme::Socket> {
+    use libredox::flag::{O_CLOEXEC, O_FSYNC, O_NONBLOCK};
+    /// O_EXLOCK (redox_syscall's flag; relibc's libc has no name for it).
+    const O_EXLOCK: i32 = 0x0020_0000;
+    const CAP: &str = "/scheme/namespace/scheme-creation-cap";
+    let cap = libredox::Fd::open(CAP, O_CLOEXEC, 0)?;
+    let fd = cap.dup(b"create-scheme")?;
+    let owned = libredox_0_1::Fd::new(fd);
+    let c_fd = libc::c_int::try_from(fd)
+        .map_err(|_| std::io::Error::other(format!("descriptor {fd} out of range")))?;
+    let flags = O_FSYNC | O_EXLOCK | if nonblock { O_NONBLOCK } else { 0 };
+    // Safety: fcntl on the descriptor just created; no memory is passed.
+    let ok = unsafe {
+        libc::fcntl(c_fd, libc::F_SETFD, libc::FD_CLOEXEC) >= 0
+            && libc::fcntl(c_fd, libc::F_SETFL, flags) >= 0
+    };
+    if !ok {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Safety: `owned` is a scheme socket made exactly as `Socket::create_inner` makes one, and
+    // nothing else owns the descriptor.
+    Ok(unsafe { redox_scheme::Socket::from_fd(owned) })
+}

@@ -221,3 +221,51 @@ fn deterministic_poll_without_thread() {
     assert_eq!(f.poll(), None);
     assert_eq!(f.with_device(|d| d.polls), 1);
 }
+
+#[test]
+fn an_injected_fault_drops_or_delays_every_message() {
+    let mut f = EmuFunction::new(Fake::default(), "fake");
+    let bar = f.map_bar(0).unwrap();
+    let v = f.alloc_vectors(1).unwrap().remove(0);
+    // Works.
+    bar.write32(0x4, 0);
+    assert_eq!(v.wait(Duration::from_millis(10)), IrqWait::Fired);
+    // Never: the message is gone for good.
+    f.set_irq_fault(IrqFault::Never);
+    bar.write32(0x4, 0);
+    assert_eq!(v.wait(Duration::from_millis(50)), IrqWait::TimedOut);
+    // Late: nothing at once, the message after the delay.
+    f.set_irq_fault(IrqFault::Late(Duration::from_millis(100)));
+    let t = Instant::now();
+    bar.write32(0x4, 0);
+    assert_eq!(v.wait(Duration::from_millis(20)), IrqWait::TimedOut);
+    assert_eq!(v.wait(Duration::from_secs(5)), IrqWait::Fired);
+    assert!(
+        t.elapsed() >= Duration::from_millis(100),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(v.count(), 2, "the dropped message never arrives");
+}
+
+#[test]
+fn the_offered_interrupt_modes_are_the_ones_allocated() {
+    let mut f = EmuFunction::new(Fake::default(), "fake");
+    assert_eq!(f.irq_support().msix_entries, 2);
+    f.offer_irqs(IrqSupport {
+        msix_entries: 0,
+        msi: true,
+        legacy_line: None,
+    });
+    assert!(matches!(
+        f.alloc_irq_mode(IrqMode::MsiX { vectors: 1 }),
+        Err(PciError::Interrupts(_))
+    ));
+    assert!(f.alloc_irq_mode(IrqMode::Legacy { line: 5 }).is_err());
+    assert!(f.alloc_irq_mode(IrqMode::Polled).unwrap().is_empty());
+    let v = f.alloc_irq_mode(IrqMode::Msi).unwrap();
+    assert_eq!(v.len(), 1);
+    // The model's single message (vector 0) reaches it.
+    f.map_bar(0).unwrap().write32(0x4, 0);
+    assert_eq!(v[0].wait(Duration::from_millis(10)), IrqWait::Fired);
+}

@@ -31,6 +31,8 @@ pub struct RedoxIrq {
     queue: EventQueue<usize>,
     timer: Timer,
     kind: IrqKind,
+    /// Legacy line: the count last reported and not yet acknowledged ([`IrqVector::ack`]).
+    unacked: std::sync::Mutex<Option<[u8; 8]>>,
 }
 
 impl std::fmt::Debug for RedoxIrq {
@@ -64,6 +66,7 @@ impl RedoxIrq {
             queue,
             timer,
             kind,
+            unacked: std::sync::Mutex::new(None),
         })
     }
 
@@ -78,10 +81,19 @@ impl RedoxIrq {
 
     /// Non-blocking check: reading 8 bytes returns the IRQ count if it changed since this
     /// handle's last acknowledgement, else 0 bytes; writing the count back acknowledges it
-    /// (and unmasks a legacy line) (§5).
+    /// (and unmasks a legacy line) (§5). MSI and MSI-X are acknowledged here; a legacy line
+    /// only by [`IrqVector::ack`], once the driver saw its device's cause, as upstream's
+    /// drivers do (a shared line's foreign interrupt stays masked). Until then the same count
+    /// is reported once, not again on every poll.
     pub fn poll(&self) -> Result<bool, RedoxPciError> {
         let mut count = [0u8; 8];
         match self.fd.read(&mut count) {
+            Ok(8) if matches!(self.kind, IrqKind::Legacy { .. }) => {
+                let mut unacked = self.unacked.lock().unwrap_or_else(|e| e.into_inner());
+                let new = *unacked != Some(count);
+                *unacked = Some(count);
+                Ok(new)
+            }
             Ok(8) => {
                 self.fd.write(&count).map_err(|e| os("irq ack", e))?;
                 Ok(true)
@@ -94,6 +106,19 @@ impl RedoxIrq {
 }
 
 impl IrqVector for RedoxIrq {
+    fn ack(&self) {
+        let count = self
+            .unacked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(count) = count
+            && let Err(e) = self.fd.write(&count)
+        {
+            log::error!("irq ack: {e}");
+        }
+    }
+
     fn wait(&self, timeout: Duration) -> IrqWait {
         let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         let deadline = mono_ns().saturating_add(timeout_ns);

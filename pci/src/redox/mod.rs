@@ -21,7 +21,7 @@ use crate::pcid_proto::{
     self, Feature, FeatureInfo, FunctionInfo, MsiAddrAndData, ProtoError, Request, Response,
     SetFeatureInfo,
 };
-use crate::{DmaRegion, Mmio, PciError, PciFunction, PciIds, VolatileMmio};
+use crate::{DmaRegion, IrqMode, IrqSupport, Mmio, PciError, PciFunction, PciIds, VolatileMmio};
 
 /// The environment variable pcid-spawner passes the channel fd in (§2).
 pub const CHANNEL_ENV: &str = "PCID_CLIENT_CHANNEL";
@@ -84,12 +84,12 @@ impl PcidChannel {
             .trim()
             .parse()
             .map_err(|_| RedoxPciError::Env(format!("{v:?} is not a descriptor")))?;
-        // The fd is ours from here on; close it on exec (FD_CLOEXEC = O_CLOEXEC on Redox).
-        let _ = libredox::call::fcntl(
-            raw,
-            libredox::flag::F_SETFD as usize,
-            libc::FD_CLOEXEC as usize,
-        );
+        // The fd is ours from here on; close it on exec. relibc's POSIX fcntl, not libredox's
+        // (`redox_fcntl_v0` needs a 2026-07 relibc; README, minimum Redox).
+        if let Ok(fd) = libc::c_int::try_from(raw) {
+            // Safety: fcntl on a descriptor number; no memory is passed.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
         Ok(Self { fd: Fd::new(raw) })
     }
 
@@ -387,9 +387,66 @@ impl RedoxPciFunction {
     }
 }
 
+/// Whether the kernel can open this legacy line (reference §5 [I]: ISA lines below 16, or a
+/// device-tree line by phandle).
+fn routable(line: &crate::pcid_proto::LegacyInterruptLine) -> bool {
+    line.phandled.is_some() || line.irq < 16
+}
+
 impl PciFunction for RedoxPciFunction {
     type Bar = VolatileMmio;
     type Irq = RedoxIrq;
+
+    /// From pcid: its feature list, the MSI-X table size, and the legacy line it routed. A
+    /// channel error counts as "not offered" (the driver then falls back, down to polling).
+    fn irq_support(&self) -> IrqSupport {
+        let features = self.features().unwrap_or_else(|e| {
+            log::warn!("pcid features: {e}");
+            Vec::new()
+        });
+        let msix_entries = if features.contains(&Feature::MsiX) {
+            match self.call(Request::FeatureInfo(Feature::MsiX)) {
+                Ok(Response::FeatureInfo(Feature::MsiX, FeatureInfo::MsiX(i))) => i.table_size,
+                other => {
+                    log::warn!("pcid MSI-X info: {other:?}");
+                    0
+                }
+            }
+        } else {
+            0
+        };
+        IrqSupport {
+            msix_entries,
+            msi: features.contains(&Feature::Msi),
+            legacy_line: self
+                .info
+                .legacy_interrupt_line
+                .filter(routable)
+                .map(|l| l.irq),
+        }
+    }
+
+    fn alloc_irq_mode(&mut self, mode: IrqMode) -> Result<Vec<RedoxIrq>, PciError> {
+        if !self.vectors.is_empty() {
+            return Err(PciError::Interrupts(
+                "vectors were already allocated for this function".into(),
+            ));
+        }
+        Ok(match mode {
+            IrqMode::MsiX { vectors } => self.alloc_msix(vectors)?,
+            IrqMode::Msi => vec![self.alloc_msi()?],
+            IrqMode::Legacy { .. } => {
+                let line = self
+                    .info
+                    .legacy_interrupt_line
+                    .ok_or_else(|| PciError::Interrupts("no legacy interrupt line".into()))?;
+                let v = irq::open_legacy(&line)?;
+                self.vectors.push(v.kind());
+                vec![v]
+            }
+            IrqMode::Polled => Vec::new(),
+        })
+    }
 
     fn ids(&self) -> PciIds {
         self.ids

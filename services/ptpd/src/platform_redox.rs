@@ -18,14 +18,15 @@
 //!
 //! The scheme is served on the main thread, one request at a time: a request waits for its
 //! driver at most `request_timeout_ms`, so a slow driver delays other clients by that much.
-//! ptpd does not `setrens(0, 0)`: it opens driver schemes again whenever a driver restarts.
+//! ptpd does not `setrens(0, 0)`: it opens driver schemes again whenever a driver restarts, and
+//! its engine and link threads draw random keys and seeds (`/scheme/rand`) as they go.
 
 use ptp_ipc::redox::daemon::Readiness;
-use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path};
+use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path, scheme_socket};
 use ptp_ipc::transport::{SchemeConn, TransportError};
 use ptp_ipc::{ClockError, ClockReply, ClockRequest, Wire};
 use redox_scheme::scheme::{SchemeState, SchemeSync, register_sync_scheme};
-use redox_scheme::{CallerCtx, OpenResult, RequestKind, SignalBehavior, Socket};
+use redox_scheme::{CallerCtx, OpenResult, RequestKind, SignalBehavior};
 use syscall::error::{
     EBADF, EBUSY, ECANCELED, EINVAL, EIO, EMSGSIZE, ENODEV, ENOENT, EOPNOTSUPP, EPERM, ETIMEDOUT,
     Error, Result,
@@ -239,12 +240,13 @@ fn os(what: &str, e: impl std::fmt::Display) -> String {
 
 pub fn run(config: Config) -> std::result::Result<(), String> {
     // First, before the driver link threads: the fork fallback must not copy a running thread.
-    let readiness = Readiness::start().map_err(|e| os("readiness", e))?;
+    // init starts ptpd as a `notify` unit; run by hand it stays in the foreground.
+    let readiness = Readiness::start(false).map_err(|e| os("readiness", e))?;
     // The PTP engine runs beside the scheme for the life of the process, as on Linux.
     let (clocks, _engine) = crate::scheme::start(&config, |c| {
         SchemeConnector(c.channel.display().to_string())
     })?;
-    let socket = Socket::create().map_err(|e| os("scheme socket", e))?;
+    let socket = scheme_socket(false).map_err(|e| os("scheme socket", e))?;
     let mut scheme = PtpScheme::new(&clocks);
     register_sync_scheme(&socket, SCHEME, &mut scheme).map_err(|e| os("register scheme ptp", e))?;
     // Registered: clients can open /scheme/ptp now (§9: scheme first, then readiness).

@@ -140,16 +140,16 @@ impl SchemeHandle for Handle {
 }
 
 /// The driver channel scheme.
-pub struct ChannelScheme<'d, F: PciFunction> {
-    dev: &'d Device<F>,
+pub struct ChannelScheme<F: PciFunction> {
+    dev: Arc<Device<F>>,
     sink: Arc<Sink>,
     name: String,
     generation: u64,
     handles: Handles<Handle>,
 }
 
-impl<'d, F: PciFunction> ChannelScheme<'d, F> {
-    pub fn new(dev: &'d Device<F>, sink: Arc<Sink>, name: String, generation: u64) -> Self {
+impl<F: PciFunction> ChannelScheme<F> {
+    pub fn new(dev: Arc<Device<F>>, sink: Arc<Sink>, name: String, generation: u64) -> Self {
         Self {
             dev,
             sink,
@@ -169,7 +169,7 @@ impl<'d, F: PciFunction> ChannelScheme<'d, F> {
     }
 }
 
-impl<F: PciFunction> SchemeSync for ChannelScheme<'_, F> {
+impl<F: PciFunction> SchemeSync for ChannelScheme<F> {
     fn scheme_root(&mut self) -> Result<usize> {
         Ok(self.handles.open_root())
     }

@@ -1,6 +1,8 @@
 //! Log output on Redox: stderr, plus a file in the `logging` scheme once the PCI name is known
 //! (`/scheme/logging/net/pci/<name>_igc.log`, the category NIC drivers use, reference §11).
-//! The file must be opened before `setrens` (§10); if it cannot be, stderr alone remains.
+//! The file must be opened before `setrens` (§10). `/scheme/logging` may appear after igcd starts,
+//! so opening is retried until the sandbox is entered (`startup::Deferred`); without it, stderr
+//! alone remains.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -25,13 +27,24 @@ impl Write for Tee {
     }
 }
 
-/// Opens the log file for function `name`.
-pub fn open(name: &str) {
+/// Opens the log file for function `name`; false (retried from the serve loop's timer) while
+/// the logging scheme is not there. `first` logs the failure, later attempts stay quiet.
+pub fn open(name: &str, first: bool) -> bool {
+    if FILE.get().is_some() {
+        return true;
+    }
     let path = format!("/scheme/logging/net/pci/{name}_igc.log");
     match OpenOptions::new().create(true).append(true).open(&path) {
         Ok(f) => {
             let _ = FILE.set(Mutex::new(f));
+            log::info!("logging to {path}");
+            true
         }
-        Err(e) => log::warn!("no log file {path}: {e}"),
+        Err(e) => {
+            if first {
+                log::info!("no log file {path} yet ({e}); retrying");
+            }
+            false
+        }
     }
 }

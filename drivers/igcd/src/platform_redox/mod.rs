@@ -1,16 +1,18 @@
-//! Redox: igcd as a PCI driver daemon started by pcid-spawner (shared/reference/
-//! redox-platform.md). Type-checked for x86_64-unknown-redox, not yet run on Redox.
+//! Redox: igcd as a driver daemon, on the function pcid-spawner hands it or on an emulated i225
+//! (`--emulate`, loopback wire), through one serve loop (shared/reference/redox-platform.md).
 //!
-//! Start-up order (§9, §10): readiness protocol first (it may fork, so before any thread);
-//! the pcid channel; logging; BARs, vectors, DMA and link through the generic
-//! [`Device::bring_up`]; the clock page; the scheme sockets and the loop's wake pipe and timer;
-//! then `setrens(0, 0)`, readiness, the driver threads and the event loop.
+//! Start-up is [`crate::startup::start`] over [`RedoxPlatform`]: readiness, the function, log
+//! file and clock page (retried until their schemes exist), bring-up, the scheme sockets with
+//! their request queues, event queue, timer and wake pipe, the driver threads, then
+//! `setrens(0, 0)` once nothing is missing (or after the grace period), and readiness. After
+//! `setrens` no scheme can be opened, including `/scheme/rand`, which a std `HashMap` needs
+//! (§14: `ReadinessBased` built after it aborted igcd).
 //!
 //! Threads: the IRQ threads and the watchdog are [`Device::start_threads`]'s, as on Linux (the
 //! time-sync causes are handled on the IRQ thread, DESIGN.md §5), so the irq fds belong to them
 //! and not to the main loop. The main loop is one `redox_event` queue over the scheme sockets,
 //! the wake pipe (events from the IRQ threads) and a time-scheme timer (periodic retry of
-//! parked reads and event posting).
+//! parked reads, event posting, and the deferred opens).
 
 mod channel;
 mod logging;
@@ -18,12 +20,13 @@ mod net;
 
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use event::{EventFlags, EventQueue};
 use ptp_ipc::clockpage::ClockPageWriter;
 use ptp_ipc::redox::daemon::Readiness;
+use ptp_ipc::redox::scheme::scheme_socket;
 use ptp_ipc::redox::timer::{Timer, mono_ns};
+use ptp_pci::PciFunction;
 use ptp_pci::redox::RedoxPciFunction;
 use redox_scheme::scheme::{SchemeSync, register_sync_scheme};
 use redox_scheme::wrappers::ReadinessBased;
@@ -32,7 +35,8 @@ use redox_scheme::{Response, SignalBehavior, Socket};
 pub use logging::Tee as LogTarget;
 pub use net::{IgcNet, NetAdapter, NetError, NetScheme};
 
-use crate::daemon::{Device, WATCHDOG_PERIOD, clock_page_publisher};
+use crate::daemon::{Device, WATCHDOG_PERIOD};
+use crate::startup::{self, Platform};
 use crate::{Error, Options};
 use channel::{ChannelScheme, Sink, WakePipe};
 
@@ -57,28 +61,35 @@ pub fn started_by_pcid() -> bool {
     std::env::var_os(ptp_pci::redox::CHANNEL_ENV).is_some()
 }
 
-/// One scheme socket with its request queue (parked requests included).
-struct Served<'s> {
-    socket: &'s Socket,
-    queue: ReadinessBased<'s>,
+/// One registered scheme with its request queue (parked requests included). The socket lives
+/// as long as the process, so the queue can borrow it for good.
+struct Served<S> {
+    socket: &'static Socket,
+    queue: ReadinessBased<'static>,
+    scheme: RefCell<S>,
 }
 
-impl<'s> Served<'s> {
-    fn new(socket: &'s Socket) -> Self {
-        Self {
+impl<S: SchemeSync> Served<S> {
+    /// Creates the socket, registers `name` in the current namespace and builds the queue:
+    /// all of it before `setrens`.
+    fn register(name: &str, scheme: S) -> Result<Self, Error> {
+        let socket: &'static Socket = Box::leak(Box::new(
+            scheme_socket(true).map_err(|e| os("scheme socket", e))?,
+        ));
+        let scheme = RefCell::new(scheme);
+        register_sync_scheme(socket, name, &mut *scheme.borrow_mut())
+            .map_err(|e| os(&format!("register scheme {name}"), e))?;
+        Ok(Self {
             socket,
             queue: ReadinessBased::new(socket, QUEUE),
-        }
+            scheme,
+        })
     }
 
     /// Reads and handles new requests, retries parked ones, writes the responses and posts
     /// EVENT_READ to `readable` handles.
-    fn pump<S: SchemeSync>(
-        &mut self,
-        scheme: &RefCell<S>,
-        read_new: bool,
-        readable: impl Fn(&S) -> Vec<usize>,
-    ) -> Result<(), Error> {
+    fn pump(&mut self, read_new: bool, readable: impl Fn(&S) -> Vec<usize>) -> Result<(), Error> {
+        let scheme = &self.scheme;
         if read_new {
             // Ok(false) is EOF: the kernel dropped the scheme, nothing more will come.
             if !self
@@ -106,120 +117,216 @@ impl<'s> Served<'s> {
     }
 }
 
-/// Runs igcd on the function pcid handed us, until a fatal error.
-pub fn run(opts: Options) -> Result<(), Error> {
-    let readiness = Readiness::start().map_err(|e| os("readiness", e))?;
-    let mut func = RedoxPciFunction::from_env().map_err(ptp_pci::PciError::from)?;
-    let pci_name = func.name();
-    logging::open(&pci_name);
-    log::info!("{pci_name}: {:?}", func.info().full_device_id);
-    // Before setrens: DMA allocations after it still need the translation handle (§4, §10).
-    func.prepare_dma().map_err(ptp_pci::PciError::from)?;
+/// The schemes and descriptors the serve loop runs on.
+pub struct Serving<F: PciFunction> {
+    chan: Served<ChannelScheme<F>>,
+    net: Option<Served<NetScheme<IgcNet<F::Bar>>>>,
+    queue: EventQueue<Source>,
+    timer: Timer,
+}
 
-    // The clock page: a shm segment readers map (ipc/src/clockpage/redox.rs).
-    let generation = ptp_ipc::time::realtime_ns() ^ (u64::from(std::process::id()) << 48);
-    let page_path = opts
-        .clock_page
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| format!("/scheme/shm/ptp-igc-{pci_name}"));
-    let page = match ClockPageWriter::create(&page_path) {
-        Ok(w) => Some(Arc::new(w)),
-        Err(e) => {
-            log::warn!("no clock page at {page_path}: {e}");
-            None
-        }
-    };
-    let page_path = if page.is_some() {
-        page_path
-    } else {
-        String::new()
-    };
-    let publisher = clock_page_publisher(page, generation);
-    let dev = Device::bring_up(func, &opts, page_path, publisher)?;
+/// Opens the function and names it (the name in scheme, page and log paths).
+type MakeFunction<F> = Box<dyn FnOnce(&Options) -> Result<(F, String), Error>>;
 
-    let sink = Arc::new(Sink::new(WakePipe::new().map_err(|e| os("pipe", e))?));
-    let chan_name = format!("ptpdrv.{pci_name}_igc");
-    let chan_socket = Socket::nonblock().map_err(|e| os("scheme socket", e))?;
-    let chan = RefCell::new(ChannelScheme::new(
-        &dev,
-        sink.clone(),
-        chan_name.clone(),
-        generation,
-    ));
-    register_sync_scheme(&chan_socket, &chan_name, &mut *chan.borrow_mut())
-        .map_err(|e| os(&format!("register scheme {chan_name}"), e))?;
+/// Redox's side of the start-up sequence, for a function made by `make`.
+pub struct RedoxPlatform<F> {
+    make: Option<MakeFunction<F>>,
+    opts: Options,
+    /// The name in scheme, page and log paths (`pci-…` or the emulated NIC's).
+    name: String,
+    generation: u64,
+    /// The old pcid-spawner waits for exit: the fork protocol (§9).
+    waits_for_exit: bool,
+    /// Register `network.<name>_igc` for smolnetd (not for an emulated NIC: smolnetd takes the
+    /// first `network*` scheme, which must stay the real one).
+    netstack: bool,
+    tries: u32,
+}
 
-    let net_name = format!("network.{pci_name}_igc");
-    // Non-PTP frames go to smolnetd through this scheme; each one wakes the loop.
-    let waker = sink.clone();
-    let port = dev
-        .attach_netstack(move || waker.wake_pipe().wake())
-        .ok_or_else(|| Error::Other("network stack already attached".into()))?;
-    let net = RefCell::new(NetScheme::new(
-        IgcNet {
-            port,
-            mac: dev.caps.mac,
-        },
-        net_name.clone(),
-    ));
-    let net_socket = if net.borrow().adapter().carries_frames() {
-        let s = Socket::nonblock().map_err(|e| os("scheme socket", e))?;
-        register_sync_scheme(&s, &net_name, &mut *net.borrow_mut())
-            .map_err(|e| os(&format!("register scheme {net_name}"), e))?;
-        Some(s)
-    } else {
-        log::warn!("{net_name} not registered: the adapter moves no frames");
-        None
-    };
+impl<F: PciFunction> Platform for RedoxPlatform<F> {
+    type Func = F;
+    type Readiness = Readiness;
+    type Sink = Sink;
+    type Serving = Serving<F>;
 
-    let timer = Timer::open().map_err(|e| os("/scheme/time", e))?;
-    let queue = EventQueue::<Source>::new().map_err(|e| os("event queue", e))?;
-    let sub = |fd: usize, src: Source| {
-        queue
-            .subscribe(fd, src, EventFlags::READ)
-            .map_err(|e| os("subscribe", e))
-    };
-    sub(chan_socket.inner().raw(), Source::Channel)?;
-    if let Some(s) = &net_socket {
-        sub(s.inner().raw(), Source::Net)?;
+    fn readiness(&mut self) -> Result<Readiness, Error> {
+        Readiness::start(self.waits_for_exit).map_err(|e| os("readiness", e))
     }
-    sub(sink.wake_pipe().read_fd(), Source::Wake)?;
-    sub(timer.raw(), Source::Timer)?;
 
-    // Everything is open: drop into a namespace with only `memory` and `pipe` (§10).
-    libredox::call::setrens(0, 0).map_err(|e| os("setrens", e))?;
-    readiness.ready().map_err(|e| os("readiness", e))?;
-    log::info!("serving ptpd on /scheme/{chan_name}/ptp");
+    fn function(&mut self) -> Result<F, Error> {
+        let make = self
+            .make
+            .take()
+            .ok_or_else(|| Error::Other("the function was opened already".into()))?;
+        let (func, name) = make(&self.opts)?;
+        self.name = name;
+        Ok(func)
+    }
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let _threads = dev.start_threads(sink.clone(), stop);
+    fn open_log(&mut self) -> bool {
+        logging::open(&self.name, self.tries == 0)
+    }
 
-    let mut chan_q = Served::new(&chan_socket);
-    let mut net_q = net_socket.as_ref().map(Served::new);
+    fn open_clock_page(&mut self) -> Option<(Arc<ClockPageWriter>, String)> {
+        let path = match &self.opts.clock_page {
+            Some(p) => p.display().to_string(),
+            None => format!("/scheme/shm/ptp-igc-{}", self.name),
+        };
+        let first = self.tries == 0;
+        self.tries = self.tries.saturating_add(1);
+        match ClockPageWriter::create(&path) {
+            Ok(w) => Some((Arc::new(w), path)),
+            Err(e) => {
+                if first {
+                    log::info!("no clock page at {path} yet ({e}); retrying");
+                }
+                None
+            }
+        }
+    }
+
+    fn serving(&mut self, dev: &Arc<Device<F>>) -> Result<(Serving<F>, Arc<Sink>), Error> {
+        let sink = Arc::new(Sink::new(WakePipe::new().map_err(|e| os("pipe", e))?));
+        let chan_name = format!("ptpdrv.{}_igc", self.name);
+        let chan = ChannelScheme::new(
+            dev.clone(),
+            sink.clone(),
+            chan_name.clone(),
+            self.generation,
+        );
+        let chan = Served::register(&chan_name, chan)?;
+        let net = if self.netstack {
+            let net_name = format!("network.{}_igc", self.name);
+            // Non-PTP frames go to smolnetd through this scheme; each one wakes the loop.
+            let waker = sink.clone();
+            let port = dev
+                .attach_netstack(move || waker.wake_pipe().wake())
+                .ok_or_else(|| Error::Other("network stack already attached".into()))?;
+            let mac = dev.caps.mac;
+            Some(Served::register(
+                &net_name,
+                NetScheme::new(IgcNet { port, mac }, net_name.clone()),
+            )?)
+        } else {
+            log::info!("no network scheme: an emulated NIC is not offered to smolnetd");
+            None
+        };
+        let timer = Timer::open().map_err(|e| os("/scheme/time", e))?;
+        let queue = EventQueue::<Source>::new().map_err(|e| os("event queue", e))?;
+        let sub = |fd: usize, src: Source| {
+            queue
+                .subscribe(fd, src, EventFlags::READ)
+                .map_err(|e| os("subscribe", e))
+        };
+        sub(chan.socket.inner().raw(), Source::Channel)?;
+        if let Some(s) = &net {
+            sub(s.socket.inner().raw(), Source::Net)?;
+        }
+        sub(sink.wake_pipe().read_fd(), Source::Wake)?;
+        sub(timer.raw(), Source::Timer)?;
+        log::info!("serving ptpd on /scheme/{chan_name}/ptp");
+        let serving = Serving {
+            chan,
+            net,
+            queue,
+            timer,
+        };
+        Ok((serving, sink))
+    }
+
+    fn enter_sandbox(&mut self) -> Result<(), Error> {
+        libredox::call::setrens(0, 0)
+            .map(|_| ())
+            .map_err(|e| os("setrens", e))
+    }
+
+    fn ready(&mut self, r: Readiness) -> Result<(), Error> {
+        r.ready().map_err(|e| os("readiness", e))
+    }
+}
+
+/// Runs igcd on the function pcid handed us, until a fatal error.
+pub fn run_pcid(opts: Options) -> Result<(), Error> {
+    let make = |_: &Options| {
+        let mut func = RedoxPciFunction::from_env().map_err(ptp_pci::PciError::from)?;
+        let name = func.name();
+        log::info!("{name}: {:?}", func.info().full_device_id);
+        // Before setrens: DMA allocations after it still need the translation handle (§4, §10).
+        func.prepare_dma().map_err(ptp_pci::PciError::from)?;
+        Ok((func, name))
+    };
+    serve(Box::new(make), opts, started_by_pcid(), true)
+}
+
+/// Runs igcd on a function `make` builds (an emulated NIC): no fork protocol (init units wait
+/// for `INIT_NOTIFY`), no network scheme.
+pub fn run_emulated<F: PciFunction + 'static>(
+    make: impl FnOnce(&Options) -> Result<F, Error> + 'static,
+    opts: Options,
+) -> Result<(), Error> {
+    let name = if opts.name.is_empty() {
+        "emu0".to_string()
+    } else {
+        opts.name.clone()
+    };
+    serve(
+        Box::new(move |o: &Options| Ok((make(o)?, name))),
+        opts,
+        false,
+        false,
+    )
+}
+
+/// The serve loop over any function: start-up, then one event loop until a fatal error.
+fn serve<F: PciFunction>(
+    make: MakeFunction<F>,
+    opts: Options,
+    waits_for_exit: bool,
+    netstack: bool,
+) -> Result<(), Error> {
+    let generation = ptp_ipc::time::realtime_ns() ^ (u64::from(std::process::id()) << 48);
+    let mut p = RedoxPlatform {
+        make: Some(make),
+        opts: opts.clone(),
+        name: String::new(),
+        generation,
+        waits_for_exit,
+        netstack,
+        tries: 0,
+    };
+    let mut s = startup::start(&mut p, &opts, generation, mono_ns)?;
     let period = u64::try_from(WATCHDOG_PERIOD.as_nanos()).unwrap_or(u64::MAX);
-    timer
+    let serving = &mut s.serving;
+    serving
+        .timer
         .arm_at(mono_ns().saturating_add(period))
         .map_err(|e| os("timer", e))?;
     loop {
-        let ev = queue.next_event().map_err(|e| os("event queue", e))?;
+        let ev = serving
+            .queue
+            .next_event()
+            .map_err(|e| os("event queue", e))?;
         let (chan_new, net_new) = match ev.user_data {
             Source::Channel => (true, false),
             Source::Net => (false, true),
             Source::Wake => {
-                sink.wake_pipe().drain();
+                s.sink.wake_pipe().drain();
                 (false, false)
             }
             Source::Timer => {
-                timer
+                serving
+                    .timer
                     .arm_at(mono_ns().saturating_add(period))
                     .map_err(|e| os("timer", e))?;
+                s.deferred.tick(&mut p, mono_ns())?;
                 (false, false)
             }
         };
-        chan_q.pump(&chan, chan_new, ChannelScheme::readable_handles)?;
-        if let Some(q) = &mut net_q {
-            q.pump(&net, net_new, NetScheme::readable_handles)?;
+        serving
+            .chan
+            .pump(chan_new, ChannelScheme::readable_handles)?;
+        if let Some(q) = &mut serving.net {
+            q.pump(net_new, NetScheme::readable_handles)?;
         }
     }
 }
