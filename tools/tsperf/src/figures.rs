@@ -160,13 +160,16 @@ impl Spread {
         }
     }
 
-    /// The same over only the runs where the figure exists (for ratios, which are undefined,
-    /// not low, when a capacity was not reached).
+    /// The same over only the runs where the figure exists (ratios, and figures of a capacity
+    /// step, are undefined — not low — in a run whose capacity was not reached). The median
+    /// exists only when the figure does in more than half of the runs, as for [`Self::of`].
     pub fn of_defined(runs: &[Option<f64>]) -> Self {
         let defined: Vec<Option<f64>> = runs.iter().copied().filter(Option::is_some).collect();
+        let s = Self::of(&defined);
         Self {
             runs: runs.to_vec(),
-            ..Self::of(&defined)
+            median: s.median.filter(|_| 2 * defined.len() > runs.len()),
+            ..s
         }
     }
 
@@ -351,6 +354,9 @@ mod tests {
         assert_eq!((s.median, s.min, s.max), (Some(3.5), Some(3.0), Some(4.0)));
         assert_eq!(s.runs, vec![None, Some(4.0), Some(3.0)]);
         assert_eq!(s.reached_in, 2);
+        // Defined in only half the runs: no median, the range still shows.
+        let s = Spread::of_defined(&[None, Some(4.0)]);
+        assert_eq!((s.median, s.min, s.max), (None, Some(4.0), Some(4.0)));
     }
 
     #[test]
