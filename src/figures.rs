@@ -153,9 +153,9 @@ impl Figures {
             })
         };
         format!(
-            "lock {}; after lock {}; second half {}",
+            "{}; after lock {}; second half {}",
             self.lock_time_s
-                .map_or("not locked".to_string(), |t| format!("{t:.1} s")),
+                .map_or("not locked".to_string(), |t| format!("locked at {t:.1} s")),
             st(self.after_lock),
             st(self.second_half)
         )

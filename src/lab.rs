@@ -927,8 +927,9 @@ fn write_plot(lab: &Lab, traces: &[Vec<Sample>], path: &Path) -> Result<(), Stri
         offsets.push(series(format!("host{i} true offset"), false, &|s| {
             s.true_offset_ns.map(|o| o as f64)
         }));
+        // ptpd reports offset 0 until the port is SLAVE: no estimate before that.
         offsets.push(series(format!("host{i} servo estimate"), true, &|s| {
-            Some(s.status.offset_ns as f64)
+            (s.status.port_state == PortState::Slave).then_some(s.status.offset_ns as f64)
         }));
         freqs.push(series(format!("host{i}"), false, &|s| {
             Some(s.status.freq_scaled_ppm as f64 / 65.536)

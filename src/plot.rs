@@ -96,6 +96,7 @@ fn freq_panel(area: &Area<'_>, series: &[Series], t_max: f64) -> Result<(), Stri
     c.configure_mesh()
         .x_desc("time (s)")
         .y_desc("frequency adjustment (ppb)")
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()
         .map_err(err)?;
     for (i, s) in series.iter().enumerate() {
