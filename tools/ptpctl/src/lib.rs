@@ -12,8 +12,23 @@ use std::process::ExitCode;
 use ptpd::client::{Client, ClientError, socket_path};
 use serde_json::{Value, json};
 
-pub const USAGE: &str = "\
-usage: ptpctl [--socket PATH] [--clock N] [--json] COMMAND [ARGS]
+/// The default clock scheme path the usage text names (the client's `DEFAULT_SOCKET`).
+#[cfg(target_os = "redox")]
+macro_rules! default_socket {
+    () => {
+        "/scheme/ptp/ctl"
+    };
+}
+#[cfg(not(target_os = "redox"))]
+macro_rules! default_socket {
+    () => {
+        "/run/redox-ptp/ptp.sock"
+    };
+}
+
+pub const USAGE: &str = concat!(
+    "\
+usage: ptpctl [--socket PATH] [--clock N] [--json] [--output PATH] COMMAND [ARGS]
 commands (phc_ctl style):
   get                 read the PHC
   set [SECONDS]       set the PHC (default: to CLOCK_REALTIME)
@@ -25,10 +40,15 @@ commands (phc_ctl style):
   stats               driver counters
   bench [-n N]        exact-path vs clock-page read latency (default N = 10000)
 options:
-  --socket PATH       ptpd's clock scheme (default $PTP_SOCKET, else /run/redox-ptp/ptp.sock)
+  --socket PATH       ptpd's clock scheme (default $PTP_SOCKET, else ",
+    default_socket!(),
+    ")
   --clock N           which clock (default 0)
   --json              one JSON object per command
-";
+  --output PATH       append the output (and any error) to PATH instead of stdout, e.g.
+                      /scheme/debug on Redox, so a boot script can read it without a shell
+"
+);
 
 /// A parsed command line.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +56,8 @@ pub struct Args {
     pub socket: Option<PathBuf>,
     pub clock: u32,
     pub json: bool,
+    /// Where the output goes instead of stdout.
+    pub output: Option<PathBuf>,
     pub command: Command,
 }
 
@@ -78,7 +100,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
     use lexopt::prelude::*;
     let bad = |e: lexopt::Error| Error::Usage(e.to_string());
     let mut p = lexopt::Parser::from_args(args);
-    let (mut socket, mut clock, mut json) = (None, 0u32, false);
+    let (mut socket, mut clock, mut json, mut output) = (None, 0u32, false, None);
     let mut words: Vec<String> = Vec::new();
     let mut n = 10_000usize;
     while let Some(arg) = p.next().map_err(bad)? {
@@ -86,6 +108,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
             Long("socket") => socket = Some(p.value().map_err(bad)?.into()),
             Long("clock") => clock = p.value().map_err(bad)?.parse().map_err(bad)?,
             Long("json") => json = true,
+            Long("output") => output = Some(p.value().map_err(bad)?.into()),
             Short('n') => n = p.value().map_err(bad)?.parse().map_err(bad)?,
             Long("help") | Short('h') => return Ok(None),
             Value(v) => words.push(v.string().map_err(bad)?),
@@ -141,6 +164,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
         socket,
         clock,
         json,
+        output,
         command,
     }))
 }
@@ -158,14 +182,21 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let mut out = match Output::open(args.output.as_deref()) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("ptpctl: {e}");
+            return ExitCode::from(2);
+        }
+    };
     match run(&args) {
         Ok((human, value)) => {
-            if args.json {
-                println!("{value}");
+            let line = if args.json { value.to_string() } else { human };
+            if out.line(&line) {
+                ExitCode::SUCCESS
             } else {
-                println!("{human}");
+                ExitCode::FAILURE
             }
-            ExitCode::SUCCESS
         }
         Err(e) => {
             if args.json {
@@ -173,14 +204,52 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                     Error::Client(c) => c.clock_error().map(|c| format!("{c:?}")),
                     _ => None,
                 };
-                println!(
-                    "{}",
-                    json!({"ok": false, "error": e.to_string(), "code": code})
-                );
+                out.line(&json!({"ok": false, "error": e.to_string(), "code": code}).to_string());
+            } else if out.is_file() {
+                out.line(&format!("ptpctl: {e}"));
             }
             eprintln!("ptpctl: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Where results go: stdout, or a file (`--output`) opened for appending.
+enum Output {
+    Stdout,
+    File(std::fs::File),
+}
+
+impl Output {
+    fn open(path: Option<&std::path::Path>) -> Result<Self, Error> {
+        use std::fs::OpenOptions;
+        let Some(p) = path else {
+            return Ok(Output::Stdout);
+        };
+        // Opening without O_CREAT first: a scheme such as /scheme/debug takes writes but
+        // need not accept creation.
+        let f = OpenOptions::new()
+            .append(true)
+            .open(p)
+            .or_else(|_| OpenOptions::new().append(true).create(true).open(p))
+            .map_err(|e| Error::Other(format!("--output {}: {e}", p.display())))?;
+        Ok(Output::File(f))
+    }
+
+    fn is_file(&self) -> bool {
+        matches!(self, Output::File(_))
+    }
+
+    /// Writes one line in a single write, so lines of concurrent writers do not interleave;
+    /// false (reported on stderr) if it could not be written.
+    fn line(&mut self, text: &str) -> bool {
+        use std::io::Write;
+        let r = match self {
+            Output::Stdout => writeln!(std::io::stdout(), "{text}"),
+            Output::File(f) => f.write_all(format!("{text}\n").as_bytes()),
+        };
+        r.map_err(|e| eprintln!("ptpctl: writing the output: {e}"))
+            .is_ok()
     }
 }
 
