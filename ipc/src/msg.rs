@@ -37,6 +37,21 @@ pub enum RxFilter {
     PtpV1L4Event = 5,
 }
 
+/// Why a driver ends a driver-channel connection ([`DriverEvent::Closed`], its last message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum CloseReason {
+    /// The peer's credentials are not allowed on this channel (not root, not the driver's own
+    /// uid, not a configured uid or gid).
+    PermissionDenied = 1,
+    /// A newer connection said hello and now drives the NIC.
+    Replaced = 2,
+    /// No [`DriverRequest::Hello`] came first, within the driver's hello timeout.
+    NoHello = 3,
+    /// Too many connections are waiting for their hello; try again later.
+    Busy = 4,
+}
+
 /// Why a TX timestamp did not arrive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -137,6 +152,10 @@ pub struct Stats {
 /// ptpd → driver.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum DriverRequest {
+    /// The first message on every connection: the driver serves nothing before it, answers it
+    /// with its own hello (`Restarted`, then `Link`), and then lets this connection replace any
+    /// older one. Never answered with a reply.
+    Hello,
     /// Queue a PTP frame; with `want_ts` its TX timestamp comes back as a `TxTimestamp` (or
     /// `TxTimestampLost`) event carrying `cookie`. Answered only on error (`Error`), so a
     /// timestamping workload costs one message each way per frame, not two.
@@ -207,10 +226,14 @@ pub enum DriverEvent {
         up: bool,
         speed_mbps: u32,
     },
-    /// Sent first on every new connection; `generation` changes each time the driver process
+    /// Sent first on every connection, in answer to its `Hello`; `generation` changes each time the driver process
     /// (or its device) is restarted, so ptpd can tell a reconnect from a restart.
     Restarted {
         generation: u64,
+    },
+    /// The driver's last message on a connection it ends; the connection closes after it.
+    Closed {
+        reason: CloseReason,
     },
 }
 

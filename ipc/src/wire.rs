@@ -11,10 +11,10 @@
 //!
 //! Kinds (the numbers are the format; the golden tests pin them):
 //! - `PtpdToDriver` (payload starts with `seq: u32`): SendPtp 1, GetTime 2, GetTimeX 3, SetTime 4,
-//!   AdjTime 5, AdjFine 6, SetTstampConfig 7, Caps 8, Stats 9.
+//!   AdjTime 5, AdjFine 6, SetTstampConfig 7, Caps 8, Stats 9, Hello 10.
 //! - `DriverToPtpd`: replies (payload starts with `seq: u32`) Done 0x001, Time 0x002, TimeX 0x003,
 //!   TstampConfig 0x004, Caps 0x005, Stats 0x006, Error 0x007; events TxTimestamp 0x101,
-//!   TxTimestampLost 0x102, PtpFrame 0x103, Link 0x104, Restarted 0x105.
+//!   TxTimestampLost 0x102, PtpFrame 0x103, Link 0x104, Restarted 0x105, Closed 0x106.
 //! - `ClockRequest`: List 1, Get 2, GetTimeX 3, Set 4, Adj 5, Freq 6, Caps 7, Status 8, Stats 9.
 //! - `ClockReply`: Count 1, Time 2, TimeX 3, Done 4, Caps 5, Status 6, Stats 7, Error 8.
 //! - [`KIND_INVALID`] (0xFFFF) is never a valid kind; see [`Wire::encode`].
@@ -310,6 +310,7 @@ macro_rules! u8_enums {
 u8_enums! {
     RxFilter { None, All, PtpV2Event, PtpV2L2Event, PtpV2L4Event, PtpV1L4Event }
     LostReason { Timeout, Disabled, NoFreeSlot, Reset, NotSent }
+    CloseReason { PermissionDenied, Replaced, NoHello, Busy }
     ClockError { InvalidArgument, PermissionDenied, NoDevice, Restarted, Timeout, Unsupported, Busy, Io }
     PortState { Initializing, Faulty, Disabled, Listening, PreMaster, Master, Passive, Uncalibrated, Slave }
 }
@@ -503,6 +504,7 @@ impl Message for PtpdToDriver {
             SetTstampConfig { .. } => 7,
             Caps => 8,
             Stats => 9,
+            Hello => 10,
         }
     }
     fn put_payload(&self, w: &mut Writer) {
@@ -518,7 +520,7 @@ impl Message for PtpdToDriver {
                 w.put(want_ts);
                 w.bytes(frame, MAX_FRAME, "frame");
             }
-            GetTime | Caps | Stats => {}
+            GetTime | Caps | Stats | Hello => {}
             GetTimeX { samples } => w.put(samples),
             SetTime { ns } => w.put(ns),
             AdjTime { delta_ns } => w.put(delta_ns),
@@ -531,7 +533,7 @@ impl Message for PtpdToDriver {
     }
     fn get_payload(kind: u16, r: &mut Reader) -> Result<Self, DecodeError> {
         use DriverRequest::*;
-        if !(1..=9).contains(&kind) {
+        if !(1..=10).contains(&kind) {
             return Err(DecodeError::UnknownKind(kind));
         }
         let seq = r.get()?;
@@ -553,7 +555,8 @@ impl Message for PtpdToDriver {
                 rx_filter: r.get()?,
             },
             8 => Caps,
-            _ => Stats,
+            9 => Stats,
+            _ => Hello,
         };
         Ok(PtpdToDriver { seq, request })
     }
@@ -580,6 +583,7 @@ impl Message for DriverToPtpd {
                 E::PtpFrame { .. } => 0x103,
                 E::Link { .. } => 0x104,
                 E::Restarted { .. } => 0x105,
+                E::Closed { .. } => 0x106,
             },
         }
     }
@@ -620,6 +624,7 @@ impl Message for DriverToPtpd {
                     w.put(speed_mbps);
                 }
                 E::Restarted { generation } => w.put(generation),
+                E::Closed { reason } => w.put(reason),
             },
         }
     }
@@ -662,6 +667,7 @@ impl Message for DriverToPtpd {
             0x105 => E::Restarted {
                 generation: r.get()?,
             },
+            0x106 => E::Closed { reason: r.get()? },
             k => return Err(DecodeError::UnknownKind(k)),
         };
         Ok(DriverToPtpd::Event(event))

@@ -100,5 +100,7 @@ pub fn dispatch<M: Mmio, H: ClockHw<M>, D: DataPath>(
         other @ (DriverRequest::SendPtp { .. } | DriverRequest::SetTstampConfig { .. }) => {
             data.handle(other)
         }
+        // The channel's handshake, answered by the channel before a device sees anything.
+        DriverRequest::Hello => DriverReply::Error(DriverError::InvalidArgument),
     }
 }

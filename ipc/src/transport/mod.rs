@@ -30,7 +30,7 @@ pub use redox::SchemeConn;
 #[cfg(target_os = "linux")]
 mod unix;
 #[cfg(target_os = "linux")]
-pub use unix::{PeerCred, SeqpacketConn, SeqpacketListener};
+pub use unix::{PeerCred, SeqpacketConn, SeqpacketListener, SocketAccess};
 
 /// Why a transport operation failed.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -51,6 +51,10 @@ pub enum TransportError {
     /// for a driver to come up).
     #[error("no listener: {0}")]
     NotFound(String),
+    /// The OS refused the connection (EACCES/EPERM): the socket file's mode, or a scheme's
+    /// check of the caller's uid. Separate from `Io` so a client can say so and back off.
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
     /// Any other OS error, with the operation, the address where there is one, and the errno text.
     #[error("{0}")]
     Io(String),

@@ -68,6 +68,9 @@ impl SchemeConn {
             Err(e) if matches!(e.errno(), errno::ENOENT | errno::ENODEV) => {
                 return Err(TransportError::NotFound(format!("{path}: {e}")));
             }
+            Err(e) if matches!(e.errno(), errno::EPERM | errno::EACCES) => {
+                return Err(TransportError::PermissionDenied(format!("{path}: {e}")));
+            }
             Err(e) => return Err(io("open", path, e)),
         };
         let queue = EventQueue::new().map_err(|e| io("event queue for", path, e))?;

@@ -13,7 +13,7 @@ use std::ffi::c_int;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -129,6 +129,91 @@ fn is_disconnect(e: &io::Error) -> bool {
     )
 }
 
+/// Who may connect to a listener, by its socket file's owner, group and mode (connecting needs
+/// write permission on the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketAccess {
+    /// Permission bits of the socket file.
+    pub mode: u32,
+    /// Owner to give the file (`None`: the creating process's uid).
+    pub owner: Option<u32>,
+    /// Group to give the file (`None`: the creating process's gid).
+    pub group: Option<u32>,
+}
+
+impl SocketAccess {
+    /// Anyone may connect: privilege is decided from the peer's credentials alone.
+    pub const PUBLIC: Self = Self {
+        mode: 0o666,
+        owner: None,
+        group: None,
+    };
+    /// Only the owner (and root) may connect.
+    pub const OWNER_ONLY: Self = Self {
+        mode: 0o600,
+        owner: None,
+        group: None,
+    };
+}
+
+/// Removes a socket file at `path` that nothing listens on; fails if a listener answers or the
+/// path is something else.
+fn remove_stale(path: &Path) -> Result<(), TransportError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => match SeqpacketConn::connect(path) {
+            Ok(_) => Err(TransportError::Io(format!(
+                "bind {}: another process is listening there",
+                path.display()
+            ))),
+            Err(TransportError::NotFound(_)) => match std::fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    Err(os_err("remove stale socket", Some(path), &e))
+                }
+                _ => Ok(()),
+            },
+            Err(e) => Err(e),
+        },
+        Ok(_) => Err(TransportError::Io(format!(
+            "bind {}: exists and is not a socket",
+            path.display()
+        ))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(os_err("stat", Some(path), &e)),
+    }
+}
+
+/// A fresh mode-0700 directory beside a socket path, removed (with its contents) on drop.
+struct PrivateDir(PathBuf);
+
+impl PrivateDir {
+    fn create(beside: &Path) -> Result<Self, TransportError> {
+        let parent = match beside.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let mut last = None;
+        for _ in 0..4 {
+            // Short, so the socket path inside stays within sun_path.
+            let tag = (crate::time::mono_ns() ^ u64::from(std::process::id()) << 32) as u32;
+            let dir = parent.join(format!(".s{tag:08x}"));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => return Ok(Self(dir)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(os_err("mkdir", Some(&dir), &e)),
+            }
+        }
+        let e = last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AlreadyExists));
+        Err(os_err("mkdir beside", Some(beside), &e))
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0.join("s"));
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
 /// A listening SOCK_SEQPACKET socket bound to a path. Removes the socket file when dropped
 /// (if the file is still the one it created).
 #[derive(Debug)]
@@ -140,48 +225,44 @@ pub struct SeqpacketListener {
 }
 
 impl SeqpacketListener {
-    /// Binds and listens at `path`.
+    /// Binds and listens at `path` with a socket file anyone may connect to
+    /// ([`SocketAccess::PUBLIC`]): privilege is decided from the peer's credentials (`accept`
+    /// returns them), not from the file mode.
+    pub fn bind(path: impl AsRef<Path>) -> Result<Self, TransportError> {
+        Self::bind_with(path, SocketAccess::PUBLIC)
+    }
+
+    /// Binds and listens at `path`, its socket file owned and moded as `access` says.
     ///
     /// A socket file already at `path` is removed first if nothing listens on it (stale, from a
     /// process that died); if a live listener answers, or the path is not a socket, binding
-    /// fails with `Io` rather than stealing or destroying it. The socket file gets mode 0666 so
-    /// unprivileged clients can connect: privilege is decided from the peer's credentials
-    /// (`accept` returns them), not from the file mode.
-    pub fn bind(path: impl AsRef<Path>) -> Result<Self, TransportError> {
+    /// fails with `Io` rather than stealing or destroying it.
+    ///
+    /// Race-free: bind(2) creates the file with the process umask applied, which may be wider
+    /// than `access`, and a client can connect in the window before a chmod. So the socket is
+    /// bound inside a fresh 0700 directory beside `path` (only our uid and root can reach it
+    /// there), given its owner, group and mode, and only then linked at `path` (link(2) never
+    /// replaces a file that appeared meanwhile); the directory is removed.
+    pub fn bind_with(path: impl AsRef<Path>, access: SocketAccess) -> Result<Self, TransportError> {
         let path = path.as_ref();
-        let (addr, len) = sockaddr(path)?;
-        match std::fs::symlink_metadata(path) {
-            Ok(m) if m.file_type().is_socket() => match SeqpacketConn::connect(path) {
-                Ok(_) => {
-                    return Err(TransportError::Io(format!(
-                        "bind {}: another process is listening there",
-                        path.display()
-                    )));
-                }
-                Err(TransportError::NotFound(_)) => match std::fs::remove_file(path) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                        return Err(os_err("remove stale socket", Some(path), &e));
-                    }
-                    _ => {}
-                },
-                Err(e) => return Err(e),
-            },
-            Ok(_) => {
-                return Err(TransportError::Io(format!(
-                    "bind {}: exists and is not a socket",
-                    path.display()
-                )));
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(os_err("stat", Some(path), &e)),
-        }
+        sockaddr(path)?;
+        remove_stale(path)?;
         let fd = new_socket()?;
+        let private = PrivateDir::create(path)?;
+        let tmp = private.0.join("s");
+        let (addr, len) = sockaddr(&tmp)?;
         // Safety: `addr` is a valid sockaddr_un of `len` bytes that outlives the call.
         cvt(unsafe { libc::bind(fd.as_raw_fd(), (&raw const addr).cast(), len) })
-            .map_err(|e| os_err("bind", Some(path), &e))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
-            .map_err(|e| os_err("chmod", Some(path), &e))?;
-        let m = std::fs::metadata(path).map_err(|e| os_err("stat", Some(path), &e))?;
+            .map_err(|e| os_err("bind", Some(&tmp), &e))?;
+        if access.owner.is_some() || access.group.is_some() {
+            std::os::unix::fs::lchown(&tmp, access.owner, access.group)
+                .map_err(|e| os_err("chown", Some(&tmp), &e))?;
+        }
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(access.mode & 0o777))
+            .map_err(|e| os_err("chmod", Some(&tmp), &e))?;
+        std::fs::hard_link(&tmp, path).map_err(|e| os_err("link socket to", Some(path), &e))?;
+        drop(private);
+        let m = std::fs::symlink_metadata(path).map_err(|e| os_err("stat", Some(path), &e))?;
         // Safety: plain syscall on a socket we own.
         cvt(unsafe { libc::listen(fd.as_raw_fd(), 64) })
             .map_err(|e| os_err("listen", Some(path), &e))?;
@@ -250,7 +331,8 @@ pub struct SeqpacketConn {
 impl SeqpacketConn {
     /// Connects to a listener at `path`. No listener there (the path does not exist, or a stale
     /// socket file refuses) gives `TransportError::NotFound` naming the path and the errno; a
-    /// listener whose backlog is full gives `Io` (retry later) rather than blocking.
+    /// socket file we may not write to gives `PermissionDenied`; a listener whose backlog is
+    /// full gives `Io` (retry later) rather than blocking.
     pub fn connect(path: impl AsRef<Path>) -> Result<Self, TransportError> {
         let path = path.as_ref();
         let (addr, len) = sockaddr(path)?;
@@ -262,6 +344,10 @@ impl SeqpacketConn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ECONNREFUSED)) => {
                     return Err(TransportError::NotFound(format!("{}: {e}", path.display())));
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                    let msg = format!("{}: {e}", path.display());
+                    return Err(TransportError::PermissionDenied(msg));
                 }
                 Err(e) => return Err(os_err("connect", Some(path), &e)),
             }
@@ -304,6 +390,43 @@ impl SeqpacketConn {
             uid: cred.uid,
             gid: cred.gid,
         })
+    }
+}
+
+/// SO_PEERGROUPS (Linux ≥ 4.13; the value of every architecture but mips and sparc, which
+/// this project does not build for).
+const SO_PEERGROUPS: c_int = 59;
+/// Upper bound of supplementary groups read (Linux's NGROUPS_MAX is 65536; a peer with more
+/// than this is judged by the first ones).
+const MAX_PEER_GROUPS: usize = 256;
+
+impl SeqpacketConn {
+    /// The peer's supplementary groups as the kernel recorded them at connect(2)
+    /// (SO_PEERGROUPS); none if it has more than [`MAX_PEER_GROUPS`] (then only its primary gid,
+    /// in [`PeerCred`], can count).
+    pub fn peer_groups(&self) -> Result<Vec<u32>, TransportError> {
+        let mut groups = vec![0u32; MAX_PEER_GROUPS];
+        let mut len = std::mem::size_of_val(groups.as_slice()) as libc::socklen_t;
+        // Safety: `groups` is writable for `len` bytes, and `len` is valid and writable.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            // ERANGE: more groups than the buffer holds, and nothing was filled in.
+            if e.raw_os_error() == Some(libc::ERANGE) {
+                return Ok(Vec::new());
+            }
+            return Err(os_err("getsockopt(SO_PEERGROUPS)", None, &e));
+        }
+        groups.truncate(len as usize / std::mem::size_of::<u32>());
+        Ok(groups)
     }
 }
 

@@ -52,6 +52,11 @@ fn lost_reason() -> impl Strategy<Value = LostReason> {
     prop::sample::select(vec![Timeout, Disabled, NoFreeSlot, Reset, NotSent])
 }
 
+fn close_reason() -> impl Strategy<Value = CloseReason> {
+    use CloseReason::*;
+    prop::sample::select(vec![PermissionDenied, Replaced, NoHello, Busy])
+}
+
 fn clock_error() -> impl Strategy<Value = ClockError> {
     use ClockError::*;
     prop::sample::select(vec![
@@ -173,6 +178,7 @@ fn ptpd_to_driver() -> impl Strategy<Value = PtpdToDriver> {
             .prop_map(|(tx_on, rx_filter)| SetTstampConfig { tx_on, rx_filter }),
         Just(Caps),
         Just(Stats),
+        Just(Hello),
     ];
     (any::<u32>(), request).prop_map(|(seq, request)| PtpdToDriver { seq, request })
 }
@@ -197,6 +203,7 @@ fn driver_to_ptpd() -> impl Strategy<Value = DriverToPtpd> {
         (any::<Option<u64>>(), frame()).prop_map(|(rx_ns, frame)| E::PtpFrame { rx_ns, frame }),
         any::<(bool, u32)>().prop_map(|(up, speed_mbps)| E::Link { up, speed_mbps }),
         any::<u64>().prop_map(|generation| E::Restarted { generation }),
+        close_reason().prop_map(|reason| E::Closed { reason }),
     ];
     prop_oneof![
         (any::<u32>(), reply).prop_map(|(seq, reply)| DriverToPtpd::Reply { seq, reply }),
@@ -431,6 +438,36 @@ fn golden_adj_negative() {
     ];
     assert_eq!(m.to_bytes(), want);
     assert_eq!(ClockRequest::decode(&want), Ok(m));
+}
+
+#[test]
+fn golden_hello_and_closed() {
+    let hello = PtpdToDriver {
+        seq: 1,
+        request: DriverRequest::Hello,
+    };
+    let want = [1, 1, 10, 0, 4, 0, 0, 0, 1, 0, 0, 0];
+    assert_eq!(hello.to_bytes(), want);
+    assert_eq!(PtpdToDriver::decode(&want), Ok(hello));
+    assert_eq!(
+        PtpdToDriver::decode(&[1, 1, 11, 0, 4, 0, 0, 0, 1, 0, 0, 0]),
+        Err(DecodeError::UnknownKind(11))
+    );
+    for (reason, byte) in [
+        (CloseReason::PermissionDenied, 1),
+        (CloseReason::Replaced, 2),
+        (CloseReason::NoHello, 3),
+        (CloseReason::Busy, 4),
+    ] {
+        let m = DriverToPtpd::Event(DriverEvent::Closed { reason });
+        let want = [1, 2, 0x06, 0x01, 1, 0, 0, 0, byte];
+        assert_eq!(m.to_bytes(), want);
+        assert_eq!(DriverToPtpd::decode(&want), Ok(m));
+    }
+    assert_eq!(
+        DriverToPtpd::decode(&[1, 2, 0x06, 0x01, 1, 0, 0, 0, 0]),
+        Err(DecodeError::InvalidValue("CloseReason"))
+    );
 }
 
 #[test]

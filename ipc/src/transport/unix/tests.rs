@@ -45,6 +45,56 @@ fn socket_file_mode_and_removal() {
 }
 
 #[test]
+fn restricted_socket_file_gets_exactly_its_mode_and_group() {
+    let dir = TempDir::new("mode0600");
+    let path = dir.path().join("s");
+    let l = SeqpacketListener::bind_with(&path, SocketAccess::OWNER_ONLY).unwrap();
+    let m = std::fs::symlink_metadata(&path).unwrap();
+    assert!(m.file_type().is_socket());
+    assert_eq!(m.permissions().mode() & 0o7777, 0o600);
+    // Safety: geteuid/getegid cannot fail and touch no memory.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    assert_eq!((m.uid(), m.gid()), (uid, gid));
+    // The private directory the socket was bound in is gone; only the socket remains.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, [std::ffi::OsString::from("s")]);
+    // Still the listening socket: a client gets through and is accepted.
+    let _c = SeqpacketConn::connect(&path).unwrap();
+    l.accept(Some(LONG)).unwrap();
+    drop(l);
+    assert!(!path.exists());
+
+    let access = SocketAccess {
+        mode: 0o660,
+        owner: None,
+        group: Some(gid),
+    };
+    let _l = SeqpacketListener::bind_with(&path, access).unwrap();
+    let m = std::fs::symlink_metadata(&path).unwrap();
+    assert_eq!((m.permissions().mode() & 0o7777, m.gid()), (0o660, gid));
+}
+
+#[test]
+fn peer_groups_are_ours() {
+    let dir = TempDir::new("groups");
+    let l = SeqpacketListener::bind(dir.path().join("s")).unwrap();
+    let _c = SeqpacketConn::connect(l.path()).unwrap();
+    let (s, _) = l.accept(Some(LONG)).unwrap();
+    let mut want = vec![0 as libc::gid_t; 256];
+    // Safety: `want` is writable for the 256 entries passed as its size.
+    let n = unsafe { libc::getgroups(256, want.as_mut_ptr()) };
+    assert!(n >= 0);
+    want.truncate(n as usize);
+    let mut got = s.peer_groups().unwrap();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want);
+}
+
+#[test]
 fn connect_to_missing_path_is_not_found() {
     let dir = TempDir::new("missing");
     let path = dir.path().join("nobody");

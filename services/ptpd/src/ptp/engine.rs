@@ -623,6 +623,8 @@ impl Core {
                 }
             }
             DriverEvent::PtpFrame { rx_ns, frame } => self.on_frame(i, rx_ns, &frame, now),
+            // The end of a connection: the driver link reconnects (or not) and says so.
+            DriverEvent::Closed { .. } => {}
             DriverEvent::Link { up, speed_mbps } => {
                 let p = &mut self.ports[i];
                 if p.link_up != up {
