@@ -5,7 +5,10 @@
 //! on the "other" MSI-X vector (link and time-sync causes), and the watchdog refreshes the clock
 //! page and (with timestamping) frees stale TX timestamp slots. It never runs protocol logic.
 
+pub mod access;
 pub mod daemon;
+#[cfg(target_os = "linux")]
+mod linux_channel;
 pub mod options;
 #[cfg(target_os = "linux")]
 mod platform_linux;

@@ -11,6 +11,11 @@ usage: igcd [options]
   --emulate i225|i226     run on an emulated NIC (host builds)
   --channel PATH          driver channel socket ptpd connects to (required on Linux hosts)
   --clock-page PATH       publish the clock page at PATH
+  --allow-uid UID         besides root and igcd's own uid, let UID drive the NIC over the
+                          channel (ptpd's uid when it does not run as root); on Linux the
+                          socket file is then owned by UID
+  --allow-gid GID         also let members of GID drive the NIC; on Linux the socket file is
+                          then group GID, mode 0660 (without: mode 0600)
   --name NAME             name used in logs
   --osc-ppm PPM           emulated oscillator frequency error (default 0)
   --wire WIRE             what the emulated port is cabled to: none (default: link up, frames
@@ -108,6 +113,10 @@ pub struct Options {
     pub irq_poll: Duration,
     /// Ground-truth record of the emulated model (`--truth`, only with `--emulate`).
     pub truth: Option<PathBuf>,
+    /// A uid besides root and igcd's own that may use the driver channel (`--allow-uid`).
+    pub allow_uid: Option<u32>,
+    /// A group whose members may use the driver channel (`--allow-gid`).
+    pub allow_gid: Option<u32>,
 }
 
 impl Options {
@@ -134,6 +143,8 @@ impl Options {
             poll_irq: false,
             irq_poll: Duration::from_millis(1),
             truth: None,
+            allow_uid: None,
+            allow_gid: None,
         };
         let mut p = lexopt::Parser::from_args(args);
         let bad = |e: lexopt::Error| Error::Usage(e.to_string());
@@ -216,6 +227,22 @@ impl Options {
                     }
                 }
                 Long("truth") => o.truth = Some(p.value().map_err(bad)?.into()),
+                Long("allow-uid") => {
+                    let uid = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.allow_uid.replace(uid).is_some() {
+                        return Err(Error::Usage(
+                            "--allow-uid may be given once (a socket file has one owner; use \
+                             --allow-gid for several users)"
+                                .into(),
+                        ));
+                    }
+                }
+                Long("allow-gid") => {
+                    let gid = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.allow_gid.replace(gid).is_some() {
+                        return Err(Error::Usage("--allow-gid may be given once".into()));
+                    }
+                }
                 Long("seed") => o.seed = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
                 Long("poll-irq") => o.poll_irq = true,
                 Long("irq-poll-us") => {
@@ -418,6 +445,25 @@ mod tests {
         let e = parse(&["--truth", "/tmp/t"]).unwrap_err();
         assert!(e.contains("--truth needs --emulate"), "{e}");
         assert!(parse(&["--emulate", "i225", "--truth"]).is_err());
+    }
+
+    #[test]
+    fn channel_access_options() {
+        let o = parse(&[]).unwrap();
+        assert_eq!((o.allow_uid, o.allow_gid), (None, None));
+        let o = parse(&["--allow-uid", "1000", "--allow-gid", "4242"]).unwrap();
+        assert_eq!((o.allow_uid, o.allow_gid), (Some(1000), Some(4242)));
+        for args in [
+            &["--allow-uid", "-1"][..],
+            &["--allow-uid", "ptpd"],
+            &["--allow-gid", "4294967296"],
+            &["--allow-uid"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?}");
+        }
+        let e = parse(&["--allow-uid", "1", "--allow-uid", "2"]).unwrap_err();
+        assert!(e.contains("once"), "{e}");
+        assert!(parse(&["--allow-gid", "1", "--allow-gid", "2"]).is_err());
     }
 
     #[test]

@@ -2,7 +2,13 @@
 //! replies to requests by sequence number, and forwards unsolicited events.
 //!
 //! A request never waits on a dead driver: while disconnected it fails at once with
-//! `NoDevice`; a request in flight when the driver dies fails as soon as the channel closes.
+//! `NoDevice` (`PermissionDenied` while the driver refuses this process); a request in flight
+//! when the driver dies fails as soon as the channel closes.
+//!
+//! Every connection starts with `Hello`; the session is up when the driver's own hello
+//! (`Restarted`) arrives. A driver that ends a connection says why (`Closed`): a refused link
+//! retries every [`REFUSED_RETRY`] (the driver's rule may change), and a link a newer ptpd
+//! replaced stays down, so two ptpds never take a NIC from each other in turn.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -12,8 +18,8 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use ptp_ipc::transport::{Channel, ChannelError, Transport, TransportError};
 use ptp_ipc::{
-    ClockError, DriverError, DriverEvent, DriverReply, DriverRequest, DriverToPtpd, PtpdToDriver,
-    Seq,
+    ClockError, CloseReason, DriverError, DriverEvent, DriverReply, DriverRequest, DriverToPtpd,
+    PtpdToDriver, Seq,
 };
 
 /// Opens a new connection to the driver.
@@ -32,6 +38,8 @@ pub struct LinkStatus {
     pub connects: u64,
     pub link_up: bool,
     pub speed_mbps: u32,
+    /// The driver refused this process (its channel's file mode or its uid/gid rule).
+    pub refused: bool,
 }
 
 type Chan<T> = Channel<T, PtpdToDriver, DriverToPtpd>;
@@ -59,6 +67,8 @@ pub struct DriverLink<C: Connector> {
 /// Retry interval while the driver is absent: short, so a restarted driver is picked up within
 /// a fraction of a second.
 const RECONNECT_INTERVAL: Duration = Duration::from_millis(50);
+/// Retry interval while the driver refuses us: its rule changes only when it restarts.
+const REFUSED_RETRY: Duration = Duration::from_secs(1);
 /// Sends to a driver are bounded like every other wait.
 const SEND_TIMEOUT: Duration = Duration::from_millis(200);
 
@@ -100,7 +110,7 @@ impl<C: Connector> DriverLink<C> {
         timeout: Duration,
     ) -> Result<DriverReply, ClockError> {
         let Some(chan) = lock(&self.shared.conn).clone() else {
-            return Err(ClockError::NoDevice);
+            return Err(self.down_error());
         };
         let generation = self.status().generation;
         let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);
@@ -134,6 +144,15 @@ impl<C: Connector> DriverLink<C> {
         result
     }
 
+    /// What a request gets while no session is up.
+    fn down_error(&self) -> ClockError {
+        if self.status().refused {
+            ClockError::PermissionDenied
+        } else {
+            ClockError::NoDevice
+        }
+    }
+
     /// Marks the session over `chan` down, unless the link thread has already replaced it.
     fn mark_down(&self, chan: &Arc<Chan<C::T>>) {
         let mut conn = lock(&self.shared.conn);
@@ -147,7 +166,7 @@ impl<C: Connector> DriverLink<C> {
     /// is discarded by the link thread.
     pub fn post(&self, req: DriverRequest) -> Result<(), ClockError> {
         let Some(chan) = lock(&self.shared.conn).clone() else {
-            return Err(ClockError::NoDevice);
+            return Err(self.down_error());
         };
         let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);
         chan.send(&PtpdToDriver { seq, request: req }, Some(SEND_TIMEOUT))
@@ -184,15 +203,22 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
         let t = match connector.connect() {
             Ok(t) => t,
             Err(e) => {
+                let refused = matches!(e, TransportError::PermissionDenied(_));
                 if !logged_absent {
-                    log::warn!(
-                        "{}: driver not reachable at {}: {e}",
-                        s.name,
-                        connector.describe()
-                    );
+                    let what = if refused {
+                        "refused by"
+                    } else {
+                        "not reachable at"
+                    };
+                    log::warn!("{}: driver {what} {}: {e}", s.name, connector.describe());
                     logged_absent = true;
                 }
-                std::thread::sleep(RECONNECT_INTERVAL);
+                lock(&s.status).refused = refused;
+                std::thread::sleep(if refused {
+                    REFUSED_RETRY
+                } else {
+                    RECONNECT_INTERVAL
+                });
                 continue;
             }
         };
@@ -200,13 +226,52 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
         let chan = Arc::new(Chan::new(t));
         // The session counts as up only when the driver's hello (`Restarted`) arrives: a dying
         // driver's listener can still accept a connection it will never serve.
-        read_loop(s, &chan, &connector.describe());
+        let hello = PtpdToDriver {
+            seq: s.next_seq.fetch_add(1, Ordering::Relaxed),
+            request: DriverRequest::Hello,
+        };
+        // Read even when the hello was not delivered: a driver that refused us at once has
+        // closed already, and its reason is waiting to be read.
+        if let Err(e) = chan.send(&hello, Some(SEND_TIMEOUT)) {
+            log::debug!("{}: hello not delivered: {e}", s.name);
+        }
+        let closed = read_loop(s, &chan, &connector.describe());
         *lock(&s.conn) = None;
         lock(&s.status).connected = false;
         // Dropping the senders wakes every waiter at once.
         lock(&s.pending).clear();
-        if !s.stop.load(Ordering::Acquire) {
-            log::warn!("{}: driver channel closed; reconnecting", s.name);
+        if s.stop.load(Ordering::Acquire) {
+            return;
+        }
+        match closed {
+            Some(CloseReason::Replaced) => {
+                log::error!(
+                    "{}: another ptpd took over the driver at {}; this link stays down",
+                    s.name,
+                    connector.describe()
+                );
+                return;
+            }
+            Some(CloseReason::PermissionDenied) => {
+                // Logged once, not at every retry.
+                if !std::mem::replace(&mut lock(&s.status).refused, true) {
+                    log::error!(
+                        "{}: driver at {} refuses this process's uid; retrying every \
+                         {REFUSED_RETRY:?}",
+                        s.name,
+                        connector.describe()
+                    );
+                }
+                std::thread::sleep(REFUSED_RETRY);
+            }
+            reason => {
+                log::warn!(
+                    "{}: driver channel closed{}; reconnecting",
+                    s.name,
+                    reason.map_or(String::new(), |r| format!(" ({r:?})"))
+                );
+                std::thread::sleep(RECONNECT_INTERVAL);
+            }
         }
     }
 }
@@ -214,7 +279,12 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
 /// How long a read blocks before re-checking the stop flag.
 const READ_POLL: Duration = Duration::from_millis(200);
 
-fn read_loop<T: Transport>(s: &Shared<T>, chan: &Arc<Chan<T>>, describe: &str) {
+/// Reads replies and events until the channel closes; returns why, if the driver said.
+fn read_loop<T: Transport>(
+    s: &Shared<T>,
+    chan: &Arc<Chan<T>>,
+    describe: &str,
+) -> Option<CloseReason> {
     while !s.stop.load(Ordering::Acquire) {
         match chan.recv(Some(READ_POLL)) {
             Ok(DriverToPtpd::Reply { seq, reply }) => {
@@ -222,6 +292,8 @@ fn read_loop<T: Transport>(s: &Shared<T>, chan: &Arc<Chan<T>>, describe: &str) {
                     let _ = tx.try_send(reply);
                 }
             }
+            // The driver's last word on this connection; the engine has no use for it.
+            Ok(DriverToPtpd::Event(DriverEvent::Closed { reason })) => return Some(reason),
             Ok(DriverToPtpd::Event(ev)) => {
                 match &ev {
                     DriverEvent::Restarted { generation } => {
@@ -231,6 +303,7 @@ fn read_loop<T: Transport>(s: &Shared<T>, chan: &Arc<Chan<T>>, describe: &str) {
                         }
                         st.generation = *generation;
                         st.connected = true;
+                        st.refused = false;
                         st.connects += 1;
                         drop(st);
                         *lock(&s.conn) = Some(chan.clone());
@@ -254,7 +327,8 @@ fn read_loop<T: Transport>(s: &Shared<T>, chan: &Arc<Chan<T>>, describe: &str) {
             Err(ChannelError::Decode(e)) => {
                 log::warn!("{}: malformed message from driver: {e}", s.name)
             }
-            Err(_) => return,
+            Err(_) => return None,
         }
     }
+    None
 }

@@ -155,6 +155,16 @@ impl Driver {
             }
         };
         let chan = Arc::new(Channel::new(conn));
+        // Like ptpd: igcd serves a connection only after its hello.
+        let hello = PtpdToDriver {
+            seq: 0,
+            request: DriverRequest::Hello,
+        };
+        if let Err(e) = chan.send(&hello, Some(Duration::from_secs(1))) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("hello to igcd: {e}"));
+        }
         let reader_page = page.clone();
         let (ctx, crx) = unbounded();
         let (ftx, frx) = bounded(1 << 16);

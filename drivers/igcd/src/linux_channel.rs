@@ -1,0 +1,337 @@
+//! The driver channel on Linux hosts: who gets in, the hello, and which connection drives the
+//! NIC (DESIGN.md §2).
+//!
+//! - A peer whose SO_PEERCRED/SO_PEERGROUPS the [`ChannelAccess`] rule refuses gets
+//!   `Closed { PermissionDenied }` and is closed at once (logged).
+//! - An allowed peer must send `Hello` first, within [`HELLO_TIMEOUT`]; until then it holds
+//!   nothing. Otherwise it gets `Closed { NoHello }`.
+//! - After its hello a connection gets igcd's hello (`Restarted`, `Link`) and replaces the one
+//!   that drove the NIC so far, which gets `Closed { Replaced }`: a stale or hung ptpd cannot
+//!   keep a new one out, and a connection that never says hello cannot block anyone.
+//!
+//! One thread (the main one) polls the listener, the connections waiting for their hello and
+//! the current connection together, so accepting never waits on a peer and requests reach the
+//! device from one thread only, as before.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ptp_ipc::transport::{
+    Channel, ChannelError, PeerCred, SeqpacketConn, SeqpacketListener, Transport, TransportError,
+};
+use ptp_ipc::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver};
+use ptp_pci::PciFunction;
+
+use crate::Error;
+use crate::access::ChannelAccess;
+use crate::daemon::{Device, EventSink};
+
+pub type DriverChannel = Channel<SeqpacketConn, DriverToPtpd, PtpdToDriver>;
+
+/// How long a new connection may take to say hello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
+/// Connections waiting for their hello at once; more are refused with `Busy`.
+const MAX_PENDING: usize = 8;
+/// The longest poll: an idle loop still goes round.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+/// Requests served from the current connection per round, so accepting is never starved.
+const BATCH: usize = 64;
+/// Sends are bounded so a stuck ptpd cannot stall the IRQ thread or the main loop.
+const SEND_TIMEOUT: Duration = Duration::from_millis(200);
+/// A closing notice is best effort: the peer may not be reading.
+const CLOSE_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// The connection that drives the NIC, shared with the IRQ thread (events).
+#[derive(Default)]
+pub struct Sink {
+    conn: Mutex<Option<Arc<DriverChannel>>>,
+}
+
+impl Sink {
+    fn current(&self) -> MutexGuard<'_, Option<Arc<DriverChannel>>> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl EventSink for Sink {
+    fn send(&self, ev: DriverEvent) {
+        let conn = self.current().clone();
+        if let Some(c) = conn
+            && let Err(e) = c.send(&DriverToPtpd::Event(ev), Some(SEND_TIMEOUT))
+        {
+            log::warn!("event not delivered: {e}");
+        }
+    }
+}
+
+/// Tells the peer why, then closes the connection.
+fn close(chan: &DriverChannel, reason: CloseReason) {
+    let _ = chan.send(
+        &DriverToPtpd::Event(DriverEvent::Closed { reason }),
+        Some(CLOSE_TIMEOUT),
+    );
+    chan.shutdown();
+    // Closing a Unix socket with unread messages makes the peer's next read fail with
+    // ECONNRESET before it gets our notice. After the shutdown nothing new can arrive, so
+    // reading off what is queued (bounded by the socket buffer) lets the notice through.
+    let mut buf = Vec::new();
+    while chan
+        .transport()
+        .recv(&mut buf, Some(Duration::ZERO))
+        .is_ok()
+    {}
+}
+
+/// An allowed connection that has not said hello yet.
+struct Pending {
+    chan: DriverChannel,
+    cred: PeerCred,
+    deadline: Instant,
+}
+
+/// The channel's state on the main thread.
+struct Server<'a, F: PciFunction> {
+    dev: &'a Device<F>,
+    sink: &'a Sink,
+    access: &'a ChannelAccess,
+    generation: u64,
+    pending: Vec<Pending>,
+    /// Who holds the current connection, for logs.
+    holder: Option<PeerCred>,
+}
+
+/// Serves the driver channel on `listener` until accepting fails.
+pub fn serve<F: PciFunction>(
+    dev: &Device<F>,
+    listener: &SeqpacketListener,
+    access: &ChannelAccess,
+    sink: &Sink,
+    generation: u64,
+) -> Result<(), Error> {
+    let mut s = Server {
+        dev,
+        sink,
+        access,
+        generation,
+        pending: Vec::new(),
+        holder: None,
+    };
+    loop {
+        let current = sink.current().clone();
+        let mut fds = vec![listener.as_raw_fd()];
+        fds.extend(s.pending.iter().map(|p| p.chan.transport().as_raw_fd()));
+        fds.extend(current.iter().map(|c| c.transport().as_raw_fd()));
+        let now = Instant::now();
+        let wait = s
+            .pending
+            .iter()
+            .map(|p| p.deadline.saturating_duration_since(now))
+            .fold(IDLE_WAIT, Duration::min);
+        let ready = poll_readable(&fds, wait)?;
+        // fds: the listener, the `n` pending connections, then the current one.
+        let n = s.pending.len();
+        if ready[0] {
+            s.accept(listener)?;
+        }
+        s.settle_pending(&ready[1..=n]);
+        if let Some(c) = current
+            && ready[n + 1]
+        {
+            s.serve_ready(&c);
+        }
+    }
+}
+
+/// Which of `fds` are readable (or hung up, or in error: their next call says so), waiting at
+/// most `wait`. EINTR counts as nothing ready.
+fn poll_readable(fds: &[RawFd], wait: Duration) -> Result<Vec<bool>, Error> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = wait.as_millis().try_into().unwrap_or(libc::c_int::MAX);
+    // Safety: `p` holds `p.len()` valid pollfds and outlives the call.
+    let rc = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(Error::Other(format!("poll driver channel: {e}")));
+        }
+    }
+    Ok(p.iter().map(|p| rc > 0 && p.revents != 0).collect())
+}
+
+impl<F: PciFunction> Server<'_, F> {
+    /// Accepts one connection: refuses it, or queues it for its hello.
+    fn accept(&mut self, listener: &SeqpacketListener) -> Result<(), Error> {
+        let (conn, cred) = match listener.accept(Some(Duration::ZERO)) {
+            Ok(c) => c,
+            Err(TransportError::Timeout) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let chan = DriverChannel::new(conn);
+        if !permitted(self.access, &chan, cred) {
+            log::warn!(
+                "driver channel: refused pid {} (uid {}, gid {}): allowed are {}",
+                cred.pid,
+                cred.uid,
+                cred.gid,
+                self.access
+            );
+            close(&chan, CloseReason::PermissionDenied);
+        } else if self.pending.len() >= MAX_PENDING {
+            log::warn!(
+                "driver channel: refused pid {}: {MAX_PENDING} connections wait for their hello",
+                cred.pid
+            );
+            close(&chan, CloseReason::Busy);
+        } else {
+            self.pending.push(Pending {
+                chan,
+                cred,
+                deadline: Instant::now() + HELLO_TIMEOUT,
+            });
+        }
+        Ok(())
+    }
+
+    /// Promotes the pending connections that said hello, closes those that said anything else
+    /// or nothing in time.
+    fn settle_pending(&mut self, ready: &[bool]) {
+        let now = Instant::now();
+        let pending = std::mem::take(&mut self.pending);
+        for (i, p) in pending.into_iter().enumerate() {
+            let outcome = if ready.get(i) == Some(&true) {
+                match p.chan.recv(Some(Duration::ZERO)) {
+                    Ok(PtpdToDriver {
+                        request: DriverRequest::Hello,
+                        ..
+                    }) => Ok(true),
+                    Ok(m) => Err(format!("{:?} before hello", m.request)),
+                    Err(ChannelError::Transport(TransportError::Timeout)) => Ok(false),
+                    Err(e) => Err(format!("before hello: {e}")),
+                }
+            } else {
+                Ok(false)
+            };
+            match outcome {
+                Ok(true) => self.take_over(p.chan, p.cred),
+                Ok(false) if now < p.deadline => self.pending.push(p),
+                Ok(false) => self.refuse_late(p, &format!("no hello within {HELLO_TIMEOUT:?}")),
+                Err(why) => self.refuse_late(p, &why),
+            }
+        }
+    }
+
+    fn refuse_late(&self, p: Pending, why: &str) {
+        log::warn!(
+            "driver channel: pid {} (uid {}) closed: {why}",
+            p.cred.pid,
+            p.cred.uid
+        );
+        close(&p.chan, CloseReason::NoHello);
+    }
+
+    /// Sends igcd's hello on `chan` and makes it the connection that drives the NIC.
+    fn take_over(&mut self, chan: DriverChannel, cred: PeerCred) {
+        // The generation tells ptpd whether this is a new driver instance.
+        let link = self.dev.link();
+        let hello = [
+            DriverEvent::Restarted {
+                generation: self.generation,
+            },
+            DriverEvent::Link {
+                up: link.up,
+                speed_mbps: link.speed_mbps,
+            },
+        ];
+        if hello.into_iter().any(|ev| {
+            chan.send(&DriverToPtpd::Event(ev), Some(SEND_TIMEOUT))
+                .is_err()
+        }) {
+            return;
+        }
+        let old = self.sink.current().replace(Arc::new(chan));
+        match (old, self.holder.replace(cred)) {
+            (Some(old), was) => {
+                close(&old, CloseReason::Replaced);
+                log::warn!(
+                    "ptpd connection of pid {} replaced by pid {} (uid {}); the old one is closed",
+                    was.map_or(0, |c| c.pid),
+                    cred.pid,
+                    cred.uid
+                );
+            }
+            (None, _) => log::info!("ptpd connected (pid {}, uid {})", cred.pid, cred.uid),
+        }
+    }
+
+    /// Serves the requests waiting on the current connection, at most [`BATCH`].
+    fn serve_ready(&mut self, chan: &Arc<DriverChannel>) {
+        // Replaced this round: nothing more from it reaches the device.
+        if !self
+            .sink
+            .current()
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(c, chan))
+        {
+            return;
+        }
+        for _ in 0..BATCH {
+            match chan.recv(Some(Duration::ZERO)) {
+                // A repeated hello changes nothing.
+                Ok(PtpdToDriver {
+                    request: DriverRequest::Hello,
+                    ..
+                }) => {}
+                Ok(PtpdToDriver { seq, request }) => {
+                    let Some(reply) = self.dev.handle(request, self.sink) else {
+                        continue;
+                    };
+                    let sent = chan.send(&DriverToPtpd::Reply { seq, reply }, Some(SEND_TIMEOUT));
+                    if let Err(e) = sent {
+                        log::warn!("reply {seq} not delivered: {e}");
+                        if e.is_disconnected() {
+                            return self.drop_current(chan);
+                        }
+                    }
+                }
+                Err(ChannelError::Transport(TransportError::Timeout)) => return,
+                // A malformed message is reported and skipped; the channel stays up.
+                Err(ChannelError::Decode(e)) => log::warn!("malformed request dropped: {e}"),
+                Err(ChannelError::Transport(TransportError::Disconnected)) => {
+                    return self.drop_current(chan);
+                }
+                Err(e) => {
+                    log::warn!("channel error: {e}");
+                    chan.shutdown();
+                    return self.drop_current(chan);
+                }
+            }
+        }
+    }
+
+    fn drop_current(&mut self, chan: &Arc<DriverChannel>) {
+        let mut cur = self.sink.current();
+        if cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, chan)) {
+            *cur = None;
+            let pid = self.holder.take().map_or(0, |c| c.pid);
+            log::info!("ptpd disconnected (pid {pid})");
+        }
+    }
+}
+
+/// Whether the peer's credentials pass `access` (its primary and supplementary groups count).
+fn permitted(access: &ChannelAccess, chan: &DriverChannel, cred: PeerCred) -> bool {
+    let mut gids = chan.transport().peer_groups().unwrap_or_else(|e| {
+        log::warn!("driver channel: groups of pid {} unknown: {e}", cred.pid);
+        Vec::new()
+    });
+    gids.push(cred.gid);
+    access.permits(cred.uid, &gids)
+}
