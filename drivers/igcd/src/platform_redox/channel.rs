@@ -8,22 +8,29 @@
 //! returns; events come from the IRQ threads through [`Sink`], which wakes the main loop to
 //! answer parked reads and post EVENT_READ.
 //!
-//! Privilege: only uid 0 may open `ptp`; the uid is taken at open, as redox-scheme 0.12 passes
-//! a correct uid with `openat` but not with every later call.
+//! Privilege: the caller's uid and gid at open decide ([`ChannelAccess`]: root, igcd's own uid,
+//! `--allow-uid`, `--allow-gid`); anyone else gets EPERM. They are taken at open, as
+//! redox-scheme 0.12 passes correct ids with `openat` but not with every later call.
+//!
+//! As on Linux, a handle drives the NIC only after its `Hello` (the first write): igcd answers
+//! with its own hello (`Restarted`, `Link`) and the handle replaces the current one, which reads
+//! `Closed { Replaced }` and then end of file. A handle that writes anything else first reads
+//! `Closed { NoHello }` and gets EPIPE; one that never writes holds nothing.
 
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path};
 use ptp_ipc::transport::mailbox::{Mailbox, ReadOutcome};
-use ptp_ipc::{DriverEvent, DriverToPtpd, PtpdToDriver, Wire};
+use ptp_ipc::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver, Wire};
 use ptp_pci::PciFunction;
 use redox_scheme::scheme::SchemeSync;
 use redox_scheme::{CallerCtx, OpenResult};
-use syscall::error::{EACCES, EAGAIN, EBADF, EMSGSIZE, ENOENT, EPIPE, EWOULDBLOCK, Error, Result};
+use syscall::error::{EAGAIN, EBADF, EMSGSIZE, ENOENT, EPERM, EPIPE, EWOULDBLOCK, Error, Result};
 use syscall::flag::{EventFlags, O_NONBLOCK};
 use syscall::schemev2::NewFdFlags;
 
+use crate::access::ChannelAccess;
 use crate::daemon::{Device, EventSink};
 
 /// A self-pipe: any thread may wake the main event loop without blocking (§10: `pipe` stays
@@ -127,6 +134,12 @@ impl EventSink for Sink {
     }
 }
 
+/// Queues the reason on `mb`, then ends it (its reads see the reason, then end of file).
+fn close(sink: &Sink, mb: &Mailbox, reason: CloseReason) {
+    sink.push(mb, &DriverToPtpd::Event(DriverEvent::Closed { reason }));
+    mb.close();
+}
+
 enum Handle {
     Root,
     Ptp(Arc<Mailbox>),
@@ -145,17 +158,48 @@ pub struct ChannelScheme<F: PciFunction> {
     sink: Arc<Sink>,
     name: String,
     generation: u64,
+    access: ChannelAccess,
     handles: Handles<Handle>,
 }
 
 impl<F: PciFunction> ChannelScheme<F> {
-    pub fn new(dev: Arc<Device<F>>, sink: Arc<Sink>, name: String, generation: u64) -> Self {
+    pub fn new(
+        dev: Arc<Device<F>>,
+        sink: Arc<Sink>,
+        name: String,
+        generation: u64,
+        access: ChannelAccess,
+    ) -> Self {
         Self {
             dev,
             sink,
             name,
             generation,
+            access,
             handles: Handles::default(),
+        }
+    }
+
+    /// Answers the hello on `mb`: igcd's own hello, then `mb` replaces the current handle.
+    fn take_over(&self, mb: &Arc<Mailbox>, pid: usize) {
+        // The generation tells ptpd whether this is a new driver instance.
+        let link = self.dev.link();
+        for ev in [
+            DriverEvent::Restarted {
+                generation: self.generation,
+            },
+            DriverEvent::Link {
+                up: link.up,
+                speed_mbps: link.speed_mbps,
+            },
+        ] {
+            self.sink.push(mb, &DriverToPtpd::Event(ev));
+        }
+        if let Some(old) = self.sink.current().replace(mb.clone()) {
+            close(&self.sink, &old, CloseReason::Replaced);
+            log::warn!("ptpd connection replaced by pid {pid}; the previous one is closed");
+        } else {
+            log::info!("ptpd connected (pid {pid})");
         }
     }
 
@@ -186,33 +230,18 @@ impl<F: PciFunction> SchemeSync for ChannelScheme<F> {
         if path.trim_matches('/') != "ptp" {
             return Err(Error::new(ENOENT));
         }
-        if ctx.uid != 0 {
-            return Err(Error::new(EACCES));
-        }
-        let mb = Arc::new(Mailbox::new());
-        // Hello first: the generation tells ptpd whether this is a new driver instance.
-        let link = self.dev.link();
-        for ev in [
-            DriverEvent::Restarted {
-                generation: self.generation,
-            },
-            DriverEvent::Link {
-                up: link.up,
-                speed_mbps: link.speed_mbps,
-            },
-        ] {
-            self.sink.push(&mb, &DriverToPtpd::Event(ev));
-        }
-        // One ptpd at a time: a newer connection ends the older one (its reads see EOF).
-        if let Some(old) = self.sink.current().replace(mb.clone()) {
-            old.close();
-            log::info!(
-                "ptpd reconnected (pid {}); previous connection closed",
-                ctx.pid
+        if !self.access.permits(ctx.uid, &[ctx.gid]) {
+            log::warn!(
+                "driver channel: refused pid {} (uid {}, gid {}): allowed are {}",
+                ctx.pid,
+                ctx.uid,
+                ctx.gid,
+                self.access
             );
-        } else {
-            log::info!("ptpd connected (pid {})", ctx.pid);
+            return Err(Error::new(EPERM));
         }
+        // Nothing is served before the handle's hello (`write`).
+        let mb = Arc::new(Mailbox::new());
         Ok(OpenResult::ThisScheme {
             number: self.handles.insert(Handle::Ptp(mb)),
             flags: NewFdFlags::empty(),
@@ -245,7 +274,7 @@ impl<F: PciFunction> SchemeSync for ChannelScheme<F> {
         buf: &[u8],
         _offset: u64,
         _fcntl_flags: u32,
-        _ctx: &CallerCtx,
+        ctx: &CallerCtx,
     ) -> Result<usize> {
         let Some(Handle::Ptp(mb)) = self.handles.get(id) else {
             return Err(Error::new(EBADF));
@@ -254,7 +283,30 @@ impl<F: PciFunction> SchemeSync for ChannelScheme<F> {
             return Err(Error::new(EPIPE));
         }
         let mb = mb.clone();
+        let current = self
+            .sink
+            .current()
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(c, &mb));
         match PtpdToDriver::decode(buf) {
+            Ok(PtpdToDriver {
+                request: DriverRequest::Hello,
+                ..
+            }) => {
+                // A repeated hello changes nothing.
+                if !current {
+                    self.take_over(&mb, ctx.pid);
+                }
+            }
+            Ok(m) if !current => {
+                log::warn!(
+                    "driver channel: pid {} closed: {:?} before hello",
+                    ctx.pid,
+                    m.request
+                );
+                close(&self.sink, &mb, CloseReason::NoHello);
+                return Err(Error::new(EPIPE));
+            }
             Ok(PtpdToDriver { seq, request }) => {
                 if let Some(reply) = self.dev.handle(request, &*self.sink) {
                     self.sink.push(&mb, &DriverToPtpd::Reply { seq, reply });

@@ -188,11 +188,13 @@ impl<F: PciFunction> Platform for RedoxPlatform<F> {
     fn serving(&mut self, dev: &Arc<Device<F>>) -> Result<(Serving<F>, Arc<Sink>), Error> {
         let sink = Arc::new(Sink::new(WakePipe::new().map_err(|e| os("pipe", e))?));
         let chan_name = format!("ptpdrv.{}_igc", self.name);
+        let access = crate::access::ChannelAccess::for_this_process(&self.opts);
         let chan = ChannelScheme::new(
             dev.clone(),
             sink.clone(),
             chan_name.clone(),
             self.generation,
+            access,
         );
         let chan = Served::register(&chan_name, chan)?;
         let net = if self.netstack {
