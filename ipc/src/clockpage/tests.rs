@@ -112,6 +112,40 @@ fn open_errors() {
 }
 
 #[test]
+fn writer_refuses_a_file_it_did_not_make() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("cp-foreign");
+    // A hard link to another file: sizing the page would truncate that file.
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let link = dir.path().join("link");
+    std::fs::hard_link(&victim, &link).unwrap();
+    match ClockPageWriter::create(&link) {
+        Err(ClockPageError::Io(msg)) => assert!(msg.contains("2 links"), "{msg}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    // A fresh page is 0644 whatever the umask: readable by all, writable by its owner only.
+    let page = dir.path().join("page");
+    let _w = ClockPageWriter::create(&page).unwrap();
+    let mode = std::fs::metadata(&page).unwrap().permissions().mode();
+    assert_eq!(mode & 0o7777, 0o644);
+    // Another user's file (one they could chmod back or rewrite): only root can make one.
+    // Safety: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let theirs = dir.path().join("theirs");
+        std::fs::write(&theirs, b"").unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        match ClockPageWriter::create(&theirs) {
+            Err(ClockPageError::Io(msg)) => assert!(msg.contains("owner uid 65534"), "{msg}"),
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+    } else {
+        eprintln!("not root: the foreign-owner case is not checked");
+    }
+}
+
+#[test]
 fn stuck_writer_gives_busy_not_a_hang() {
     let dir = TempDir::new("cp5");
     let path = dir.path().join("page");
