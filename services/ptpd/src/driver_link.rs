@@ -199,6 +199,7 @@ pub fn clock_error(e: &DriverError) -> ClockError {
 
 fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
     let mut logged_absent = false;
+    let mut told_refused = false;
     while !s.stop.load(Ordering::Acquire) {
         let t = match connector.connect() {
             Ok(t) => t,
@@ -253,8 +254,9 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
                 return;
             }
             Some(CloseReason::PermissionDenied) => {
+                lock(&s.status).refused = true;
                 // Logged once, not at every retry.
-                if !std::mem::replace(&mut lock(&s.status).refused, true) {
+                if !std::mem::replace(&mut told_refused, true) {
                     log::error!(
                         "{}: driver at {} refuses this process's uid; retrying every \
                          {REFUSED_RETRY:?}",
@@ -265,6 +267,7 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
                 std::thread::sleep(REFUSED_RETRY);
             }
             reason => {
+                told_refused = false;
                 log::warn!(
                     "{}: driver channel closed{}; reconnecting",
                     s.name,
