@@ -194,7 +194,7 @@ impl PrivateDir {
         let mut last = None;
         for _ in 0..4 {
             // Short, so the socket path inside stays within sun_path.
-            let tag = (crate::time::mono_ns() ^ u64::from(std::process::id()) << 32) as u32;
+            let tag = crate::time::mono_ns() as u32 ^ std::process::id().rotate_left(16);
             let dir = parent.join(format!(".s{tag:08x}"));
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => return Ok(Self(dir)),
