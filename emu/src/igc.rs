@@ -928,6 +928,14 @@ impl Device for I225 {
         }
     }
 
+    /// The timer registers are applied in full by the write (a new PHC law, published before
+    /// the access returns) and schedule nothing: the engines read SYSTIM only when they stamp,
+    /// and frame arrivals are due in true time, not PHC time. Every other write may start
+    /// engine work (ring tails, enables, resets), so it wakes the model thread as before.
+    fn write_wakes_model(&self, bar: u8, offset: u32) -> bool {
+        !(bar == 0 && matches!(offset & !3, SYSTIML | SYSTIMH | TIMINCA | TIMADJ | TSAUXC))
+    }
+
     /// Link (a wire may have come or gone), then the TX engine, then frames that have
     /// arrived. Returns the time until the next frame arrives, or the wire's poll interval.
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {

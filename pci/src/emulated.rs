@@ -8,7 +8,8 @@
 //!
 //! Two modes:
 //! - real time ([`EmuFunction::start_model_thread`]): a model thread polls the device when its
-//!   next deadline comes, or as soon as a register write may have created work;
+//!   next deadline comes, or as soon as a register write may have created work (the model
+//!   says which writes can, [`Device::write_wakes_model`]);
 //! - deterministic (no thread): a test calls [`EmuFunction::poll`] after advancing the model's
 //!   virtual clock.
 
@@ -46,6 +47,15 @@ pub trait Device: Send + 'static {
     fn read32(&mut self, bar: u8, offset: u32, host: &mut dyn DeviceHost) -> u32;
     /// A 32-bit register write.
     fn write32(&mut self, bar: u8, offset: u32, value: u32, host: &mut dyn DeviceHost);
+    /// Whether a write to `offset` may give [`Device::poll`] new work (a ring tail, an enable
+    /// bit), so the real-time model thread must be woken. Every write takes effect in
+    /// `write32` whatever this says; the default is to wake for all of them. A model answers
+    /// false for registers applied entirely at the write: waking the model thread then only
+    /// costs the writer its core on a busy host, between two writes that belong together.
+    fn write_wakes_model(&self, bar: u8, offset: u32) -> bool {
+        let _ = (bar, offset);
+        true
+    }
     /// Runs work that is due on the model's clock; returns how long until the next work is due
     /// (`None`: nothing scheduled until the next register access).
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration>;
@@ -276,10 +286,13 @@ impl<D: Device> Mmio for EmuBar<D> {
         let mut bus = lock(&self.shared.bus);
         let Bus { device, host, .. } = &mut *bus;
         device.write32(self.bar, offset, value, host);
+        let wake = device.write_wakes_model(self.bar, offset);
         let (pending, fault) = take_pending(host);
         drop(bus);
         deliver(pending, fault);
-        self.shared.kick.notify_one();
+        if wake {
+            self.shared.kick.notify_one();
+        }
     }
 }
 

@@ -79,6 +79,36 @@ struct State {
     anchor: Option<(u64, u64)>,
     /// Measured rate of the free oscillator relative to the host (ppb), without our adjfine.
     osc_rate_ppb: f64,
+    /// Host time from computing a step's value to its SYSTIM write taking effect, as the last
+    /// unpreempted read-back showed it; added ahead so the value is right when it lands.
+    write_lead_ns: u64,
+    steps: StepCounts,
+}
+
+/// What [`Phc::adjtime`] has done since start-up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepCounts {
+    /// Steps applied.
+    pub steps: u64,
+    /// Correcting writes after a step's first write.
+    pub corrections: u64,
+    /// Steps whose read-back still missed the law after every correction.
+    pub unverified: u64,
+}
+
+/// How one step landed, measured by reading the clock back (see [`Phc::adjtime_report`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepReport {
+    /// The last read-back minus the intended law at the read-back's host midpoint, ns.
+    pub residual_ns: i64,
+    /// What the step can be off by at most: |true step − requested step| ≤ this, ns.
+    pub bound_ns: u64,
+    /// Host-time widths of the base read's and the last read-back's brackets, ns.
+    pub brackets_ns: (u64, u64),
+    /// Correcting writes after the first.
+    pub corrections: u32,
+    /// Whether the residual ended within what the read-back can resolve.
+    pub verified: bool,
 }
 
 /// A host-time bracket around the latching read wider than this (the thread was preempted)
@@ -88,8 +118,77 @@ const MAX_BRACKET_NS: u64 = 20_000;
 const RATE_WINDOW_MIN_NS: u64 = 200_000_000;
 /// Window after which the anchor moves forward, so the estimate follows oscillator wander.
 const RATE_WINDOW_MAX_NS: u64 = 10_000_000_000;
+/// Latching reads a step tries for a bracket within [`MAX_BRACKET_NS`] (the narrowest is
+/// kept): the brackets are the step's uncertainty, and a read writes nothing, so retrying is
+/// free.
+const STEP_READ_TRIES: u32 = 3;
+/// Writes a step may add after its first when the read-back misses the law. Each can be
+/// preempted as the first was; a bound keeps a step from looping on a loaded host.
+const MAX_STEP_CORRECTIONS: u32 = 3;
+/// Slack beyond half the read-back bracket before a step is corrected: the law and SYSTIM are
+/// whole ns (one truncation each), plus float rounding of the rate.
+const STEP_FLOOR_NS: u64 = 4;
+/// How far the rate a step extrapolates with may be off the true one: before its first
+/// estimate the driver assumes nominal, and a crystal may be ±100 ppm off.
+const RATE_DOUBT: f64 = 100e-6;
 
 type Publisher = Box<dyn Fn(&PageSample) + Send + Sync>;
+type HostClock = Box<dyn Fn() -> u64 + Send + Sync>;
+
+/// A PHC reading and the host-time bracket around its latching read.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    phc: u64,
+    before: u64,
+    after: u64,
+}
+
+impl Reading {
+    fn width(&self) -> u64 {
+        self.after.saturating_sub(self.before)
+    }
+
+    /// The host instant taken for the latch: at most half the width off.
+    fn mid(&self) -> u64 {
+        self.before + self.width() / 2
+    }
+}
+
+/// What a step promises: the PHC reads `base + rate·(t − at)` at host instant `t`, i.e. the
+/// clock as read at `at`, moved by the delta, running on at the estimated rate.
+#[derive(Debug, Clone, Copy)]
+struct StepLaw {
+    base: i128,
+    at: u64,
+    rate: f64,
+}
+
+impl StepLaw {
+    fn phc_at(&self, t: u64) -> i128 {
+        self.base + ((t as i128 - self.at as i128) as f64 * self.rate).round() as i128
+    }
+}
+
+/// One write of a step's law and the read-back that checks it.
+#[derive(Debug, Clone, Copy)]
+struct Attempt {
+    /// Host time just before the value was computed.
+    computed: u64,
+    check: Reading,
+    residual: i64,
+}
+
+impl Attempt {
+    /// The write latency this attempt shows. Its value was computed for `computed + lead` and
+    /// read back `residual` off, so the write took effect `lead − residual` after `computed`
+    /// — never before, and not after the read-back latched. `None` if the attempt spans a
+    /// preemption, which says nothing about the bus.
+    fn learned_lead(&self, lead: u64) -> Option<u64> {
+        let span = self.check.after.saturating_sub(self.computed);
+        (span <= MAX_BRACKET_NS)
+            .then(|| (lead as i128 - self.residual as i128).clamp(0, span as i128) as u64)
+    }
+}
 
 /// The PHC of one NIC. The lock plays the role of Linux's `tmreg_lock`: the SYSTIM latch is a
 /// two-read sequence, so two threads (requests, the clock-page refresher) must not interleave.
@@ -100,6 +199,8 @@ pub struct Phc<M, H> {
     hw: H,
     state: Mutex<State>,
     publisher: Option<Publisher>,
+    /// Host CLOCK_MONOTONIC; a test may put a device model's virtual clock here.
+    mono: HostClock,
 }
 
 impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
@@ -112,9 +213,23 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
                 last: None,
                 anchor: None,
                 osc_rate_ppb: 0.0,
+                write_lead_ns: 0,
+                steps: StepCounts::default(),
             }),
             publisher: None,
+            mono: Box::new(mono_ns),
         }
+    }
+
+    /// Reads host monotonic time from `f` instead of CLOCK_MONOTONIC (a deterministic test
+    /// shares the device model's virtual clock this way).
+    pub fn with_host_clock(mut self, f: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        self.mono = Box::new(f);
+        self
+    }
+
+    fn now(&self) -> u64 {
+        (self.mono)()
     }
 
     /// Calls `f` with every new [`PageSample`] (the daemon writes it to the clock page).
@@ -135,12 +250,9 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
     /// Costs exactly the family's read sequence (i225: 2 MMIO reads).
     pub fn gettime(&self) -> PageSample {
         let mut st = self.lock();
-        let before = mono_ns();
-        let l = self.hw.latch(&self.regs);
-        let after = mono_ns();
-        let phc = self.hw.finish(&self.regs, l);
-        let mono = before / 2 + after / 2;
-        if after - before > MAX_BRACKET_NS {
+        let r = self.read();
+        let (phc, mono) = (r.phc, r.mid());
+        if r.width() > MAX_BRACKET_NS {
             // Preempted around the latch: the reading is fine, its host time is not precise
             // enough to anchor the clock page or the rate estimate.
             return PageSample {
@@ -178,7 +290,7 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
         if s.sys_after_ns - s.sys_before_ns > MAX_BRACKET_NS {
             return Ok(out);
         }
-        let rt_minus_mono = realtime_ns() as i128 - mono_ns() as i128;
+        let rt_minus_mono = realtime_ns() as i128 - self.now() as i128;
         let mid = (s.sys_before_ns / 2 + s.sys_after_ns / 2) as i128;
         let mono = (mid - rt_minus_mono).max(0) as u64;
         self.observe(&mut st, s.phc_ns, mono);
@@ -186,41 +298,147 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
     }
 
     /// Sets the time. No read is needed to publish: the value written and the host time of
-    /// the write are the new anchor.
+    /// the write are the new anchor. Unlike a step, nothing here is relative to a host
+    /// instant: the request is "SYSTIM := ns when the write lands", which the hardware does
+    /// exactly, so there is no law to verify (the anchor is off by the write's bus time).
     pub fn settime(&self, ns: u64) -> Result<(), HwError> {
         if ns > H::MAX_TIME_NS {
             return Err(HwError::InvalidArgument("time beyond the PHC's range"));
         }
         let mut st = self.lock();
         self.hw.write(&self.regs, ns);
-        let mono = mono_ns();
+        let mono = self.now();
         self.stepped(&mut st, ns, mono);
         Ok(())
     }
 
-    /// Steps the time by `delta_ns`. A read-modify-write like Linux's, but the host time that
-    /// passes between the read and the write is added back, so the step is exact to the
-    /// host-clock resolution instead of losing the bus latency.
+    /// Steps the time by `delta_ns` (see [`Self::adjtime_report`]).
     pub fn adjtime(&self, delta_ns: i64) -> Result<(), HwError> {
+        self.adjtime_report(delta_ns).map(|_| ())
+    }
+
+    /// Steps the time by `delta_ns` and says how well it landed. A read-modify-write like
+    /// Linux's igc, but a userspace driver cannot keep the CPU between its read and its write
+    /// as igc does under its spin lock: any preemption there is lost from the step. So the
+    /// step is a law — the clock as read, plus delta, running on — written for the host time
+    /// of the write, read back, and rewritten (at most [`MAX_STEP_CORRECTIONS`] times) while
+    /// the read-back misses the law by more than its bracket can resolve.
+    pub fn adjtime_report(&self, delta_ns: i64) -> Result<StepReport, HwError> {
         let mut st = self.lock();
-        let before = mono_ns();
-        let l = self.hw.latch(&self.regs);
-        let after = mono_ns();
-        let now = self.hw.finish(&self.regs, l);
-        let at = before / 2 + after / 2;
-        let rate = 1.0 + self.rate_locked(&st) * 1e-9;
-        let elapsed = (mono_ns().saturating_sub(at) as f64 * rate) as i128;
-        let target = now as i128 + delta_ns as i128 + elapsed;
-        if target < 0 || target > H::MAX_TIME_NS as i128 {
+        let base = self.read_narrowest();
+        let law = StepLaw {
+            base: base.phc as i128 + delta_ns as i128,
+            at: base.mid(),
+            rate: 1.0 + self.rate_locked(&st) * 1e-9,
+        };
+        if !(0..=H::MAX_TIME_NS as i128).contains(&law.base) {
             return Err(HwError::InvalidArgument(
                 "adjustment leaves the PHC's range",
             ));
         }
-        let target = target as u64;
-        self.hw.write(&self.regs, target);
-        let mono = mono_ns();
-        self.stepped(&mut st, target, mono);
-        Ok(())
+        let mut lead = st.write_lead_ns;
+        let mut corrections = 0;
+        let (last, verified) = loop {
+            let a = self.write_law(&law, lead)?;
+            // The first write runs cold (the thread just woke for the request) and lands
+            // microseconds late, which says nothing about the writes after it.
+            if corrections > 0
+                && let Some(l) = a.learned_lead(lead)
+            {
+                lead = l;
+                st.write_lead_ns = l;
+            }
+            let verified = a.residual.unsigned_abs() <= a.check.width() / 2 + STEP_FLOOR_NS;
+            if verified || corrections == MAX_STEP_CORRECTIONS {
+                break (a, verified);
+            }
+            corrections += 1;
+        };
+        let report = step_report(&base, &last, corrections, verified);
+        self.finish_step(&mut st, &law, &last.check, &report);
+        drop(st);
+        log_step(delta_ns, &report);
+        Ok(report)
+    }
+
+    /// Steps applied, corrections and unverified steps so far.
+    pub fn step_counts(&self) -> StepCounts {
+        self.lock().steps
+    }
+
+    /// Writes the law's value for the host time the write is expected to land (`lead` after
+    /// now), then reads the clock back.
+    fn write_law(&self, law: &StepLaw, lead: u64) -> Result<Attempt, HwError> {
+        let computed = self.now();
+        let target = law.phc_at(computed + lead);
+        if !(0..=H::MAX_TIME_NS as i128).contains(&target) {
+            return Err(HwError::InvalidArgument(
+                "adjustment leaves the PHC's range",
+            ));
+        }
+        self.hw.write(&self.regs, target as u64);
+        let check = self.read_narrow();
+        let off = check.phc as i128 - law.phc_at(check.mid());
+        Ok(Attempt {
+            computed,
+            check,
+            residual: off.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+        })
+    }
+
+    /// Counts the step and makes its read-back the new anchor (a measured point, unlike the
+    /// value written); a read-back taken while preempted anchors on the law instead.
+    fn finish_step(&self, st: &mut State, law: &StepLaw, check: &Reading, r: &StepReport) {
+        st.steps.steps += 1;
+        st.steps.corrections += r.corrections as u64;
+        st.steps.unverified += !r.verified as u64;
+        let (phc, mono) = if check.width() <= MAX_BRACKET_NS {
+            (check.phc, check.mid())
+        } else {
+            let now = self.now();
+            (law.phc_at(now).max(0) as u64, now)
+        };
+        self.stepped(st, phc, mono);
+    }
+
+    /// One latching read with its host-time bracket.
+    fn read(&self) -> Reading {
+        let before = self.now();
+        let l = self.hw.latch(&self.regs);
+        let after = self.now();
+        Reading {
+            phc: self.hw.finish(&self.regs, l),
+            before,
+            after,
+        }
+    }
+
+    /// The narrowest of [`STEP_READ_TRIES`] reads: the first after a wake-up runs cold and
+    /// its bracket is microseconds wide.
+    fn read_narrowest(&self) -> Reading {
+        let mut best = self.read();
+        for _ in 1..STEP_READ_TRIES {
+            let r = self.read();
+            if r.width() < best.width() {
+                best = r;
+            }
+        }
+        best
+    }
+
+    /// The narrowest of up to [`STEP_READ_TRIES`] reads, stopping at the first unpreempted.
+    fn read_narrow(&self) -> Reading {
+        let mut best = self.read();
+        for _ in 1..STEP_READ_TRIES {
+            if best.width() <= MAX_BRACKET_NS {
+                break;
+            }
+            let r = self.read();
+            if r.width() < best.width() {
+                best = r;
+            }
+        }
+        best
     }
 
     /// Sets the frequency offset (absolute, from nominal), Linux `scaled_ppm` units.
@@ -231,7 +449,7 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
         }
         let mut st = self.lock();
         // Re-anchor at the moment of the change using the old rate, then switch.
-        let mono = mono_ns();
+        let mono = self.now();
         let phc_now = st.last.map(|s| s.extrapolate(mono));
         self.hw.set_freq(&self.regs, scaled_ppm);
         st.scaled_ppm = scaled_ppm;
@@ -291,6 +509,49 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
             p(&s);
         }
         s
+    }
+}
+
+/// What a step can be off by: the base read's and the read-back's latch instants are known
+/// to half their brackets, the read-back missed the law by `residual`, the law and SYSTIM
+/// each truncate to whole ns, and the rate may be off by [`RATE_DOUBT`] over the time from
+/// the base read to the read-back.
+fn step_report(base: &Reading, last: &Attempt, corrections: u32, verified: bool) -> StepReport {
+    let span = last.check.after.saturating_sub(base.before);
+    let bound = base.width().div_ceil(2)
+        + last.check.width().div_ceil(2)
+        + last.residual.unsigned_abs()
+        + 2
+        + (span as f64 * RATE_DOUBT).ceil() as u64;
+    StepReport {
+        residual_ns: last.residual,
+        bound_ns: bound,
+        brackets_ns: (base.width(), last.check.width()),
+        corrections,
+        verified,
+    }
+}
+
+/// One line per step: steps are rare (a servo steps only on large offsets) and the bound is
+/// what an operator, or a test, checks the step against.
+fn log_step(delta_ns: i64, r: &StepReport) {
+    let (w1, w2) = r.brackets_ns;
+    if r.verified {
+        log::info!(
+            "adjtime {delta_ns} ns: step error bound {} ns (read-back residual {} ns, brackets \
+             {w1}/{w2} ns, {} corrections)",
+            r.bound_ns,
+            r.residual_ns,
+            r.corrections
+        );
+    } else {
+        log::warn!(
+            "adjtime {delta_ns} ns: step error bound {} ns, not verified after {} corrections \
+             (read-back residual {} ns, brackets {w1}/{w2} ns)",
+            r.bound_ns,
+            r.corrections,
+            r.residual_ns
+        );
     }
 }
 

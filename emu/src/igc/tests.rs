@@ -665,3 +665,17 @@ fn plugs_into_the_emulated_pci_backend() {
         (1, 2)
     );
 }
+
+#[test]
+fn timer_writes_do_not_wake_the_model_thread_and_ring_tails_do() {
+    let rig = Rig::new();
+    for off in [SYSTIML, SYSTIMH, TIMINCA, TIMADJ, TSAUXC] {
+        assert!(!rig.dev.write_wakes_model(0, off), "{off:#x}");
+    }
+    // Writes that give the engines work must still wake the model thread.
+    for off in [tdt(0), rdt(0), CTRL, TCTL, RCTL, TSYNCTXCTL] {
+        assert!(rig.dev.write_wakes_model(0, off), "{off:#x}");
+    }
+    // The MSI-X table BAR shares no offsets with the timer.
+    assert!(rig.dev.write_wakes_model(3, SYSTIMH));
+}
