@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Host, exe};
+use ptp_emu::truth::{TruthReader, TruthSnapshot};
 use ptp_ipc::ClockError;
 use ptp_ipc::time::realtime_ns;
 
@@ -50,42 +51,73 @@ fn set_then_get_round_trips() {
     );
 }
 
+/// The true size of a step: PHC_after(t) − PHC_before(t) at one host instant `t`, from the
+/// emulated PHC's published laws before and after it. Both laws run at the same rate (checked),
+/// so the difference is the same at every `t`; each side truncates to whole ns.
+fn true_step(before: &TruthSnapshot, after: &TruthSnapshot) -> i128 {
+    let (b, a) = (before.law.parts(), after.law.parts());
+    assert!(
+        after.generation > before.generation,
+        "the step wrote no SYSTIM"
+    );
+    assert_eq!(
+        (b.timinca, b.osc_ppb, b.running),
+        (a.timinca, a.osc_ppb, a.running),
+        "the rate changed across the step"
+    );
+    let t = a.base_t.max(b.base_t);
+    after.law.ns_at(t) as i128 - before.law.ns_at(t) as i128
+}
+
+/// The error bounds igcd logged for its steps, in order ("adjtime D ns: step error bound B ns").
+fn logged_step_bounds(h: &Host) -> Vec<u64> {
+    let log = std::fs::read_to_string(h.paths.dir.join("igcd.log")).unwrap_or_default();
+    log.lines()
+        .filter_map(|l| l.split_once("step error bound ")?.1.split(' ').next())
+        .map(|b| b.parse().unwrap())
+        .collect()
+}
+
 #[test]
 fn adj_moves_the_clock_by_the_amount() {
     let h = Host::start("adj", 0.0, "");
     let c = h.client();
-    // Each offset is known to within half its gettimex bracket. igcd's read-modify-write adds
-    // back the host time between its read and its write, but not the time from there until the
-    // write commits; that part lies inside the request, so it is bounded by the request's round
-    // trip seen here. The bound is the sum: what a correct step can be off by in this run.
-    // On the emulated NIC the uncompensated part measured 0.5–66 µs under load (MMIO writes
-    // wake the model thread between the SYSTIML and SYSTIMH writes), so the smallest step
-    // checked is 1 ms: with the bound under half of it, a no-op or a sign flip cannot pass.
-    for delta in [1_500_000_000i64, -250_000_000, 1_000_000, -1_000_000] {
+    let truth = TruthReader::open(&h.paths.truth).unwrap();
+    // Measured exactly, from the model's own law, against the bound igcd states for each step:
+    // half of each host-clock bracket around its base read and its read-back (when, within
+    // them, SYSTIM latched), the read-back's residual against the step's law, 2 ns of
+    // truncation and 100 ppm of rate doubt over the step's span (drivers/intel-common
+    // clock.rs, `step_report`). A step counts only when that bound is under its size, so a
+    // no-op (off by |delta|) or a sign flip (2·|delta|) cannot pass; a step preempted so long
+    // that its bound is wider is still checked against it, then tried again.
+    let mut steps = 0;
+    for delta in [1000i64, -333, 1_000_000, -1_500_000_000] {
         let mut tries = Vec::new();
         loop {
-            let (_, before, w1) = offset_window(&c);
-            let t = Instant::now();
+            let before = truth.snapshot().unwrap();
             c.adj(0, delta).unwrap();
-            let rtt = t.elapsed().as_nanos() as i128;
-            let (_, after, w2) = offset_window(&c);
-            let err = after - before - delta as i128;
-            let bound = (w1 + w2) as i128 / 2 + rtt;
-            if bound < delta.unsigned_abs() as i128 / 2 {
-                assert!(
-                    err.abs() <= bound,
-                    "adj {delta}: moved {} ns, off by {err} ns; bound {bound} ns (brackets {w1}, \
-                     {w2} ns, round trip {rtt} ns)",
-                    after - before
-                );
+            let after = truth.snapshot().unwrap();
+            steps += 1;
+            let err = true_step(&before, &after) - delta as i128;
+            let bounds = logged_step_bounds(&h);
+            let Some(&bound) = bounds.get(steps - 1) else {
+                panic!(
+                    "igcd logged {} step lines for {steps} steps (RUST_LOG hides info?)\n{}",
+                    bounds.len(),
+                    h.logs()
+                )
+            };
+            assert!(
+                err.unsigned_abs() <= bound as u128,
+                "adj {delta}: truly off by {err} ns, beyond igcd's bound {bound} ns"
+            );
+            if bound < delta.unsigned_abs() {
                 eprintln!(
-                    "adj {delta}: off by {err} ns, bound {bound} ns, {} retries",
+                    "adj {delta}: truly off by {err} ns, bound {bound} ns, {} retries",
                     tries.len()
                 );
                 break;
             }
-            // Preempted: the round trip is too long to tell this step from a no-op. The clock
-            // has moved anyway, which the next try's fresh offset takes as its start.
             tries.push(bound);
             assert!(
                 tries.len() < 10,
