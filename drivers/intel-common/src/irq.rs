@@ -60,7 +60,11 @@ impl Pacer {
             );
             Pace::Interrupts
         } else {
-            let why = if poll { "as told" } else { "no interrupt vector" };
+            let why = if poll {
+                "as told"
+            } else {
+                "no interrupt vector"
+            };
             log::info!("{name}: polling the cause registers every {interval:?} ({why})");
             polling.store(true, Ordering::Relaxed);
             Pace::Polling
