@@ -46,12 +46,16 @@ pub fn read_mac<M: Mmio>(regs: &Regs<M>) -> [u8; 6] {
     [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]]
 }
 
-/// Decodes STATUS (§10.1): no speed bit means 10 Mb/s.
+/// Decodes STATUS (§10.1) as Linux's igc does (igc_mac.c: igc_get_speed_and_duplex_copper):
+/// the i225 sets SPEED_1000 at both 1 and 2.5 Gb/s, and SPEED_2500 beside it only at 2.5 Gb/s,
+/// so SPEED_2500 counts only under SPEED_1000. No speed bit means 10 Mb/s.
 pub fn link_from_status(s: u32) -> Link {
-    let speed_mbps = if s & status::SPEED_2500 != 0 {
-        2500
-    } else if s & status::SPEED_1000 != 0 {
-        1000
+    let speed_mbps = if s & status::SPEED_1000 != 0 {
+        if s & status::SPEED_2500 != 0 {
+            2500
+        } else {
+            1000
+        }
     } else if s & status::SPEED_100 != 0 {
         100
     } else {
@@ -420,12 +424,26 @@ mod tests {
 
     #[test]
     fn status_decodes_speed() {
+        // The part at 2.5 Gb/s: SPEED_1000 and SPEED_2500 together.
         assert_eq!(
-            link_from_status(status::LU | status::SPEED_2500),
+            link_from_status(status::LU | status::SPEED_1000 | status::SPEED_2500),
             Link {
                 up: true,
                 speed_mbps: 2500
             }
+        );
+        assert_eq!(
+            link_from_status(status::LU | status::SPEED_1000).speed_mbps,
+            1000
+        );
+        assert_eq!(
+            link_from_status(status::LU | status::SPEED_100).speed_mbps,
+            100
+        );
+        // SPEED_2500 without SPEED_1000 is not a 2.5 Gb/s link to Linux's igc: it reads 10.
+        assert_eq!(
+            link_from_status(status::LU | status::SPEED_2500).speed_mbps,
+            10
         );
         assert_eq!(link_from_status(0).speed_mbps, 10);
         assert!(!link_from_status(status::SPEED_1000).up);

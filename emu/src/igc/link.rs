@@ -14,7 +14,7 @@ pub enum LinkSpeed {
     Mbps100,
     /// 1000 Mb/s: STATUS.SPEED_1000.
     Mbps1000,
-    /// 2500 Mb/s: STATUS.SPEED_2500 (the i225/i226 default).
+    /// 2500 Mb/s: STATUS.SPEED_1000 and SPEED_2500 together (the i225/i226 default).
     #[default]
     Mbps2500,
 }
@@ -46,7 +46,9 @@ impl LinkSpeed {
             Self::Mbps10 => 0,
             Self::Mbps100 => status::SPEED_100,
             Self::Mbps1000 => status::SPEED_1000,
-            Self::Mbps2500 => status::SPEED_2500,
+            // The part keeps SPEED_1000 set at 2.5 Gb/s and adds SPEED_2500 (Linux igc_mac.c:
+            // igc_get_speed_and_duplex_copper tests SPEED_1000 first; intel-timesync.md §10.1).
+            Self::Mbps2500 => status::SPEED_1000 | status::SPEED_2500,
         }
     }
 }

@@ -386,25 +386,51 @@ fn link_needs_slu_and_cable_and_raises_lsc() {
     assert!(r.host.raised.is_empty(), "IMS was clear");
 }
 
+/// STATUS speed as Linux's igc_get_speed_and_duplex_copper reads it (igc_mac.c): SPEED_1000
+/// first, then SPEED_2500 within it; 100; else 10.
+fn linux_speed(st: u32) -> u32 {
+    if st & status::SPEED_1000 != 0 {
+        if st & status::SPEED_2500 != 0 {
+            2500
+        } else {
+            1000
+        }
+    } else if st & status::SPEED_100 != 0 {
+        100
+    } else {
+        10
+    }
+}
+
 #[test]
 fn link_speed_bits() {
     for (speed, bits) in [
         (LinkSpeed::Mbps10, 0),
         (LinkSpeed::Mbps100, status::SPEED_100),
         (LinkSpeed::Mbps1000, status::SPEED_1000),
-        (LinkSpeed::Mbps2500, status::SPEED_2500),
+        // The i225 keeps SPEED_1000 at 2.5 Gb/s (§10.1; Linux igc_mac.c).
+        (LinkSpeed::Mbps2500, status::SPEED_1000 | status::SPEED_2500),
     ] {
         let mut r = Rig::with(|c| c.link_speed = speed);
         r.wr(CTRL, ctrl::SLU);
         let all = status::SPEED_100 | status::SPEED_1000 | status::SPEED_2500;
-        assert_eq!(r.rd(STATUS) & all, bits, "{speed:?}");
+        let st = r.rd(STATUS);
+        assert_eq!(st & all, bits, "{speed:?}");
+        assert_eq!(
+            linux_speed(st),
+            speed.mbps(),
+            "Linux's decoding of {speed:?}"
+        );
         assert_eq!(LinkSpeed::from_mbps(speed.mbps()), Some(speed));
     }
     let mut r = Rig::new();
     r.wr(CTRL, ctrl::SLU);
     let _ = r.rd(ICR);
     r.dev.set_link_speed(LinkSpeed::Mbps1000, &mut r.host);
-    assert_ne!(r.rd(STATUS) & status::SPEED_1000, 0);
+    assert_eq!(
+        r.rd(STATUS) & (status::SPEED_1000 | status::SPEED_2500),
+        status::SPEED_1000
+    );
     assert_eq!(r.rd(ICR), icr::LSC, "renegotiation");
 }
 
