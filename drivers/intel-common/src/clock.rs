@@ -118,9 +118,9 @@ const MAX_BRACKET_NS: u64 = 20_000;
 const RATE_WINDOW_MIN_NS: u64 = 200_000_000;
 /// Window after which the anchor moves forward, so the estimate follows oscillator wander.
 const RATE_WINDOW_MAX_NS: u64 = 10_000_000_000;
-/// Latching reads a step tries for a bracket within [`MAX_BRACKET_NS`] (the narrowest is
-/// kept): the brackets are the step's uncertainty, and a read writes nothing, so retrying is
-/// free.
+/// Latching reads behind a step's base (all made, the narrowest kept) and at most behind each
+/// read-back (until one is within [`MAX_BRACKET_NS`]): the brackets are the step's
+/// uncertainty, and a read writes nothing, so trying again is free.
 const STEP_READ_TRIES: u32 = 3;
 /// Writes a step may add after its first when the read-back misses the law. Each can be
 /// preempted as the first was; a bound keeps a step from looping on a loaded host.
