@@ -53,6 +53,8 @@ mod hooks;
 mod irq;
 mod link;
 mod noise;
+mod nvm;
+mod phy;
 mod regfile;
 mod rx;
 mod rxfilter;
@@ -85,7 +87,8 @@ use crate::truth::SharedObserver;
 use crate::wire::{WirePort, WireStats};
 use hooks::ReadHooks;
 use irq::Interrupts;
-use link::{Link, Phy};
+use link::Link;
+use phy::Phy;
 use regfile::{Counters, RegFile};
 use tsync::TimeSync;
 use txstamp::TxStamps;
@@ -268,6 +271,7 @@ pub struct I225 {
     msix: RegFile,
     link: Link,
     phy: Phy,
+    nvm: nvm::Nvm,
     irq: Interrupts,
     tsync: TimeSync,
     txs: TxStamps,
@@ -327,6 +331,7 @@ impl I225 {
                 up: false,
             },
             phy: Phy::new(),
+            nvm: nvm::Nvm::new(cfg.mac),
             irq: Interrupts::default(),
             tsync: TimeSync::new(
                 t,
@@ -422,7 +427,7 @@ impl I225 {
             .set(ral(0), u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
         self.regs
             .set(rah(0), u32::from_le_bytes([m[4], m[5], 0, 0]) | rah::AV);
-        self.regs.set(EECD, eecd::AUTO_RD);
+        self.regs.set(EECD, eecd::PRES | eecd::AUTO_RD);
     }
 
     /// CTRL.RST / CTRL.DEV_RST: see the module docs for what survives.
@@ -499,6 +504,9 @@ impl I225 {
         match offset {
             STATUS => self.status(),
             MDIC => self.phy.mdic(),
+            EECD => nvm::eecd_value(self.regs.get(EECD)),
+            EERD => self.nvm.eerd(),
+            PHPM => nvm::phpm_value(self.regs.get(PHPM)),
             ICR => self.irq.icr_value(),
             ICS | IMC | EICS | EIMC => 0,
             IMS => self.irq.ims,
@@ -542,6 +550,11 @@ impl I225 {
         match offset {
             ICR => self.irq.read_icr(host),
             EICR => self.irq.read_eicr(),
+            SWSM => {
+                let (v, after) = nvm::swsm_read(self.regs.get(SWSM));
+                self.regs.set(SWSM, after);
+                v
+            }
             SYSTIML => {
                 let t = self.now();
                 self.tsync.read_systiml(t)
@@ -561,7 +574,11 @@ impl I225 {
             // Read-only.
             STATUS => {}
             // AUTO_RD is read-only status: the NVM read is always complete.
-            EECD => self.regs.set(EECD, v | eecd::AUTO_RD),
+            // PRES/AUTO_RD read-only set, FLASH_DETECTED read-only clear (`nvm`).
+            EECD => self.regs.set(EECD, nvm::eecd_value(v)),
+            EERD => self.nvm.write_eerd(v),
+            SWSM => self.regs.set(SWSM, nvm::swsm_write(v)),
+            PHPM => self.regs.set(PHPM, v & !phpm::RST_COMP),
             MDIC => self.phy.write_mdic(v, self.link.up),
             ICR => self.irq.write_icr(v, host),
             ICS => self.irq.cause(v, host),
@@ -711,6 +728,14 @@ impl I225 {
     /// Writes served on all BARs.
     pub fn total_writes(&self) -> u64 {
         self.counters.total_writes
+    }
+
+    /// The INTx line as a level: true while `ICR & IMS != 0` outside MSI-X mode (GPIE.MSIX_MODE
+    /// clear). A device host serving the model over INTx (QEMU's x-pci-proxy-dev) polls it
+    /// after every access and every [`poll`](Device::poll) and signals the guest while it is
+    /// true; an ICR read (clear-on-read, and IAM auto-mask) drops it.
+    pub fn intx_level(&self) -> bool {
+        self.irq.intx_level()
     }
 
     /// MSI-X messages sent on `vector` (0 for a vector outside 0..32).

@@ -13,6 +13,16 @@ pub const TIPG: u32 = 0x0410;
 pub const RXPBS: u32 = 0x2404;
 pub const MTA: u32 = 0x5200;
 pub const SW_FW_SYNC: u32 = 0x5B5C;
+/// Software semaphore (Linux igc_regs.h).
+pub const SWSM: u32 = 0x5B50;
+/// Firmware semaphore (Linux igc_regs.h).
+pub const FWSM: u32 = 0x5B54;
+/// i225 PHY power management (Linux igc_regs.h IGC_I225_PHPM).
+pub const PHPM: u32 = 0x0E14;
+/// NVM read through the shadow RAM (Linux igc_regs.h IGC_EERD).
+pub const EERD: u32 = 0x12014;
+/// Management control (Linux igc_regs.h).
+pub const MANC: u32 = 0x5820;
 
 /// Receive address low/high, entry `n`.
 pub const fn ral(n: u32) -> u32 {
@@ -43,8 +53,35 @@ pub mod status {
 }
 
 pub mod eecd {
+    /// NVM present (Linux igc_defines.h IGC_EECD_PRES).
+    pub const PRES: u32 = 1 << 8;
     /// NVM auto-read done; poll after reset.
     pub const AUTO_RD: u32 = 1 << 9;
+    /// A flash part is attached (Linux igc_defines.h IGC_EECD_FLASH_DETECTED_I225); without it
+    /// igc uses the iNVM and does not validate a checksum (igc_i225.c igc_init_nvm_params_i225).
+    pub const FLASH_DETECTED: u32 = 1 << 19;
+}
+
+/// EERD fields (Linux igc_defines.h IGC_NVM_RW_*).
+pub mod eerd {
+    pub const START: u32 = 1 << 0;
+    pub const DONE: u32 = 1 << 1;
+    pub const ADDR_SHIFT: u32 = 2;
+    pub const DATA_SHIFT: u32 = 16;
+}
+
+/// PHPM bits (Linux igc_defines.h).
+pub mod phpm {
+    /// PHY reset complete (IGC_PHY_RST_COMP), polled after CTRL.PHY_RST.
+    pub const RST_COMP: u32 = 1 << 8;
+}
+
+/// SWSM bits (Linux igc_defines.h).
+pub mod swsm {
+    /// Driver semaphore: a read returns it and then sets it.
+    pub const SMBI: u32 = 1 << 0;
+    /// Software/firmware semaphore: latches when written while firmware does not hold it.
+    pub const SWESMBI: u32 = 1 << 1;
 }
 
 /// MDIC fields (Linux `igc_defines.h`): PHY register access through the MAC.

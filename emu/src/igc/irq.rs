@@ -30,7 +30,9 @@ const EICR_OTHER_NON_MSIX: u32 = 1 << 31;
 pub(super) struct Interrupts {
     pub(super) icr: u32,
     pub(super) ims: u32,
-    /// Stored only: igc writes IAM = 0 and never relies on ICR auto-masking.
+    /// Auto-mask: outside MSI-X mode, an ICR read that finds INT_ASSERTED clears these IMS
+    /// bits (Linux igc_main.c igc_intr: "upon reading ICR, interrupts are masked"; the legacy
+    /// set-up igc_irq_enable writes IAM = IMS). MSI-X mode uses EIAM instead.
     pub(super) iam: u32,
     pub(super) gpie: u32,
     pub(super) eicr: u32,
@@ -86,6 +88,10 @@ impl Interrupts {
     /// INT_ASSERTED) are not modelled \[U\]; igc always sets NSICR.
     pub(super) fn read_icr(&mut self, host: &mut dyn DeviceHost) -> u32 {
         let v = self.icr_value();
+        // igc_intr's comment: "IMS will not auto-mask if INT_ASSERTED is not set".
+        if v & icr::INT_ASSERTED != 0 && !self.msix_mode() {
+            self.ims &= !self.iam;
+        }
         self.icr = 0;
         self.eicr &= !self.other_eicr_bit();
         self.update(host);
@@ -169,6 +175,12 @@ impl Interrupts {
 
     pub(super) fn clear_eims(&mut self, v: u32) {
         self.eims &= !v;
+    }
+
+    /// The legacy interrupt line as a level: asserted while an enabled cause is pending
+    /// (`ICR & IMS`) outside MSI-X mode, as INTx is level-triggered.
+    pub(super) fn intx_level(&self) -> bool {
+        !self.msix_mode() && self.icr & self.ims != 0
     }
 
     /// Read of EICR: read-to-clear.

@@ -327,7 +327,7 @@ fn ctrl_rst_resets_registers_sets_auto_rd_and_keeps_systim() {
     assert_eq!(r.dev.port_resets(), 1);
     assert_eq!(r.rd(CTRL) & ctrl::RST, 0, "RST self-clears");
     assert_eq!(r.rd(CTRL), 0);
-    assert_eq!(r.rd(EECD), eecd::AUTO_RD);
+    assert_eq!(r.rd(EECD), eecd::PRES | eecd::AUTO_RD);
     assert_eq!(r.rd(TCTL), 0);
     assert_eq!(
         r.rd(ral(0)),
@@ -455,7 +455,159 @@ fn mdic_phy_access_completes_at_once() {
     assert_eq!(r.rd(MDIC) & 0x24, 0x24, "BMSR link up, AN complete");
 }
 
+/// MDIC read of PHY register `reg` (PHY address 1), as Linux igc_read_phy_reg_mdic.
+fn phy_rd(r: &mut Rig, reg: u32) -> u16 {
+    r.wr(
+        MDIC,
+        mdic::OP_READ | (1 << mdic::PHY_SHIFT) | (reg << mdic::REG_SHIFT),
+    );
+    let v = r.rd(MDIC);
+    assert_ne!(v & mdic::READY, 0);
+    assert_eq!((v & mdic::REG_MASK) >> mdic::REG_SHIFT, reg);
+    v as u16
+}
+
+fn phy_wr(r: &mut Rig, reg: u32, v: u16) {
+    r.wr(
+        MDIC,
+        mdic::OP_WRITE | (1 << mdic::PHY_SHIFT) | (reg << mdic::REG_SHIFT) | v as u32,
+    );
+    assert_ne!(r.rd(MDIC) & mdic::READY, 0);
+}
+
+/// Linux igc_phy.c __igc_access_xmdio_reg: DEVAD into 13, address into 14, DATA function
+/// (0x4000) with DEVAD into 13, the data through 14, then 13 back to 0.
+fn xmdio(r: &mut Rig, dev: u16, addr: u16, write: Option<u16>) -> u16 {
+    phy_wr(r, 13, dev);
+    phy_wr(r, 14, addr);
+    phy_wr(r, 13, 0x4000 | dev);
+    let v = match write {
+        Some(v) => {
+            phy_wr(r, 14, v);
+            v
+        }
+        None => phy_rd(r, 14),
+    };
+    phy_wr(r, 13, 0);
+    v
+}
+
+#[test]
+fn phy_status_registers_follow_the_link() {
+    let mut r = Rig::new();
+    assert_eq!(phy_rd(&mut r, 1), 0x7949, "BMSR, link down");
+    assert_eq!(phy_rd(&mut r, 10) & (1 << 12), 0, "no remote receiver yet");
+    r.wr(CTRL, ctrl::SLU);
+    assert_eq!(phy_rd(&mut r, 1), 0x796D, "BMSR as the part reports it up");
+    // igc_watchdog_task waits for 1000BASE-T status b12 (remote receiver OK).
+    assert_ne!(phy_rd(&mut r, 10) & (1 << 12), 0);
+    phy_wr(&mut r, 10, 0);
+    assert_ne!(phy_rd(&mut r, 10) & (1 << 12), 0, "read-only");
+    assert_eq!(
+        (phy_rd(&mut r, 2), phy_rd(&mut r, 3)),
+        (0x67C9, 0xDC00),
+        "I225 PHY ID"
+    );
+}
+
+#[test]
+fn mmd_registers_are_reached_through_13_and_14() {
+    let mut r = Rig::new();
+    // ANEG_MULTIGBT_AN_CTRL (MMD 7, 0x20) as igc_phy_setup_autoneg writes it, and a neighbour.
+    xmdio(&mut r, 7, 0x20, Some(0x0080));
+    xmdio(&mut r, 7, 0x21, Some(0x1234));
+    xmdio(&mut r, 1, 0x20, Some(0x5555));
+    assert_eq!(xmdio(&mut r, 7, 0x20, None), 0x0080);
+    assert_eq!(xmdio(&mut r, 7, 0x21, None), 0x1234);
+    assert_eq!(xmdio(&mut r, 1, 0x20, None), 0x5555);
+    assert_eq!(r.dev.phy.mmd(7, 0x20), 0x0080);
+    // Function 2 post-increments the address on every data access.
+    phy_wr(&mut r, 13, 7);
+    phy_wr(&mut r, 14, 0x20);
+    phy_wr(&mut r, 13, 0x8000 | 7);
+    assert_eq!((phy_rd(&mut r, 14), phy_rd(&mut r, 14)), (0x0080, 0x1234));
+    // A PHY reset clears the MMD registers.
+    r.wr(CTRL, ctrl::PHY_RST);
+    assert_eq!(r.rd(CTRL) & ctrl::PHY_RST, 0, "PHY_RST self-clears");
+    assert_eq!(xmdio(&mut r, 7, 0x20, None), 0);
+}
+
+#[test]
+fn probe_registers_read_as_linux_igc_expects() {
+    let mut r = Rig::new();
+    // EECD: NVM present, auto-read done, no flash (iNVM path) = 0x300; read-only bits.
+    assert_eq!(r.rd(EECD), 0x300);
+    r.wr(EECD, eecd::FLASH_DETECTED);
+    assert_eq!(r.rd(EECD), 0x300);
+    // PHPM: PHY reset complete.
+    assert_ne!(r.rd(PHPM) & phpm::RST_COMP, 0);
+    r.wr(PHPM, 0x4);
+    assert_eq!(r.rd(PHPM), 0x4 | phpm::RST_COMP);
+    // SWSM, as igc_get_hw_semaphore_i225: the first read finds SMBI clear and takes it.
+    assert_eq!(r.rd(SWSM) & swsm::SMBI, 0);
+    assert_ne!(r.rd(SWSM) & swsm::SMBI, 0, "held now");
+    let v = r.rd(SWSM);
+    r.wr(SWSM, v | swsm::SWESMBI);
+    assert_ne!(r.rd(SWSM) & swsm::SWESMBI, 0, "SWESMBI latched");
+    r.wr(SWSM, 0);
+    assert_eq!(r.rd(SWSM), 0, "released");
+    // CTRL.RST self-clears; MAC in RAL0/RAH0 with AV.
+    r.wr(CTRL, ctrl::RST | ctrl::SLU);
+    assert_eq!(r.rd(CTRL), 0);
+    assert_eq!(r.rd(rah(0)) & rah::AV, rah::AV);
+}
+
+#[test]
+fn eerd_reads_a_checksummed_shadow_ram_holding_the_mac() {
+    let mut r = Rig::with(|c| c.mac = [0x00, 0x1b, 0x21, 0xaa, 0xbb, 0xcc]);
+    let mut sum = 0u16;
+    let mut words = Vec::new();
+    for a in 0..0x40u32 {
+        r.wr(EERD, a << eerd::ADDR_SHIFT | eerd::START);
+        let v = r.rd(EERD);
+        assert_ne!(v & eerd::DONE, 0);
+        let w = (v >> eerd::DATA_SHIFT) as u16;
+        sum = sum.wrapping_add(w);
+        words.push(w);
+    }
+    assert_eq!(&words[..3], &[0x1b00, 0xaa21, 0xccbb]);
+    assert_eq!(sum, 0xBABA, "IGC_NVM_SUM");
+}
+
 // --- Interrupts (§6) ---
+
+#[test]
+fn legacy_icr_read_auto_masks_iam_and_drops_the_intx_level() {
+    let mut r = Rig::new();
+    // igc_irq_enable outside MSI-X: IMS and IAM = the same causes.
+    let causes = icr::LSC | icr::RXT0 | icr::TS;
+    r.wr(IMS, causes);
+    r.wr(IAM, causes);
+    assert!(!r.dev.intx_level());
+    r.wr(ICS, icr::LSC);
+    assert!(r.dev.intx_level(), "level while ICR & IMS");
+    assert_eq!(r.rd(ICR), icr::LSC | icr::INT_ASSERTED);
+    assert!(!r.dev.intx_level(), "ICR read cleared the cause");
+    assert_eq!(r.rd(IMS), 0, "IAM auto-masked IMS on the asserted read");
+    r.wr(ICS, icr::RXT0);
+    assert!(!r.dev.intx_level(), "masked until the driver re-enables");
+    r.wr(IMS, causes);
+    assert!(r.dev.intx_level());
+    // A read without INT_ASSERTED (only a masked cause pending) does not auto-mask.
+    let _ = r.rd(ICR);
+    r.wr(IMS, icr::LSC);
+    r.wr(ICS, icr::TS);
+    assert_eq!(
+        r.rd(ICR),
+        icr::TS,
+        "pending but not enabled: no INT_ASSERTED"
+    );
+    assert_eq!(r.rd(IMS), icr::LSC);
+    // MSI-X mode has no INTx level.
+    r.msix_setup();
+    r.wr(ICS, icr::LSC);
+    assert!(!r.dev.intx_level());
+}
 
 #[test]
 fn icr_is_read_to_clear_and_write_1_to_clear() {
