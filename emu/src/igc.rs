@@ -49,8 +49,11 @@
 //!   (STATUS, EECD.AUTO_RD) are ignored. Offsets beyond a BAR read all ones (an unsupported
 //!   request) and drop writes; an unaligned offset is rounded down to its dword.
 
+mod addrfilter;
 mod hooks;
+mod hwstats;
 mod irq;
+mod known;
 mod link;
 mod noise;
 mod nvm;
@@ -77,6 +80,7 @@ use ptp_pci::emulated::{Device, DeviceHost};
 
 pub use hooks::{MAX_ARMED_READS, ReadAction};
 pub use irq::OTHER_CAUSES;
+pub use known::UnimplementedAccess;
 pub use link::LinkSpeed;
 pub use tx::MAX_TX_FRAME;
 pub use txstamp::TX_STAMP_SETS;
@@ -243,6 +247,8 @@ pub struct I225Stats {
     pub rx_runt: u64,
     /// Frames dropped because RX was disabled or the link down.
     pub rx_not_ready: u64,
+    /// Frames dropped by the destination-address filter (RAL/RAH, MTA, RCTL.UPE/MPE/BAM).
+    pub rx_filtered: u64,
     /// RX descriptors or buffers DMA could not reach.
     pub rx_dma_errors: u64,
     /// TX stamps latched into a set.
@@ -286,6 +292,10 @@ pub struct I225 {
     /// Time-sync interrupts still to be swallowed (fault injection).
     drop_ts_irqs: u64,
     stats: I225Stats,
+    /// The part's clear-on-read statistics block (0x4000–0x4138).
+    hwstats: hwstats::HwStats,
+    /// Accesses to offsets the model does not implement (`known`).
+    unimpl: known::Unimplemented,
     counters: Counters,
     port_resets: u64,
     /// Where PHC law changes and register/wire counters are reported (the ground-truth
@@ -347,6 +357,8 @@ impl I225 {
             noise: noise::StampNoise::new(cfg.stamp_quantum_ns, cfg.stamp_jitter_ns, cfg.seed),
             drop_ts_irqs: 0,
             stats: I225Stats::default(),
+            hwstats: hwstats::HwStats::default(),
+            unimpl: known::Unimplemented::default(),
             counters: Counters::new(BAR0_LEN),
             port_resets: 0,
             observer: None,
@@ -434,6 +446,7 @@ impl I225 {
     fn port_reset(&mut self) {
         self.regs.clear();
         self.load_power_on();
+        self.hwstats = hwstats::HwStats::default();
         self.irq.reset();
         self.tsync.port_reset();
         self.txs.port_reset();
@@ -506,6 +519,7 @@ impl I225 {
             MDIC => self.phy.mdic(),
             EECD => nvm::eecd_value(self.regs.get(EECD)),
             EERD => self.nvm.eerd(),
+            o if (hwstats::FIRST..=hwstats::LAST).contains(&o) => self.hwstats.peek(o),
             PHPM => nvm::phpm_value(self.regs.get(PHPM)),
             ICR => self.irq.icr_value(),
             ICS | IMC | EICS | EIMC => 0,
@@ -550,6 +564,7 @@ impl I225 {
         match offset {
             ICR => self.irq.read_icr(host),
             EICR => self.irq.read_eicr(),
+            o if (hwstats::FIRST..=hwstats::LAST).contains(&o) => self.hwstats.read(o),
             SWSM => {
                 let (v, after) = nvm::swsm_read(self.regs.get(SWSM));
                 self.regs.set(SWSM, after);
@@ -573,6 +588,7 @@ impl I225 {
             CTRL => self.write_ctrl(v, host),
             // Read-only.
             STATUS => {}
+            o if (hwstats::FIRST..=hwstats::LAST).contains(&o) => {}
             // AUTO_RD is read-only status: the NVM read is always complete.
             // PRES/AUTO_RD read-only set, FLASH_DETECTED read-only clear (`nvm`).
             EECD => self.regs.set(EECD, nvm::eecd_value(v)),
@@ -748,6 +764,25 @@ impl I225 {
         self.irq.raised.iter().sum()
     }
 
+    /// Every BAR0 offset outside the model's implemented set that was read or written since
+    /// power-on (or [`clear_unimplemented_accesses`](Self::clear_unimplemented_accesses)),
+    /// with counts, in offset order. Each offset's first access is also logged (warn). Port
+    /// resets and [`reset_counters`](Self::reset_counters) keep the record.
+    pub fn unimplemented_accesses(&self) -> Vec<UnimplementedAccess> {
+        self.unimpl.list()
+    }
+
+    /// Forgets the unimplemented-access record.
+    pub fn clear_unimplemented_accesses(&mut self) {
+        self.unimpl.clear();
+    }
+
+    /// Whether the model implements BAR0 `offset` (behaviour, or the part's plain
+    /// configuration storage); accesses elsewhere are recorded.
+    pub fn implements(offset: u32) -> bool {
+        known::implemented(offset & !3)
+    }
+
     /// Zeroes the MMIO and interrupt counters.
     pub fn reset_counters(&mut self) {
         self.counters.reset();
@@ -921,6 +956,9 @@ impl Device for I225 {
             0 if offset < BAR0_LEN => {
                 self.counters.total_reads += 1;
                 self.counters.count_read(offset);
+                if !known::implemented(offset) {
+                    self.unimpl.record(offset, false);
+                }
                 let v = self.read_bar0(offset, host);
                 self.run_read_hooks(offset, host);
                 v
@@ -943,6 +981,9 @@ impl Device for I225 {
             0 if offset < BAR0_LEN => {
                 self.counters.total_writes += 1;
                 self.counters.count_write(offset);
+                if !known::implemented(offset) {
+                    self.unimpl.record(offset, true);
+                }
                 self.write_bar0(offset, value, host);
             }
             3 if offset < BAR3_LEN => {

@@ -8,8 +8,8 @@
 //!
 //! # Assumptions
 //!
-//! - \[assumption\] No address filtering: RAL/RAH, MTA and RCTL.UPE/MPE/BAM are not consulted
-//!   (the port is promiscuous); RCTL.LPE is not enforced.
+//! - Destination-address filtering (`addrfilter`: RAL/RAH, MTA with RCTL.MO, UPE/MPE, BAM)
+//!   drops what the MAC would not accept (`rx_filtered`); RCTL.LPE is not enforced.
 //! - \[assumption\] No on-chip packet buffer: a frame that finds RCTL.EN or
 //!   RXDCTL(0).QUEUE_ENABLE clear, the link down, or no free descriptor (RDH = RDT) is dropped
 //!   and counted at once (`rx_not_ready` / `rx_missed`). Frames under 14 bytes are dropped
@@ -39,6 +39,7 @@ use intel_regs::igc::*;
 use ptp_pci::emulated::DeviceHost;
 
 use super::I225;
+use super::addrfilter;
 use super::irq::QueueCause;
 use super::rxfilter;
 use super::tx::Ring;
@@ -112,6 +113,12 @@ impl I225 {
             self.stats.rx_not_ready += 1;
             return;
         }
+        let mut dst = [0u8; 6];
+        dst.copy_from_slice(&f.data[..6]);
+        if !addrfilter::accepts(&self.regs, &dst) {
+            self.stats.rx_filtered += 1;
+            return;
+        }
         let r = &self.regs;
         let ring = Ring::from_regs(
             r.get(rdbal(0)),
@@ -122,6 +129,7 @@ impl I225 {
         );
         let Some(ring) = ring.filter(|r| r.posted() > 0) else {
             self.stats.rx_missed += 1;
+            self.hwstats.rx_missed();
             return;
         };
         let Some(desc_addr) = ring.desc_addr(ring.head) else {
@@ -152,12 +160,14 @@ impl I225 {
         }
         if buf.len() > self.rx_buffer_len() || buf.len() > u16::MAX as usize {
             self.stats.rx_too_big += 1;
+            self.hwstats.rx_oversize();
             return;
         }
 
         let (status, len) = if host.dma_write(buf_addr, &buf) {
             self.stats.rx_frames += 1;
             self.stats.rx_bytes += f.data.len() as u64;
+            self.hwstats.rx_accepted(f.data.len(), dst);
             let tsip = if stamp {
                 self.stats.rx_stamped += 1;
                 rxd::STAT_TSIP

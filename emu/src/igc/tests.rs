@@ -857,3 +857,70 @@ fn timer_writes_do_not_wake_the_model_thread_and_ring_tails_do() {
     // The MSI-X table BAR shares no offsets with the timer.
     assert!(rig.dev.write_wakes_model(3, SYSTIMH));
 }
+
+// --- Unimplemented offsets ---
+
+#[test]
+fn unimplemented_offsets_are_counted_per_offset() {
+    let mut r = Rig::new();
+    // Registers Linux igc touches at probe: implemented, not recorded.
+    for off in [
+        EECD,
+        STATUS,
+        MANC,
+        SWSM,
+        SW_FW_SYNC,
+        PHPM,
+        CTRL,
+        MDIC,
+        IAM,
+        IMC,
+        RCTL,
+        TCTL,
+        ICR,
+        ral(0),
+        rah(15),
+        RXPBS,
+        0x3404,
+        MTA + 0x1FC,
+        0x4000,
+        0x4138,
+        TSAUXC,
+        TSYNCRXCFG,
+        srrctl(3),
+        txdctl(3),
+        IVAR0,
+        CTRL_EXT,
+    ] {
+        assert!(I225::implements(off), "{off:#x}");
+        let _ = r.rd(off);
+    }
+    assert_eq!(r.dev.unimplemented_accesses(), vec![]);
+    // Two reads and a write of one unknown offset, one write of another.
+    let _ = r.rd(0x0E08);
+    let _ = r.rd(0x0E08);
+    r.wr(0x0E08, 1);
+    r.wr(0x1_2540, 7);
+    assert_eq!(
+        r.dev.unimplemented_accesses(),
+        vec![
+            UnimplementedAccess {
+                offset: 0x0E08,
+                reads: 2,
+                writes: 1
+            },
+            UnimplementedAccess {
+                offset: 0x1_2540,
+                reads: 0,
+                writes: 1
+            },
+        ]
+    );
+    assert_eq!(r.rd(0x0E08), 1, "still storage");
+    // Port resets and counter resets keep the record; clearing it empties it.
+    r.wr(CTRL, ctrl::RST);
+    r.dev.reset_counters();
+    assert_eq!(r.dev.unimplemented_accesses().len(), 2);
+    r.dev.clear_unimplemented_accesses();
+    assert!(r.dev.unimplemented_accesses().is_empty());
+}

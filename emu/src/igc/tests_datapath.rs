@@ -82,6 +82,9 @@ struct Rx {
     frame: Vec<u8>,
 }
 
+/// RCTL of the test rig: igc's bits plus unicast and multicast promiscuous (as igcd).
+const RCTL_PROMISC: u32 = rctl::EN | rctl::BAM | rctl::SECRC | rctl::LPE | rctl::UPE | rctl::MPE;
+
 struct Rig {
     clock: VirtualClock,
     dev: I225,
@@ -167,7 +170,8 @@ impl Rig {
         self.wr(rxdctl(0), 8 | 8 << 8 | 4 << 16 | xdctl::QUEUE_ENABLE);
         self.rx_tail = N - 1;
         self.wr(rdt(0), self.rx_tail);
-        self.wr(RCTL, rctl::EN | rctl::BAM | rctl::SECRC | rctl::LPE);
+        // Promiscuous, as igcd programs it (the address filter has tests of its own).
+        self.wr(RCTL, RCTL_PROMISC);
         self.poll();
         self.rd(ICR);
         self.host.take();
@@ -398,7 +402,7 @@ fn frame_goes_tx_loopback_rx_with_write_backs() {
     assert_eq!((st.tx_frames, st.rx_frames, st.rx_bytes), (1, 1, 100));
 
     // TCTL.PSP pads a short frame to 60 bytes; without SECRC the FCS follows the frame.
-    r.wr(RCTL, rctl::EN);
+    r.wr(RCTL, rctl::EN | rctl::UPE | rctl::MPE);
     let short = test_frame(20, 2);
     r.send(&short, 0);
     r.poll();
@@ -1234,7 +1238,7 @@ fn real_time_model_thread_loops_a_frame_back_and_fires_the_rx_vector() {
     ring.write64(rxr as usize, bus + rxb);
     bar.write32(rxdctl(0), xdctl::QUEUE_ENABLE);
     bar.write32(rdt(0), 1);
-    bar.write32(RCTL, rctl::EN | rctl::SECRC);
+    bar.write32(RCTL, rctl::EN | rctl::SECRC | rctl::UPE | rctl::MPE);
     bar.write32(tdbal(0), (bus + txr) as u32);
     bar.write32(tdbah(0), ((bus + txr) >> 32) as u32);
     bar.write32(tdlen(0), 128);
@@ -1328,4 +1332,98 @@ fn stamp_jitter_is_bounded_quantised_and_reproducible_per_seed() {
         got,
         "another seed, other stamps"
     );
+}
+
+// --- RX address filter and statistics (Linux igc_mac.c, igc_regs.h) ---
+
+/// A 64-byte frame to destination `dst`.
+fn to(dst: [u8; 6]) -> Vec<u8> {
+    let mut f = test_frame(64, 3);
+    f[..6].copy_from_slice(&dst);
+    f
+}
+
+/// MTA register and bit for `a` under MO `mo`, as Linux igc_hash_mc_addr computes it
+/// (written out independently of the model: bit_shift 4 for 128 registers, +1/+2/+4 by MO).
+fn linux_mta(a: [u8; 6], mo: u32) -> (u32, u32) {
+    let shift = 4 + [0, 1, 2, 4][mo as usize];
+    let h = ((a[4] as u32 >> (8 - shift)) | (a[5] as u32) << shift) & 0xFFF;
+    ((h >> 5) & 0x7F, h & 0x1F)
+}
+
+#[test]
+fn rx_address_filter_accepts_as_the_mac_does_and_counts_drops() {
+    let mut r = Rig::new();
+    let base = rctl::EN | rctl::BAM | rctl::SECRC | rctl::LPE;
+    r.wr(RCTL, base);
+    let own = r.dev.mac();
+    let other = [0x02, 0, 0, 0, 0x99, 0x99];
+    let lldp = [0x01, 0x80, 0xC2, 0, 0, 0x0E];
+    let mut t = r.clock.now();
+    let mut rx = |r: &mut Rig, dst: [u8; 6]| {
+        t += 10_000;
+        r.inject(&to(dst), t).is_some()
+    };
+    assert!(rx(&mut r, own), "RAL0/RAH0 exact match");
+    assert!(rx(&mut r, [0xFF; 6]), "broadcast with BAM");
+    assert!(!rx(&mut r, other), "foreign unicast");
+    assert!(!rx(&mut r, lldp), "multicast with an empty MTA");
+    assert_eq!(r.dev.stats().rx_filtered, 2);
+    // MTA hash, MO = 0: 01:80:c2:00:00:0e hashes to register 7, bit 0.
+    let (reg, bit) = linux_mta(lldp, 0);
+    assert_eq!((reg, bit), (7, 0));
+    r.wr(MTA + 4 * reg, 1 << bit);
+    assert!(rx(&mut r, lldp), "MTA bit set");
+    // MO = 3 takes other address bits: the same MTA bit no longer matches.
+    r.wr(RCTL, base | 3 << 12);
+    assert!(!rx(&mut r, lldp));
+    let (reg3, bit3) = linux_mta(lldp, 3);
+    assert_ne!((reg3, bit3), (reg, bit));
+    r.wr(MTA + 4 * reg3, 1 << bit3);
+    assert!(rx(&mut r, lldp));
+    // A second RAR entry, only while AV and ASEL = destination.
+    r.wr(ral(3), u32::from_le_bytes([0x02, 0, 0, 0]));
+    r.wr(rah(3), 0x9999);
+    assert!(!rx(&mut r, other), "no AV");
+    r.wr(rah(3), 0x9999 | rah::AV | 1 << 16);
+    assert!(!rx(&mut r, other), "source-address entry");
+    r.wr(rah(3), 0x9999 | rah::AV);
+    assert!(rx(&mut r, other));
+    // Promiscuous modes and BAM.
+    r.wr(RCTL, rctl::EN | rctl::SECRC);
+    assert!(!rx(&mut r, [0xFF; 6]), "broadcast without BAM");
+    assert!(!rx(&mut r, [0x02, 1, 2, 3, 4, 5]));
+    r.wr(RCTL, rctl::EN | rctl::SECRC | rctl::UPE);
+    assert!(rx(&mut r, [0x02, 1, 2, 3, 4, 5]), "UPE");
+    assert!(!rx(&mut r, [0x01, 1, 2, 3, 4, 5]), "UPE is not MPE");
+    r.wr(RCTL, rctl::EN | rctl::SECRC | rctl::MPE);
+    assert!(rx(&mut r, [0x01, 1, 2, 3, 4, 5]), "MPE");
+    assert_eq!(r.dev.stats().rx_filtered, 8);
+}
+
+#[test]
+fn statistics_count_frames_and_clear_on_read() {
+    let mut r = Rig::new();
+    // igc_clear_hw_cntrs_base-style: read the block once (it starts at zero).
+    for o in (0x4000..=0x4138).step_by(4) {
+        assert_eq!(r.rd(o), 0, "{o:#x}");
+    }
+    let f = to([0xFF; 6]);
+    r.send(&f, 0);
+    r.poll();
+    let t = r.clock.now() + 10_000;
+    assert!(r.inject(&f, t).is_some());
+    let octets = f.len() as u32 + 4;
+    // GPRC, BPRC, GORCL/H, GPTC, BPTC, GOTCL/H, PRC64/PTC64 buckets (68 bytes: 65–127).
+    assert_eq!(r.rd(0x4074), 2, "GPRC: looped-back frame + injected frame");
+    assert_eq!(r.rd(0x4074), 0, "clear on read");
+    assert_eq!(r.rd(0x4078), 2, "BPRC");
+    assert_eq!((r.rd(0x4088), r.rd(0x408C)), (2 * octets, 0), "GORCL/H");
+    assert_eq!(r.rd(0x4088), 0, "the high read cleared the pair");
+    assert_eq!(r.rd(0x4080), 1, "GPTC");
+    assert_eq!(r.rd(0x40F4), 1, "BPTC");
+    assert_eq!((r.rd(0x4090), r.rd(0x4094)), (octets, 0), "GOTCL/H");
+    assert_eq!((r.rd(0x4060), r.rd(0x40DC)), (2, 1), "PRC127, PTC127");
+    r.wr(0x4074, 55);
+    assert_eq!(r.rd(0x4074), 0, "read-only");
 }

@@ -266,6 +266,7 @@ impl I225 {
         self.tx_busy_until = departure.saturating_add((bits * 1000).div_ceil(mbps));
         self.stats.tx_frames += 1;
         self.stats.tx_bytes += data.len() as u64;
+        self.hwstats.tx_sent(data);
 
         if first_cmd & txd::MAC_TSTAMP != 0 && self.txs.enabled() {
             let set = ((first_cmd >> txd::TSTAMP_REG_SHIFT) & 3) as usize;
