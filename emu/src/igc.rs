@@ -14,7 +14,9 @@
 //! - `tsync`: SYSTIM (the [`Phc`](crate::phc::Phc)), TIMINCA, TSAUXC, TSICR/TSIM and the
 //!   §7.2 TXTS interrupt gate;
 //! - `txstamp`: TSYNCTXCTL and the four TXSTMPL/H sets (§7);
-//! - `tx` / `rx`: the queue-0 engines (§9, §10), `rxfilter`: the TSYNCRXCTL.TYPE filter (§8);
+//! - `tx` / `rx`: the queue-0 engines (§9, §10; RX stamps with TSYNCRXCTL.TYPE = ALL, §8);
+//! - `addrfilter`: the RX destination-address filter; `hwstats`: the statistics block;
+//! - `phy`, `nvm`: the PHY behind MDIC, NVM/semaphores/PHPM; `known`: implemented offsets;
 //! - `noise`: jitter and quantisation of the stamps they latch ([`I225Config::stamp_jitter_ns`],
 //!   [`I225Config::stamp_quantum_ns`]);
 //! - `hooks`: actions armed for after a given register read (deterministic races).
@@ -60,7 +62,6 @@ mod nvm;
 mod phy;
 mod regfile;
 mod rx;
-mod rxfilter;
 mod tsync;
 mod tx;
 mod txstamp;
@@ -614,6 +615,10 @@ impl I225 {
             TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
             TIMADJ => self.tsync.timadj = v,
             TSYNCTXCTL => self.txs.write_ctl(v),
+            o if o == TSYNCRXCTL || (0..4).any(|n| o == srrctl(n)) => {
+                self.record_rx_ts_config(o, v);
+                self.regs.set(o, v);
+            }
             o if Self::stamp_set(o, &TXSTMPL).is_some()
                 || Self::stamp_set(o, &TXSTMPH).is_some() => {}
             TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, v)),

@@ -320,16 +320,16 @@ pub fn enable_shared_irqs<M: Mmio>(regs: &Regs<M>) {
     regs.write(r::IMS, SHARED_CAUSES);
 }
 
-/// The hardware filter for a requested RX filter, and the filter the driver then reports. Where
-/// the hardware has no exact type (L2-only or L4-only events), it stamps a superset and the
-/// driver drops the stamps of frames outside the request (see [`keeps_rx_stamp`]).
+/// The TSYNCRXCTL type for a requested RX filter. The i225 has one documented type, ALL
+/// (intel-timesync.md §2.2; Linux igc_ptp.c igc_ptp_set_timestamp_mode programs ALL for every
+/// request): the part stamps every frame and the driver keeps the stamps of the frames the
+/// request covers (see [`keeps_rx_stamp`]). PTPv1 is refused.
 pub fn rx_filter_type(filter: RxFilter) -> Result<Option<u32>, HwError> {
-    use r::tsyncrxctl as t;
     Ok(match filter {
         RxFilter::None => None,
-        RxFilter::All => Some(t::TYPE_ALL),
-        RxFilter::PtpV2Event | RxFilter::PtpV2L4Event => Some(t::TYPE_EVENT_V2),
-        RxFilter::PtpV2L2Event => Some(t::TYPE_L2_V2),
+        RxFilter::All | RxFilter::PtpV2Event | RxFilter::PtpV2L4Event | RxFilter::PtpV2L2Event => {
+            Some(r::tsyncrxctl::TYPE_ALL)
+        }
         RxFilter::PtpV1L4Event => return Err(HwError::Unsupported("PTPv1 RX timestamping")),
     })
 }
@@ -447,6 +447,24 @@ mod tests {
         );
         assert_eq!(link_from_status(0).speed_mbps, 10);
         assert!(!link_from_status(status::SPEED_1000).up);
+    }
+
+    #[test]
+    fn every_rx_filter_programs_type_all() {
+        for f in [
+            RxFilter::All,
+            RxFilter::PtpV2Event,
+            RxFilter::PtpV2L4Event,
+            RxFilter::PtpV2L2Event,
+        ] {
+            assert_eq!(
+                rx_filter_type(f).unwrap(),
+                Some(r::tsyncrxctl::TYPE_ALL),
+                "{f:?}"
+            );
+        }
+        assert_eq!(rx_filter_type(RxFilter::None).unwrap(), None);
+        assert!(rx_filter_type(RxFilter::PtpV1L4Event).is_err());
     }
 
     #[test]

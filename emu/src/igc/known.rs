@@ -5,7 +5,9 @@
 //! (flow control, RSS, TSN schedule, wake-up, EEE/LTR, filters the engines do not consult).
 //! Offsets and names are Linux's igc_regs.h unless noted. Every access to any other offset
 //! still reads back what was written (DESIGN.md §4), but is counted per offset and logged
-//! once: what a driver touched there is the model's to-do list.
+//! once: what a driver touched there is the model's to-do list. Values the model does not
+//! implement at an implemented offset (a TSYNCRXCTL type other than ALL, an SRRCTL timer
+//! selection other than timer 0) are recorded the same way, as writes.
 
 use std::collections::BTreeMap;
 
@@ -152,6 +154,18 @@ impl Unimplemented {
         } else {
             e.0 += 1;
         }
+    }
+
+    /// Counts a register value the model does not implement (as a write to `offset`); the
+    /// first one at an offset is logged.
+    pub(super) fn record_value(&mut self, offset: u32, v: u32) {
+        let e = self.seen.entry(offset).or_insert_with(|| {
+            log::warn!(
+                "i225 model: unmodelled value {v:#010x} written to BAR0 offset {offset:#07x}"
+            );
+            (0, 0)
+        });
+        e.1 += 1;
     }
 
     pub(super) fn list(&self) -> Vec<UnimplementedAccess> {

@@ -26,10 +26,11 @@
 //!   DW2 = DD | EOP | RXE and length 0 (`rx_dma_errors`); an unreadable descriptor drops the
 //!   frame and leaves RDH alone.
 //! - Timestamp (§8.1): with RXPBS.CFG_TS_EN, SRRCTL(0).TIMESTAMP and TSYNCRXCTL.ENABLED all
-//!   set and the frame matching TSYNCRXCTL.TYPE (`rxfilter`), a 16-byte
-//!   header precedes the frame: dwords 2–3 = timer 0 ns, s (TIMER0SEL); dwords 0–1 = the
-//!   TIMER1SEL timer. \[assumption\] Only timer 0 is modelled, so every TIMERnSEL value reads
-//!   timer 0 and dwords 0–1 repeat dwords 2–3. The value is PHC(arrival) + RX latency for the
+//!   set and TSYNCRXCTL.TYPE = ALL (§2.2: the only type Linux's igc programs; another TYPE
+//!   stamps nothing and is recorded as unmodelled), every frame gets a 16-byte header in
+//!   front: dwords 2–3 = the TIMER0SEL timer's ns, s; dwords 0–1 = the TIMER1SEL timer's.
+//!   Only timer 0 (SYSTIM0) is modelled: a selection of timer 1–3 reads 0 \[U\] and is
+//!   recorded as unmodelled. igc selects timer 0 for both, so dwords 0–1 repeat 2–3. The value is PHC(arrival) + RX latency for the
 //!   link speed (§8.4, in PHC ns), so a driver subtracting the latency gets exactly
 //!   PHC(arrival), SYSTIM as it was at the arrival instant even if the model processes the
 //!   frame later; with the configured jitter and quantum (`noise`), that value plus jitter,
@@ -41,7 +42,6 @@ use ptp_pci::emulated::DeviceHost;
 use super::I225;
 use super::addrfilter;
 use super::irq::QueueCause;
-use super::rxfilter;
 use super::tx::Ring;
 use crate::phc::{SysTime, wrap_add_ns};
 use crate::wire::WireFrame;
@@ -53,6 +53,17 @@ const STAT_RXE: u32 = 1 << 31;
 /// Frames taken from the wire per poll, so a flooding peer cannot hold the bus lock forever;
 /// more are left for the next poll (which then comes at once).
 pub(super) const RX_PER_POLL: usize = 1024;
+
+/// SRRCTL's TIMERnSEL field (n = 0: b18:17, n = 1: b15:14): which of the four timers the
+/// header's dword pair for it holds.
+fn timer_sel(srrctl_v: u32, n: u32) -> u32 {
+    let shift = if n == 0 {
+        srrctl::TIMER0SEL_SHIFT
+    } else {
+        srrctl::TIMER1SEL_SHIFT
+    };
+    (srrctl_v >> shift) & 3
+}
 
 /// CRC-32 (IEEE 802.3), as the FCS.
 fn crc32(data: &[u8]) -> u32 {
@@ -83,13 +94,29 @@ impl I225 {
             .is_some_and(|a| a <= now)
     }
 
-    /// Whether a frame gets an in-buffer timestamp (§8.1 enables plus the TYPE filter).
-    fn rx_stamps(&self, frame: &[u8]) -> bool {
+    /// Whether a frame gets an in-buffer timestamp: the three §8.1 enables and TYPE = ALL, the
+    /// only type documented for i225 (§2.2: Linux igc_ptp.c igc_ptp_set_timestamp_mode
+    /// programs ALL for every filter). Another TYPE stamps nothing here and is recorded as an
+    /// unmodelled configuration when written (`record_rx_ts_config`).
+    fn rx_stamps(&self) -> bool {
         let ctl = self.regs.get(TSYNCRXCTL);
         self.regs.get(RXPBS) & rxpbs::CFG_TS_EN != 0
             && self.regs.get(srrctl(0)) & srrctl::TIMESTAMP != 0
             && ctl & tsyncrxctl::ENABLED != 0
-            && rxfilter::type_matches(ctl & tsyncrxctl::TYPE_MASK, frame)
+            && ctl & tsyncrxctl::TYPE_MASK == tsyncrxctl::TYPE_ALL
+    }
+
+    /// Records TSYNCRXCTL and SRRCTL values the model does not implement: an enabled TYPE
+    /// other than ALL, and a TIMER0SEL/TIMER1SEL naming timers 1–3 (only SYSTIM0 is modelled).
+    pub(super) fn record_rx_ts_config(&mut self, offset: u32, v: u32) {
+        let unmodelled = if offset == TSYNCRXCTL {
+            v & tsyncrxctl::ENABLED != 0 && v & tsyncrxctl::TYPE_MASK != tsyncrxctl::TYPE_ALL
+        } else {
+            v & srrctl::TIMESTAMP != 0 && (timer_sel(v, 0) != 0 || timer_sel(v, 1) != 0)
+        };
+        if unmodelled {
+            self.unimpl.record_value(offset, v);
+        }
     }
 
     fn rx_buffer_len(&self) -> usize {
@@ -143,15 +170,23 @@ impl I225 {
         }
         let buf_addr = u64::from_le_bytes(qw0);
 
-        let stamp = self.rx_stamps(&f.data);
+        let stamp = self.rx_stamps();
         let mut buf = Vec::with_capacity(TS_HDR_LEN + f.data.len() + 4);
         if stamp {
             let (_, rx_lat) = latency_ns(self.link.speed.mbps());
             let exact = wrap_add_ns(self.tsync.phc.ns_at_instant(f.arrival_ns), rx_lat as i64);
             let ns = self.noise.rx(exact);
             let t = SysTime::from_ns(ns);
-            for w in [t.nsec, t.sec, t.nsec, t.sec] {
-                buf.extend_from_slice(&w.to_le_bytes());
+            // Dwords 0-1: the TIMER1SEL timer, 2-3: the TIMER0SEL timer (§8.1).
+            let sel = self.regs.get(srrctl(0));
+            for k in [1, 0] {
+                let (nsec, sec) = if timer_sel(sel, k) == 0 {
+                    (t.nsec, t.sec)
+                } else {
+                    (0, 0)
+                };
+                buf.extend_from_slice(&nsec.to_le_bytes());
+                buf.extend_from_slice(&sec.to_le_bytes());
             }
         }
         buf.extend_from_slice(&f.data);

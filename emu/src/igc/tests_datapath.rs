@@ -728,7 +728,7 @@ fn hold_hook_counts_the_nth_read() {
 // --- RX timestamps (§8.1) ---
 
 #[test]
-fn rx_type_filter_stamps_exactly_the_right_frames() {
+fn rx_type_all_stamps_every_frame_and_other_types_are_unmodelled() {
     let frames: [(&str, Vec<u8>); 9] = [
         ("l2_sync", eth(0x88F7, &ptp(0x0, 2))),
         ("l2_announce", eth(0x88F7, &ptp(0xB, 2))),
@@ -743,71 +743,63 @@ fn rx_type_filter_stamps_exactly_the_right_frames() {
         ("ipv4_dns", eth(0x0800, &ipv4_udp(53, &[0; 32]))),
         ("arp", eth(0x0806, &[0; 28])),
     ];
-    let cases: [(u32, &[&str]); 6] = [
-        (
-            tsyncrxctl::TYPE_ALL,
-            &[
-                "l2_sync",
-                "l2_announce",
-                "l2_pdelay_resp",
-                "vlan_l2_sync",
-                "udp319_sync",
-                "udp320_follow_up",
-                "udp319_v1",
-                "ipv4_dns",
-                "arp",
-            ],
-        ),
-        (
-            tsyncrxctl::TYPE_L2_V2,
-            &["l2_sync", "l2_announce", "l2_pdelay_resp", "vlan_l2_sync"],
-        ),
-        (
-            tsyncrxctl::TYPE_L2_L4_V2,
-            &[
-                "l2_sync",
-                "l2_announce",
-                "l2_pdelay_resp",
-                "vlan_l2_sync",
-                "udp319_sync",
-                "udp320_follow_up",
-            ],
-        ),
-        (
-            tsyncrxctl::TYPE_EVENT_V2,
-            &["l2_sync", "l2_pdelay_resp", "vlan_l2_sync", "udp319_sync"],
-        ),
-        (tsyncrxctl::TYPE_L4_V1, &["udp319_v1"]),
-        (0x06, &[]),
-    ];
     let mut r = Rig::new();
-    for (ty, want) in cases {
+    // §2.2: only TYPE_ALL is documented for i225 (igc programs 0x418): every frame stamped.
+    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    for (name, frame) in &frames {
+        let arrival = r.clock.now() + 10_000;
+        let rx = r.inject(frame, arrival).expect(name);
+        assert_eq!(rx.frame, *frame, "{name}");
+        assert_eq!(rx.len, TS_HDR_LEN + frame.len());
+        assert_eq!(rx.status, rxd::STAT_DD | rxd::STAT_EOP | rxd::STAT_TSIP);
+        let h = rx.header.expect(name);
+        assert_eq!(stamp_ns(h), phc_at(arrival, 0) + RX_LAT_2500, "{name}");
+        assert_eq!((h[0], h[1]), (h[2], h[3]), "TIMER1SEL = TIMER0SEL = 0");
+    }
+    assert!(r.dev.unimplemented_accesses().is_empty());
+    // Any other TYPE: no match rule is documented, so nothing is stamped and the value is
+    // recorded as unmodelled (at TSYNCRXCTL).
+    for ty in [0x00, 0x02, 0x04, 0x06, 0x0A, 0x0C, 0x0E] {
         r.enable_ts(ty);
         for (name, frame) in &frames {
             let arrival = r.clock.now() + 10_000;
             let rx = r.inject(frame, arrival).expect(name);
-            let stamped = want.contains(name);
-            assert_eq!(rx.header.is_some(), stamped, "TYPE {ty:#x}, {name}");
-            assert_eq!(rx.frame, *frame, "{name}");
-            if stamped {
-                assert_eq!(rx.len, TS_HDR_LEN + frame.len());
-                assert_eq!(rx.status, rxd::STAT_DD | rxd::STAT_EOP | rxd::STAT_TSIP);
-                let h = rx.header.unwrap();
-                assert_eq!(stamp_ns(h), phc_at(arrival, 0) + RX_LAT_2500, "{name}");
-                assert_eq!((h[0], h[1]), (h[2], h[3]), "one timer: dwords 0-1 = 2-3");
-            } else {
-                assert_eq!(rx.len, frame.len());
-                assert_eq!(rx.status, rxd::STAT_DD | rxd::STAT_EOP);
-            }
+            assert!(rx.header.is_none(), "TYPE {ty:#x}, {name}");
+            assert_eq!(rx.status, rxd::STAT_DD | rxd::STAT_EOP);
         }
     }
+    let u = r.dev.unimplemented_accesses();
+    assert_eq!(u.len(), 1);
+    assert_eq!((u[0].offset, u[0].writes), (TSYNCRXCTL, 7));
+}
+
+#[test]
+fn rx_header_timer_selection() {
+    let mut r = Rig::new();
+    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    let base = r.dev.peek(srrctl(0));
+    let sync = eth(0x88F7, &ptp(0, 2));
+    // TIMER1SEL = timer 2: dwords 0-1 name an unmodelled timer (0); dwords 2-3 stay timer 0.
+    r.wr(srrctl(0), base | 2 << srrctl::TIMER1SEL_SHIFT);
+    let at = r.clock.now() + 10_000;
+    let h = r.inject(&sync, at).unwrap().header.unwrap();
+    assert_eq!((h[0], h[1]), (0, 0));
+    assert_eq!(stamp_ns(h), phc_at(at, 0) + RX_LAT_2500);
+    // TIMER0SEL = timer 1: the pair igc reads is now the unmodelled timer's.
+    r.wr(srrctl(0), base | 1 << srrctl::TIMER0SEL_SHIFT);
+    let at = r.clock.now() + 10_000;
+    let h = r.inject(&sync, at).unwrap().header.unwrap();
+    assert_eq!((h[2], h[3]), (0, 0));
+    assert_eq!(h[1] as u64 * S + h[0] as u64, phc_at(at, 0) + RX_LAT_2500);
+    let u = r.dev.unimplemented_accesses();
+    assert_eq!((u.len(), u[0].offset, u[0].writes), (1, srrctl(0), 2));
 }
 
 #[test]
 fn rx_header_is_phc_at_arrival_even_when_processed_after_a_rate_change() {
     let ppb = -40_000;
     let mut r = Rig::with(|c| c.osc_error_ppb = ppb, Box::new(Loopback::new(DELAY)));
-    r.enable_ts(tsyncrxctl::TYPE_L2_V2);
+    r.enable_ts(tsyncrxctl::TYPE_ALL);
     let arrival = START + 5 * S;
     r.dev
         .wire_mut()
@@ -1185,8 +1177,8 @@ fn two_models_over_a_unix_datagram_wire() {
     // One true time for both (as CLOCK_MONOTONIC is in real time).
     rb.clock = ra.clock.clone();
     rb.dev.clock = ra.clock.source();
-    ra.enable_ts(tsyncrxctl::TYPE_L2_V2);
-    rb.enable_ts(tsyncrxctl::TYPE_L2_V2);
+    ra.enable_ts(tsyncrxctl::TYPE_ALL);
+    rb.enable_ts(tsyncrxctl::TYPE_ALL);
     let sync = eth(0x88F7, &ptp(0, 2));
     ra.send(&sync, set_bits(0));
     ra.poll();
@@ -1275,7 +1267,7 @@ fn looped_stamps(q: u32, j: u32, seed: u64, n: usize) -> Vec<[u64; 4]> {
         },
         Box::new(Loopback::new(DELAY)),
     );
-    r.enable_ts(tsyncrxctl::TYPE_L2_V2);
+    r.enable_ts(tsyncrxctl::TYPE_ALL);
     let sync = eth(0x88F7, &ptp(0, 2));
     (0..n)
         .map(|_| {
