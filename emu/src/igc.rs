@@ -48,10 +48,16 @@
 //! - TXSTMPL_n/TXSTMPH_n are read-only: writes are ignored \[assumption\]. TSYNCTXCTL's TXTT
 //!   bits are read-only to software \[assumption\].
 //! - Reads of write-only registers (ICS, IMC, EICS, EIMC) return 0; writes to read-only bits
-//!   (STATUS, EECD.AUTO_RD) are ignored. Offsets beyond a BAR read all ones (an unsupported
-//!   request) and drop writes; an unaligned offset is rounded down to its dword.
+//!   (STATUS, EECD.PRES/AUTO_RD/FLASH_DETECTED, PHPM.RST_COMP, the statistics block) are
+//!   ignored. Offsets beyond a BAR read all ones (an unsupported request) and drop writes; an
+//!   unaligned offset is rounded down to its dword.
+//! - An offset outside the implemented set (`known`) reads back what was written, and every
+//!   access to it is counted and its first logged ([`I225::unimplemented_accesses`]).
+//! - INTx: the legacy line is a level, `ICR & IMS` outside MSI-X mode
+//!   ([`I225::intx_level`]); an asserted ICR read clears it and auto-masks IMS by IAM.
 
 mod addrfilter;
+mod csum;
 mod hooks;
 mod hwstats;
 mod irq;
@@ -232,6 +238,11 @@ pub struct I225Stats {
     /// Malformed TX frames dropped (bad buffer address, zero length, no EOP in a full ring,
     /// ...).
     pub tx_malformed: u64,
+    /// Frames whose checksums were inserted (POPTS.IXSM/TXSM with a context).
+    pub tx_csum_inserted: u64,
+    /// Frames whose checksum request the model could not honour (offsets outside the frame,
+    /// SCTP): sent unchanged.
+    pub tx_csum_skipped: u64,
     /// Polls at which the TX queue stalled on a descriptor DMA could not read.
     pub tx_dma_errors: u64,
     /// Frames written to an RX buffer.
@@ -286,6 +297,8 @@ pub struct I225 {
     wire: Option<Box<dyn WirePort>>,
     /// See [`I225Config::tx_pipeline_ns`].
     tx_pipeline_ns: u64,
+    /// TX context slots of queue 0 (`csum`).
+    tx_ctx: [csum::TxContext; csum::SLOTS],
     /// The wire is busy with earlier frames until this instant.
     tx_busy_until: u64,
     /// Jitter and quantisation of latched stamps (model-side; survives port resets).
@@ -354,6 +367,7 @@ impl I225 {
             hooks: ReadHooks::default(),
             wire: None,
             tx_pipeline_ns: cfg.tx_pipeline_ns,
+            tx_ctx: Default::default(),
             tx_busy_until: 0,
             noise: noise::StampNoise::new(cfg.stamp_quantum_ns, cfg.stamp_jitter_ns, cfg.seed),
             drop_ts_irqs: 0,
@@ -448,6 +462,7 @@ impl I225 {
         self.regs.clear();
         self.load_power_on();
         self.hwstats = hwstats::HwStats::default();
+        self.tx_ctx = Default::default();
         self.irq.reset();
         self.tsync.port_reset();
         self.txs.port_reset();

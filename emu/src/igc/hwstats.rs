@@ -1,5 +1,6 @@
-//! The statistics block 0x4000–0x4138 (Linux igc_regs.h; igc_main.c igc_update_stats reads it
-//! every watchdog tick): read-only, clear-on-read counters.
+//! The statistics block 0x4000–0x4138, and the EEE/BMC counters after it up to 0x415C (TLPIC,
+//! RLPIC, B2OGPRC, O2BSPC) (Linux igc_regs.h; igc_main.c igc_update_stats reads it every
+//! watchdog tick): read-only, clear-on-read counters.
 //!
 //! Counted by the model: GPRC/GORC, TPR/TOR, BPRC/MPRC, PRC64..PRC1522 (frames accepted by
 //! the address filter, written to the host or not), MPC (missed: no free descriptor), RNBC
@@ -10,7 +11,7 @@
 
 /// First and last offsets of the block.
 pub(super) const FIRST: u32 = 0x4000;
-pub(super) const LAST: u32 = 0x4138;
+pub(super) const LAST: u32 = 0x415C;
 
 const MPC: u32 = 0x4010;
 const PRC64: u32 = 0x405C;

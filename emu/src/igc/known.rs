@@ -102,7 +102,7 @@ const RANGES: &[(u32, u32)] = &[
     (0x1700, 0x1704), // IVAR0 (queues 0–3)
     (0x3004, 0x30CC), // TQAVCC(n) 0x3004+0x40n, TQAVHC(n) 0x300C+0x40n (CBS) [U: whole span]
     (0x3310, 0x3350), // GTXOFFSET, BASET_L/H, QBVCYCLET(_S), STQT(0..3), ENDQT(0..3), TXQCTL(0..3)
-    (0x4000, 0x4138), // statistics (hwstats.rs)
+    (0x4000, 0x415C), // statistics, EEE LPI and BMC counters (hwstats.rs)
     (0x5200, 0x53FC), // MTA[128]
     (0x5400, 0x547C), // RAL/RAH[16]
     (0x5480, 0x549C), // PSRTYPE[8]

@@ -14,13 +14,14 @@
 //! - \[assumption\] A descriptor DMA cannot read stalls the queue (TDH stays, counted in
 //!   `tx_dma_errors`): the hardware cannot know what it holds. It is retried at every poll.
 //! - \[assumption\] Only advanced descriptors (DEXT) are understood. Context descriptors
-//!   (DTYP 0x2) are consumed and otherwise ignored (no offloads); a legacy descriptor, another
+//!   (DTYP 0x2) load their context slot; a data descriptor's POPTS.IXSM/TXSM insert the
+//!   checksums that context describes (`csum`; no TSO); a legacy descriptor, another
 //!   DTYP, a zero DTALEN, a frame over [`MAX_TX_FRAME`] or a buffer DMA cannot read makes the
 //!   frame malformed: it is dropped and counted, and its descriptors up to its EOP (or all posted
 //!   ones) are consumed and written back, so the queue never wedges.
 //! - \[assumption\] A frame whose EOP is not posted yet waits for it; if the ring is full
 //!   (n − 1 descriptors posted) without an EOP, it can never complete and is malformed.
-//! - PAYLEN and the offload bits are ignored; the frame is the concatenated DTALEN bytes.
+//! - PAYLEN is ignored; the frame is the concatenated DTALEN bytes.
 //!   With TCTL.PSP, frames under 60 bytes are padded with zeros to 60 (the FCS is not on the
 //!   model's wire).
 //! - Write-back sets only DW3 = DD (§9: "DW3 status, DD b0, written only when RS was set");
@@ -38,6 +39,7 @@ use intel_regs::igc::*;
 use ptp_pci::emulated::DeviceHost;
 
 use super::I225;
+use super::csum;
 use super::irq::QueueCause;
 use super::txstamp::Latch;
 use crate::phc::{SysTime, wrap_add_ns};
@@ -97,6 +99,8 @@ enum Fetch {
         data: Vec<u8>,
         /// cmd_type_len of the first data descriptor (MAC_TSTAMP, TSTAMP_REG).
         first_cmd: u32,
+        /// olinfo_status of the first data descriptor (POPTS, context IDX).
+        olinfo: u32,
         consumed: u32,
         rs: Vec<u32>,
     },
@@ -106,33 +110,40 @@ enum Fetch {
     Stalled,
 }
 
-/// One 16-byte TX descriptor.
-fn read_desc(host: &mut dyn DeviceHost, ring: &Ring, i: u32) -> Option<(u64, u32)> {
+/// One 16-byte TX descriptor: QW0 (buffer address, or a context's vlan_macip_lens and
+/// launch time), DW2 (cmd_type_len / type_tucmd_mlhl), DW3 (olinfo_status / mss_l4len_idx).
+fn read_desc(host: &mut dyn DeviceHost, ring: &Ring, i: u32) -> Option<(u64, u32, u32)> {
     let mut d = [0u8; 16];
     if !host.dma_read(ring.desc_addr(i)?, &mut d) {
         return None;
     }
     let addr = u64::from_le_bytes(d[0..8].try_into().ok()?);
     let cmd = u32::from_le_bytes(d[8..12].try_into().ok()?);
-    Some((addr, cmd))
+    let dw3 = u32::from_le_bytes(d[12..16].try_into().ok()?);
+    Some((addr, cmd, dw3))
 }
 
 const DTYP_MASK: u32 = 0xF << 20;
 const DTYP_CTXT: u32 = 0x2 << 20;
 
-/// Walks the posted descriptors from TDH for one frame.
-fn fetch(host: &mut dyn DeviceHost, ring: &Ring) -> Fetch {
+/// Walks the posted descriptors from TDH for one frame; context descriptors on the way load
+/// their slot in `ctx`.
+fn fetch(
+    host: &mut dyn DeviceHost,
+    ring: &Ring,
+    ctx: &mut [csum::TxContext; csum::SLOTS],
+) -> Fetch {
     let posted = ring.posted();
     if posted == 0 {
         return Fetch::Idle;
     }
     let mut data = Vec::new();
-    let mut first_cmd = None;
+    let mut first = None;
     let mut rs = Vec::new();
     let mut bad = false;
     for k in 0..posted {
         let i = (ring.head + k) % ring.n;
-        let Some((addr, cmd)) = read_desc(host, ring, i) else {
+        let Some((addr, cmd, dw3)) = read_desc(host, ring, i) else {
             // Nothing is known about an unreadable descriptor: stop in front of it, after
             // dropping what was gathered before it (if anything).
             return if k == 0 {
@@ -148,6 +159,7 @@ fn fetch(host: &mut dyn DeviceHost, ring: &Ring) -> Fetch {
         if !bad {
             let dtyp = cmd & DTYP_MASK;
             if cmd & txd::DEXT != 0 && dtyp == DTYP_CTXT {
+                ctx[csum::slot(dw3)] = csum::parse(addr as u32, cmd);
                 continue;
             }
             let len = (cmd & txd::DTALEN_MASK) as usize;
@@ -161,16 +173,17 @@ fn fetch(host: &mut dyn DeviceHost, ring: &Ring) -> Fetch {
                     host.dma_read(addr, &mut data[start..])
                 };
             if ok {
-                first_cmd.get_or_insert(cmd);
+                first.get_or_insert((cmd, dw3));
             } else {
                 bad = true;
             }
         }
         if eop {
-            return match (bad, first_cmd) {
-                (false, Some(first_cmd)) => Fetch::Frame {
+            return match (bad, first) {
+                (false, Some((first_cmd, olinfo))) => Fetch::Frame {
                     data,
                     first_cmd,
+                    olinfo,
                     consumed: k + 1,
                     rs,
                 },
@@ -217,14 +230,21 @@ impl I225 {
         };
         let mut wrote_back = false;
         for _ in 0..ring.n {
-            let (consumed, rs) = match fetch(host, &ring) {
+            let (consumed, rs) = match fetch(host, &ring, &mut self.tx_ctx) {
                 Fetch::Idle => break,
                 Fetch::Frame {
                     mut data,
                     first_cmd,
+                    olinfo,
                     consumed,
                     rs,
                 } => {
+                    let ctx = self.tx_ctx[csum::slot(olinfo)];
+                    match csum::insert(&mut data, olinfo, &ctx) {
+                        csum::Outcome::None => {}
+                        csum::Outcome::Inserted => self.stats.tx_csum_inserted += 1,
+                        csum::Outcome::Skipped => self.stats.tx_csum_skipped += 1,
+                    }
                     if tctl & tctl::PSP != 0 && data.len() < MIN_FRAME {
                         data.resize(MIN_FRAME, 0);
                     }
