@@ -1,5 +1,7 @@
 //! The lab: emulated hosts as real processes (DESIGN.md §7).
+pub mod devhost;
 pub mod figures;
 pub mod lab;
 pub mod plot;
 pub mod procs;
+pub mod vm;

@@ -1,7 +1,8 @@
 //! ptplab: boots emulated PTP hosts as real processes. See `cargo run --release -- --help`.
 //!
 //! The binary is also a multi-call entry for the daemons it starts (`ptplab igcd ...`,
-//! `ptplab ptpd ...`, `ptplab ptpctl ...`, `ptplab tsperf ...`), so `cargo run` needs no other binary built: each host
+//! `ptplab ptpd ...`, `ptplab ptpctl ...`, `ptplab tsperf ...`,
+//! `ptplab devhost ...`), so `cargo run` needs no other binary built: each host
 //! is still separate processes running the daemons' own entry points.
 
 use std::process::ExitCode;
@@ -12,6 +13,7 @@ fn main() -> ExitCode {
         Some("igcd") => igcd::main_with_args(args.skip(1)),
         Some("ptpd") => ptpd::main_with_args(args.skip(1)),
         Some("ptpctl") => ptpctl::main_with_args(args.skip(1)),
+        Some("devhost") => redox_ptp::devhost::main_with_args(args.skip(1)),
         Some("tsperf") => {
             // tsperf starts igcd as a separate process: this same binary, `ptplab igcd`.
             let igcd = std::env::current_exe()

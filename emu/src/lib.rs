@@ -9,6 +9,7 @@
 //! - [`wire`]: what a NIC model is attached to (loopback, nothing, a Unix datagram socket).
 //! - [`truth`]: the ground-truth record: each PHC's exact law published for other processes,
 //!   with the model's BAR and cable-loss counters.
+//! - [`proxy`] (Linux): serves a model to a QEMU guest over `x-pci-proxy-dev`.
 //! - [`rng`]: the seeded PRNG behind the models' noise (timestamp jitter, cable jitter/loss).
 //! - [`host`]: a recording [`DeviceHost`](ptp_pci::emulated::DeviceHost) for tests that drive a
 //!   model directly.
@@ -19,6 +20,8 @@ pub mod clock;
 pub mod host;
 pub mod igc;
 pub mod phc;
+#[cfg(target_os = "linux")]
+pub mod proxy;
 pub mod rng;
 pub mod truth;
 pub mod wire;

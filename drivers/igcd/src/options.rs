@@ -282,6 +282,18 @@ pub fn emulated_function(
     model: Model,
     opts: &Options,
 ) -> Result<ptp_pci::emulated::EmuFunction<ptp_emu::igc::I225>, Error> {
+    let (nic, name) = emulated_model(model, opts)?;
+    let mut f = ptp_pci::emulated::EmuFunction::new(nic, name);
+    // The model thread also polls the wire; 1 ms bounds how late an arriving frame is noticed
+    // when nothing else wakes the model (arrival stamps do not depend on it).
+    f.start_model_thread_with_priority(Duration::from_millis(1), opts.irq_priority.map(|p| p + 10));
+    Ok(f)
+}
+
+/// The model `emulated_function` serves, with its name: cabled as `--wire` says, publishing
+/// to `--truth`. Also what `ptplab devhost` serves to a QEMU guest.
+#[cfg(feature = "emulate")]
+pub fn emulated_model(model: Model, opts: &Options) -> Result<(ptp_emu::igc::I225, String), Error> {
     use ptp_emu::clock::HostClock;
     use ptp_emu::igc::{I225, I225Config};
     use ptp_emu::wire::{Cable, Loopback, WirePort};
@@ -339,11 +351,7 @@ pub fn emulated_function(
         nic.set_observer(Some(std::sync::Arc::new(w)));
         log::info!("{name}: ground truth published at {}", p.display());
     }
-    let mut f = ptp_pci::emulated::EmuFunction::new(nic, name);
-    // The model thread also polls the wire; 1 ms bounds how late an arriving frame is noticed
-    // when nothing else wakes the model (arrival stamps do not depend on it).
-    f.start_model_thread_with_priority(Duration::from_millis(1), opts.irq_priority.map(|p| p + 10));
-    Ok(f)
+    Ok((nic, name))
 }
 
 /// A `bind:`/`connect:` wire: a Unix datagram socket, which only Linux hosts have.

@@ -1,0 +1,80 @@
+//! A device host for QEMU's `x-pci-proxy-dev` (multi-process QEMU): serves a register-level
+//! model — the same i225 state machine igcd drives — to a Linux guest, so the guest's own
+//! driver (igc) runs on it. Facts: `shared/reference/qemu-proxy.md`.
+//!
+//! - [`proto`]: the wire format, decoded totally into typed errors;
+//! - [`config`]: the 256-byte PCI header (32-bit BAR0, no capabilities, INTA);
+//! - [`guest_ram`]: the SYNC_SYSMEM memfds mapped for the model's DMA (bounds-checked);
+//! - [`Server`]: one thread that answers QEMU's synchronous accesses, runs the model's due
+//!   work between them and drives the INTx eventfd from the model's interrupt level.
+//!
+//! Interrupts: there is no MSI/MSI-X path (the header has no capabilities), so the model's
+//! MSI-X messages are only counted. The INTx line follows [`ServedDevice::intx_level`]; its
+//! eventfd is written on each rising edge (and again on a resample while still high). Under
+//! TCG nothing reads that eventfd: the guest runs igc's handler from its timer tick with
+//! `irqpoll` (reference, "Polling under TCG").
+
+pub mod config;
+pub mod guest_ram;
+pub mod proto;
+mod server;
+
+#[cfg(test)]
+mod tests;
+
+pub use server::{ServeStats, Server, ServerOptions};
+
+use intel_regs::igc::{CTRL, ICR, ctrl, icr};
+use ptp_pci::emulated::{Device, DeviceHost};
+
+use crate::igc::I225;
+
+/// Why the device host stopped serving (or could not start).
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// A socket operation failed.
+    #[error("proxy socket: {0}")]
+    Io(#[from] std::io::Error),
+    /// The peer closed the socket in the middle of a message.
+    #[error("proxy socket closed mid-message ({got} of {want} bytes)")]
+    Truncated {
+        /// Bytes received.
+        got: usize,
+        /// Bytes the message has.
+        want: usize,
+    },
+    /// The stream cannot be followed any further (a header announcing an impossible size).
+    #[error("proxy protocol: {0}")]
+    Protocol(#[from] proto::ProtoError),
+    /// A guest RAM region could not be mapped.
+    #[error("mapping guest RAM {gpa:#x}+{size:#x}: {err}")]
+    Map {
+        /// Guest-physical start.
+        gpa: u64,
+        /// Length.
+        size: u64,
+        /// What failed.
+        err: String,
+    },
+}
+
+/// What the device host needs of a model beyond [`Device`].
+pub trait ServedDevice: Device {
+    /// The level of the function's INTx line (legacy interrupt mode).
+    fn intx_level(&self) -> bool;
+    /// A function reset (QEMU's DEVICE_RESET).
+    fn reset_function(&mut self, host: &mut dyn DeviceHost);
+}
+
+impl ServedDevice for I225 {
+    /// ICR.INT_ASSERTED, which the model sets exactly when an enabled cause is pending
+    /// (`ICR & IMS`, intel-timesync.md §6): the legacy line's level.
+    fn intx_level(&self) -> bool {
+        self.peek(ICR) & icr::INT_ASSERTED != 0
+    }
+
+    /// CTRL.DEV_RST: the whole port returns to its power-on state (the model's port reset).
+    fn reset_function(&mut self, host: &mut dyn DeviceHost) {
+        self.write32(0, CTRL, ctrl::DEV_RST, host);
+    }
+}

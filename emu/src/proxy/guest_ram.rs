@@ -1,0 +1,191 @@
+//! Guest RAM as the device sees it for DMA: the memfd regions QEMU sends with SYNC_SYSMEM,
+//! mapped shared into this process. Every access is bounds-checked against one region; an
+//! access that leaves every region fails, as a DMA to an unmapped address would.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use ptp_pci::emulated::DeviceHost;
+
+use super::ProxyError;
+use super::proto::RamRegion;
+
+/// One mapped region.
+struct Mapping {
+    gpa: u64,
+    len: u64,
+    /// Start of the mapping (page-aligned, `lead` bytes before `gpa`'s byte).
+    base: *mut u8,
+    map_len: usize,
+    lead: usize,
+    _fd: OwnedFd,
+}
+
+// Safety: a Mapping owns its mapping outright (the pointer is never shared or aliased by a
+// reference), so moving it to another thread moves sole ownership, like a Box.
+unsafe impl Send for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // Safety: `base`/`map_len` are exactly what mmap returned for this mapping, which
+        // nothing else unmaps; no reference into it outlives the accessors' copies.
+        unsafe {
+            libc::munmap(self.base.cast(), self.map_len);
+        }
+    }
+}
+
+fn page_size() -> u64 {
+    // Safety: sysconf has no memory effects.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+}
+
+impl Mapping {
+    fn new(r: RamRegion, fd: OwnedFd) -> Result<Self, ProxyError> {
+        let page = page_size();
+        let lead = r.offset % page;
+        let map_off = r.offset - lead;
+        let map_len = r
+            .size
+            .checked_add(lead)
+            .and_then(|l| usize::try_from(l).ok())
+            .ok_or(ProxyError::Map {
+                gpa: r.gpa,
+                size: r.size,
+                err: "region too large".into(),
+            })?;
+        let off = libc::off_t::try_from(map_off).map_err(|_| ProxyError::Map {
+            gpa: r.gpa,
+            size: r.size,
+            err: "offset out of range".into(),
+        })?;
+        // Safety: a fresh shared mapping of a descriptor we own; the kernel checks the
+        // descriptor, length and offset and returns MAP_FAILED on any problem.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                off,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(ProxyError::Map {
+                gpa: r.gpa,
+                size: r.size,
+                err: std::io::Error::last_os_error().to_string(),
+            });
+        }
+        Ok(Self {
+            gpa: r.gpa,
+            len: r.size,
+            base: base.cast(),
+            map_len,
+            lead: lead as usize,
+            _fd: fd,
+        })
+    }
+
+    /// Pointer to guest-physical `gpa` if `gpa..gpa+len` lies inside this region.
+    fn at(&self, gpa: u64, len: usize) -> Option<*mut u8> {
+        let off = gpa.checked_sub(self.gpa)?;
+        let end = off.checked_add(len as u64)?;
+        if end > self.len {
+            return None;
+        }
+        // Safety: lead + off + len ≤ lead + self.len = map_len, inside the mapping.
+        Some(unsafe { self.base.add(self.lead + off as usize) })
+    }
+}
+
+/// The guest's RAM regions, replaced wholesale at every SYNC_SYSMEM; also the model's
+/// [`DeviceHost`], whose bus addresses are guest-physical.
+#[derive(Default)]
+pub struct GuestRam {
+    maps: Vec<Mapping>,
+    /// MSI-X messages the model tried to send (there is no MSI-X path: counted only).
+    pub msix_dropped: u64,
+    /// DMA accesses that fell outside guest RAM.
+    pub dma_faults: u64,
+    /// SYNC_SYSMEM messages applied.
+    pub syncs: u64,
+}
+
+impl std::fmt::Debug for GuestRam {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let regions: Vec<(u64, u64)> = self.maps.iter().map(|m| (m.gpa, m.len)).collect();
+        f.debug_struct("GuestRam")
+            .field("regions", &regions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GuestRam {
+    /// Replaces the mapped set by `regions`: the old mappings are unmapped and their
+    /// descriptors closed first, even if a new one then fails to map (which leaves none).
+    pub fn replace(&mut self, regions: Vec<(RamRegion, OwnedFd)>) -> Result<(), ProxyError> {
+        self.maps.clear();
+        self.syncs += 1;
+        for (r, fd) in regions {
+            let m = Mapping::new(r, fd)?;
+            self.maps.push(m);
+        }
+        Ok(())
+    }
+
+    /// Mapped regions as (gpa, len).
+    pub fn regions(&self) -> Vec<(u64, u64)> {
+        self.maps.iter().map(|m| (m.gpa, m.len)).collect()
+    }
+
+    fn find(&self, gpa: u64, len: usize) -> Option<*mut u8> {
+        self.maps.iter().find_map(|m| m.at(gpa, len))
+    }
+
+    /// Copies guest RAM at `gpa` into `out`; false (nothing copied) outside every region.
+    pub fn read(&self, gpa: u64, out: &mut [u8]) -> bool {
+        match self.find(gpa, out.len()) {
+            // Safety: `find` checked that the range lies in a live mapping. The guest may
+            // write the same bytes concurrently, as software may while a real device DMAs:
+            // the copy can see a torn value but never leaves the mapping, and no Rust
+            // reference to guest memory is ever formed.
+            Some(p) => unsafe {
+                std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len());
+                true
+            },
+            None => false,
+        }
+    }
+
+    /// Copies `data` into guest RAM at `gpa`; false (nothing written) outside every region.
+    pub fn write(&self, gpa: u64, data: &[u8]) -> bool {
+        match self.find(gpa, data.len()) {
+            // Safety: as in `read`: the range is inside a live shared mapping.
+            Some(p) => unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len());
+                true
+            },
+            None => false,
+        }
+    }
+}
+
+impl DeviceHost for GuestRam {
+    fn raise_msix(&mut self, _vector: u16) {
+        self.msix_dropped += 1;
+    }
+
+    fn dma_read(&mut self, bus: u64, out: &mut [u8]) -> bool {
+        let ok = self.read(bus, out);
+        self.dma_faults += u64::from(!ok);
+        ok
+    }
+
+    fn dma_write(&mut self, bus: u64, data: &[u8]) -> bool {
+        let ok = self.write(bus, data);
+        self.dma_faults += u64::from(!ok);
+        ok
+    }
+}

@@ -1,0 +1,484 @@
+//! The serving loop: one thread, the model owned outright (no lock), QEMU's synchronous
+//! accesses answered first and the model's due work run between them.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::config::ConfigSpace;
+use super::guest_ram::GuestRam;
+use super::proto::{self, HEADER_LEN, MAX_FDS, Message, ProtoError};
+use super::{ProxyError, ServedDevice};
+
+/// Counters of what the guest did through the proxy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServeStats {
+    /// Messages received.
+    pub messages: u64,
+    /// Config reads and writes.
+    pub cfg_reads: u64,
+    /// Config writes.
+    pub cfg_writes: u64,
+    /// BAR0 reads and writes that reached the model.
+    pub bar_reads: u64,
+    /// BAR0 writes that reached the model.
+    pub bar_writes: u64,
+    /// BAR accesses outside BAR0 or to I/O space (answered all ones / dropped).
+    pub bar_misses: u64,
+    /// Malformed messages (answered with a failure where a reply was due).
+    pub malformed: u64,
+    /// Rising edges of the INTx line (eventfd writes, resamples included).
+    pub intx_edges: u64,
+    /// DEVICE_RESETs.
+    pub resets: u64,
+    /// SYNC_SYSMEMs applied.
+    pub sysmem_syncs: u64,
+    /// DMA accesses outside guest RAM.
+    pub dma_faults: u64,
+    /// MSI-X messages the model sent (no path for them: dropped).
+    pub msix_dropped: u64,
+}
+
+/// How the server runs.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerOptions {
+    /// Longest sleep between model polls when the model names no earlier deadline (it bounds
+    /// how late an arriving frame is noticed, as igcd's model thread does).
+    pub max_sleep: Duration,
+    /// Longest wait for the rest of a message once its first byte has arrived.
+    pub message_timeout: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            max_sleep: Duration::from_millis(1),
+            message_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The INTx eventfds from SET_IRQFD.
+struct Intx {
+    irq: OwnedFd,
+    resample: OwnedFd,
+}
+
+/// Serves one model to one QEMU over one connected stream socket.
+pub struct Server<D> {
+    sock: UnixStream,
+    dev: D,
+    cfg: ConfigSpace,
+    ram: GuestRam,
+    intx: Option<Intx>,
+    level: bool,
+    stats: ServeStats,
+    opts: ServerOptions,
+    next_poll: Instant,
+}
+
+/// How one received message ended.
+enum Step {
+    Served,
+    Eof,
+}
+
+impl<D: ServedDevice> Server<D> {
+    /// A server for `dev` on `sock` (QEMU's `x-pci-proxy-dev,fd=` peer).
+    pub fn new(sock: UnixStream, dev: D, opts: ServerOptions) -> Result<Self, ProxyError> {
+        sock.set_read_timeout(Some(opts.message_timeout))?;
+        sock.set_write_timeout(Some(opts.message_timeout))?;
+        let bar0_len = dev.bar_len(0).unwrap_or(0);
+        let cfg = ConfigSpace::new(dev.ids(), bar0_len);
+        Ok(Self {
+            sock,
+            dev,
+            cfg,
+            ram: GuestRam::default(),
+            intx: None,
+            level: false,
+            stats: ServeStats::default(),
+            opts,
+            next_poll: Instant::now(),
+        })
+    }
+
+    /// The model.
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+
+    /// The model, mutably (and the DMA host), e.g. for a model-side event.
+    pub fn device_host_mut(&mut self) -> (&mut D, &mut GuestRam) {
+        (&mut self.dev, &mut self.ram)
+    }
+
+    /// The config header as served.
+    pub fn config(&self) -> &ConfigSpace {
+        &self.cfg
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ServeStats {
+        ServeStats {
+            sysmem_syncs: self.ram.syncs,
+            dma_faults: self.ram.dma_faults,
+            msix_dropped: self.ram.msix_dropped,
+            ..self.stats
+        }
+    }
+
+    /// The guest RAM regions mapped now (gpa, len).
+    pub fn ram_regions(&self) -> Vec<(u64, u64)> {
+        self.ram.regions()
+    }
+
+    /// Serves until QEMU closes the socket (Ok) or `stop` is set; a broken stream is an error.
+    pub fn run(&mut self, stop: &AtomicBool) -> Result<ServeStats, ProxyError> {
+        while !stop.load(Ordering::Acquire) {
+            let now = Instant::now();
+            if now >= self.next_poll {
+                self.poll_model();
+                continue;
+            }
+            let (sock_ready, resample_ready) = self.wait(self.next_poll - now)?;
+            if resample_ready {
+                self.on_resample();
+            }
+            if sock_ready {
+                match self.serve_one()? {
+                    Step::Served => {}
+                    Step::Eof => break,
+                }
+            }
+        }
+        Ok(self.stats())
+    }
+
+    /// Waits for the socket or the resample eventfd, at most `timeout` (EINTR ends the wait).
+    fn wait(&self, timeout: Duration) -> Result<(bool, bool), ProxyError> {
+        let mut fds = [
+            libc::pollfd {
+                fd: self.sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.intx.as_ref().map_or(-1, |i| i.resample.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // Safety: `fds` is a live array of two pollfds (a negative fd is ignored by the
+        // kernel); `ts` outlives the call; no signal mask is passed.
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            return match e.kind() {
+                std::io::ErrorKind::Interrupted => Ok((false, false)),
+                _ => Err(e.into()),
+            };
+        }
+        let hit =
+            |p: &libc::pollfd| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+        Ok((hit(&fds[0]), fds[1].fd >= 0 && hit(&fds[1])))
+    }
+
+    /// Runs the model's due work and schedules the next poll.
+    fn poll_model(&mut self) {
+        let next = self.dev.poll(&mut self.ram).unwrap_or(self.opts.max_sleep);
+        self.next_poll = Instant::now() + next.min(self.opts.max_sleep);
+        self.update_intx();
+    }
+
+    /// Re-evaluates the INTx level; a rising edge writes the eventfd.
+    fn update_intx(&mut self) {
+        let level = self.dev.intx_level() && !self.cfg.intx_disabled();
+        if level && !self.level {
+            self.signal_intx();
+        }
+        self.level = level;
+        self.cfg.set_intx_status(level);
+    }
+
+    fn signal_intx(&mut self) {
+        self.stats.intx_edges += 1;
+        if let Some(i) = &self.intx {
+            eventfd_write(i.irq.as_raw_fd());
+        }
+    }
+
+    /// The guest acknowledged the level interrupt (KVM's resample): assert again if still high.
+    fn on_resample(&mut self) {
+        if let Some(i) = &self.intx {
+            eventfd_read(i.resample.as_raw_fd());
+        }
+        if self.level {
+            self.signal_intx();
+        }
+    }
+
+    /// Receives, decodes and answers one message.
+    fn serve_one(&mut self) -> Result<Step, ProxyError> {
+        let Some((hdr, fds)) = recv_header(&self.sock)? else {
+            return Ok(Step::Eof);
+        };
+        let cmd = i32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+        // An impossible size leaves no way to find the next header: fatal.
+        let header = proto::decode_header(&hdr)?;
+        let mut payload = [0u8; proto::MAX_PAYLOAD];
+        read_full(&mut self.sock, &mut payload[..header.size])?;
+        self.stats.messages += 1;
+        match proto::decode(cmd, &payload[..header.size], fds) {
+            Ok(msg) => self.dispatch(msg)?,
+            Err(e) => self.malformed(cmd, e)?,
+        }
+        Ok(Step::Served)
+    }
+
+    fn malformed(&mut self, cmd: i32, e: ProtoError) -> Result<(), ProxyError> {
+        self.stats.malformed += 1;
+        log::warn!("proxy: malformed message: {e}");
+        let wants_reply = matches!(
+            cmd,
+            proto::cmd::PCI_CFGWRITE
+                | proto::cmd::PCI_CFGREAD
+                | proto::cmd::BAR_WRITE
+                | proto::cmd::BAR_READ
+                | proto::cmd::DEVICE_RESET
+        );
+        if wants_reply {
+            // QEMU's convention for a failed access.
+            self.reply(u64::MAX)?;
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, msg: Message<OwnedFd>) -> Result<(), ProxyError> {
+        match msg {
+            Message::SyncSysmem(regions) => {
+                // Never answered. A failed mapping leaves no RAM: DMA then fails visibly.
+                if let Err(e) = self.ram.replace(regions) {
+                    log::error!("proxy: {e}");
+                }
+            }
+            Message::SetIrqfd { irq, resample } => {
+                self.intx = Some(Intx { irq, resample });
+                self.level = false;
+                self.update_intx();
+            }
+            Message::CfgRead { addr, len } => {
+                self.stats.cfg_reads += 1;
+                let v = self.cfg.read(addr, len);
+                self.reply(u64::from(v))?;
+            }
+            Message::CfgWrite { addr, val, len } => {
+                self.stats.cfg_writes += 1;
+                self.cfg.write(addr, val, len);
+                self.reply(0)?;
+                self.update_intx();
+            }
+            Message::BarRead { addr, size, memory } => {
+                let v = self.bar_read(addr, size, memory);
+                self.reply(v)?;
+                self.update_intx();
+            }
+            Message::BarWrite {
+                addr,
+                val,
+                size,
+                memory,
+            } => {
+                let wake = self.bar_write(addr, val, size, memory);
+                // Answer first: the vCPU waits for it; the model's work can follow.
+                self.reply(0)?;
+                if wake {
+                    self.poll_model();
+                } else {
+                    self.update_intx();
+                }
+            }
+            Message::DeviceReset => {
+                self.stats.resets += 1;
+                self.dev.reset_function(&mut self.ram);
+                self.cfg.reset();
+                self.reply(0)?;
+                self.update_intx();
+            }
+        }
+        Ok(())
+    }
+
+    /// BAR0 offset of a memory access of `size` bytes at `addr`, if it lies inside BAR0.
+    fn bar0_offset(&self, addr: u64, size: u8, memory: bool) -> Option<u32> {
+        let base = self.cfg.bar0_base();
+        let off = addr.checked_sub(base)?;
+        let end = off.checked_add(u64::from(size))?;
+        (memory && base != 0 && end <= u64::from(self.cfg.bar0_len())).then_some(off as u32)
+    }
+
+    /// A read of 1, 2, 4 or 8 bytes: dword reads of the model (an 8-byte read is the low
+    /// dword then the high one), narrowed to the bytes asked for.
+    fn bar_read(&mut self, addr: u64, size: u8, memory: bool) -> u64 {
+        let Some(off) = self.bar0_offset(addr, size, memory) else {
+            self.stats.bar_misses += 1;
+            return u64::MAX >> (64 - 8 * u32::from(size));
+        };
+        self.stats.bar_reads += 1;
+        let lo = u64::from(self.dev.read32(0, off & !3, &mut self.ram));
+        if size == 8 {
+            let hi = u64::from(self.dev.read32(0, (off & !3) + 4, &mut self.ram));
+            return lo | hi << 32;
+        }
+        let shifted = lo >> ((off & 3) * 8);
+        shifted & (u64::MAX >> (64 - 8 * u32::from(size)))
+    }
+
+    /// A write of 1, 2, 4 or 8 bytes (8: low dword, then high). A narrow write reaches the
+    /// model as a dword write with the other bytes zero: merging would need a read, which has
+    /// side effects on this part \[assumption: igc writes registers 32 bits wide\]. Returns
+    /// whether the model has new work.
+    fn bar_write(&mut self, addr: u64, val: u64, size: u8, memory: bool) -> bool {
+        let Some(off) = self.bar0_offset(addr, size, memory) else {
+            self.stats.bar_misses += 1;
+            return false;
+        };
+        self.stats.bar_writes += 1;
+        let dw = off & !3;
+        let mut wake = false;
+        let v = (val << ((off & 3) * 8)) as u32;
+        self.dev.write32(0, dw, v, &mut self.ram);
+        wake |= self.dev.write_wakes_model(0, dw);
+        if size == 8 {
+            self.dev
+                .write32(0, dw + 4, (val >> 32) as u32, &mut self.ram);
+            wake |= self.dev.write_wakes_model(0, dw + 4);
+        }
+        wake
+    }
+
+    fn reply(&mut self, v: u64) -> Result<(), ProxyError> {
+        self.sock.write_all(&proto::encode_ret(v))?;
+        Ok(())
+    }
+}
+
+/// Writes 1 to an eventfd (a full counter only delays the edge; nothing to report).
+fn eventfd_write(fd: RawFd) {
+    let one: u64 = 1;
+    // Safety: writes 8 bytes from a live u64 to a descriptor we own.
+    unsafe {
+        libc::write(fd, (&raw const one).cast(), 8);
+    }
+}
+
+/// Drains an eventfd (non-blocking use: only called when poll said it is readable).
+fn eventfd_read(fd: RawFd) {
+    let mut v: u64 = 0;
+    // Safety: reads at most 8 bytes into a live u64 from a descriptor we own.
+    unsafe {
+        libc::read(fd, (&raw mut v).cast(), 8);
+    }
+}
+
+fn read_full(sock: &mut UnixStream, buf: &mut [u8]) -> Result<(), ProxyError> {
+    let mut got = 0;
+    while got < buf.len() {
+        match sock.read(&mut buf[got..]) {
+            Ok(0) => {
+                return Err(ProxyError::Truncated {
+                    got,
+                    want: buf.len(),
+                });
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// A raw header with the descriptors that came with it.
+type RawHeader = ([u8; HEADER_LEN], Vec<OwnedFd>);
+
+/// Receives a 16-byte header with the descriptors sent alongside it; `None` on a clean EOF.
+fn recv_header(sock: &UnixStream) -> Result<Option<RawHeader>, ProxyError> {
+    let mut hdr = [0u8; HEADER_LEN];
+    // Room for MAX_FDS descriptors (CMSG_SPACE), u64-aligned.
+    let mut cbuf = [0u64; 16];
+    let mut iov = libc::iovec {
+        iov_base: hdr.as_mut_ptr().cast(),
+        iov_len: HEADER_LEN,
+    };
+    // Safety: an all-zero msghdr is valid; the fields set below point at live buffers.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
+    let n = loop {
+        // Safety: `msg` points at `iov` (into `hdr`) and `cbuf`, all live for the call;
+        // MSG_CMSG_CLOEXEC keeps the descriptors out of any child we start.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e.into());
+        }
+    };
+    let fds = take_fds(&msg);
+    if n == 0 {
+        return Ok(None);
+    }
+    let mut rest = sock;
+    let mut got = n;
+    while got < HEADER_LEN {
+        match rest.read(&mut hdr[got..]) {
+            Ok(0) => {
+                return Err(ProxyError::Truncated {
+                    got,
+                    want: HEADER_LEN,
+                });
+            }
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Some((hdr, fds)))
+}
+
+/// Takes ownership of every SCM_RIGHTS descriptor in `msg` (at most [`MAX_FDS`] are kept;
+/// extra ones are closed at once).
+fn take_fds(msg: &libc::msghdr) -> Vec<OwnedFd> {
+    let mut out = Vec::new();
+    // Safety: `msg` was filled by recvmsg; CMSG_FIRSTHDR/NXTHDR walk its control buffer
+    // within msg_controllen, and CMSG_DATA of an SCM_RIGHTS header holds the descriptors
+    // the kernel installed for us, which nothing else owns.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..len / std::mem::size_of::<RawFd>() {
+                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
+                    if out.len() < MAX_FDS + 1 {
+                        out.push(fd);
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    out
+}

@@ -1,0 +1,216 @@
+//! `ptplab devhost`: the emulated i225 served to a QEMU guest as a process of its own.
+//!
+//! ```text
+//! ptplab devhost --socket-fd N [--link-speed 10|100|1000|2500] [--report PATH]
+//!                [--emulate i225|i226] [igcd's emulation options: --wire, --cable-delay-ns,
+//!                 --cable-jitter-ns, --cable-loss, --stamp-quantum-ns, --stamp-jitter-ns,
+//!                 --seed, --osc-ppm, --truth, --name]
+//! ```
+//! `N` is this process's end of the stream socket whose other end QEMU holds as
+//! `-device x-pci-proxy-dev,fd=…`. The model is built exactly as `igcd --emulate` builds it
+//! (same options, same cable, same ground-truth record), so a VM's NIC joins the lab's cable
+//! like any igcd host. Serving ends when QEMU closes the socket or on SIGTERM/SIGINT; then the
+//! report (JSON) is written: the proxy counters and every BAR0 offset the guest touched.
+
+use std::ffi::OsString;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ptp_emu::igc::{BAR0_LEN, I225, LinkSpeed};
+use ptp_emu::proxy::{ServeStats, Server, ServerOptions};
+
+/// Set by SIGTERM/SIGINT; the serving loop checks it after every wait.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// The device host's own options; everything else goes to igcd's option parser.
+#[derive(Debug)]
+struct DevhostArgs {
+    socket_fd: i32,
+    link_speed: Option<LinkSpeed>,
+    report: Option<PathBuf>,
+    igcd: Vec<OsString>,
+}
+
+const USAGE: &str = "usage: ptplab devhost --socket-fd N [--link-speed 10|100|1000|2500] \
+[--report PATH] [igcd --emulate options: --emulate, --wire, --cable-*, --stamp-*, --seed, --osc-ppm, --truth, --name]";
+
+fn parse_speed(s: &str) -> Result<LinkSpeed, String> {
+    Ok(match s {
+        "10" => LinkSpeed::Mbps10,
+        "100" => LinkSpeed::Mbps100,
+        "1000" => LinkSpeed::Mbps1000,
+        "2500" => LinkSpeed::Mbps2500,
+        _ => return Err(format!("bad --link-speed {s:?} (10, 100, 1000, 2500)")),
+    })
+}
+
+fn parse(args: impl IntoIterator<Item = OsString>) -> Result<DevhostArgs, String> {
+    let mut it = args.into_iter();
+    let mut out = DevhostArgs {
+        socket_fd: -1,
+        link_speed: None,
+        report: None,
+        igcd: Vec::new(),
+    };
+    let mut emulate = false;
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .and_then(|v| v.into_string().ok())
+                .ok_or(format!("{name} needs a value"))
+        };
+        match a.to_str() {
+            Some("--socket-fd") => {
+                let v = value("--socket-fd")?;
+                out.socket_fd = v.parse().map_err(|_| format!("bad --socket-fd {v:?}"))?;
+            }
+            Some("--link-speed") => out.link_speed = Some(parse_speed(&value("--link-speed")?)?),
+            Some("--report") => out.report = Some(value("--report")?.into()),
+            Some("--channel" | "--clock-page" | "--poll-irq") => {
+                return Err(format!("{a:?} is igcd's, not the device host's"));
+            }
+            _ => {
+                emulate |= a == "--emulate";
+                out.igcd.push(a);
+            }
+        }
+    }
+    if out.socket_fd < 0 {
+        return Err("--socket-fd is required".into());
+    }
+    if !emulate {
+        out.igcd.splice(0..0, ["--emulate".into(), "i225".into()]);
+    }
+    Ok(out)
+}
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Release);
+}
+
+fn install_signals() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // Safety: the handler only stores to an atomic (async-signal-safe); the sigaction
+        // struct is fully initialised; no SA_RESTART, so the serving loop's wait returns EINTR.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Entry point of `ptplab devhost`.
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let a = match parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("devhost: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .try_init();
+    match run(a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("devhost: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(a: DevhostArgs) -> Result<(), String> {
+    let opts = match igcd::Options::parse(a.igcd) {
+        Ok(Some(o)) => o,
+        Ok(None) => return Err(USAGE.into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let model = opts.emulate.ok_or("--emulate is required")?;
+    let (mut nic, name) = igcd::options::emulated_model(model, &opts).map_err(|e| e.to_string())?;
+    if let Some(s) = a.link_speed {
+        nic.set_link_speed(s, &mut ptp_emu::host::RecordingHost::new());
+    }
+    // Safety: the caller hands this process descriptor N as its end of the socket and
+    // nothing else in the process uses it; from here the stream owns it.
+    let sock = UnixStream::from(unsafe { OwnedFd::from_raw_fd(a.socket_fd) });
+    install_signals();
+    log::info!(
+        "{name}: serving {} to QEMU on fd {}",
+        nic.part_name(),
+        a.socket_fd
+    );
+    let mut server = Server::new(sock, nic, ServerOptions::default()).map_err(|e| e.to_string())?;
+    let result = server.run(&STOP);
+    let stats = server.stats();
+    log::info!("{name}: stopped: {stats:?}");
+    if let Some(p) = &a.report {
+        let text = report(&stats, server.device()).to_string();
+        std::fs::write(p, text).map_err(|e| format!("--report {}: {e}", p.display()))?;
+    }
+    result.map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// The report: proxy counters, model counters and every BAR0 offset the guest touched.
+fn report(s: &ServeStats, nic: &I225) -> serde_json::Value {
+    let touched: Vec<serde_json::Value> = (0..BAR0_LEN)
+        .step_by(4)
+        .filter(|&o| nic.reads(o) + nic.writes(o) > 0)
+        .map(|o| serde_json::json!({"offset": o, "reads": nic.reads(o), "writes": nic.writes(o)}))
+        .collect();
+    let st = nic.stats();
+    serde_json::json!({
+        "messages": s.messages,
+        "cfg_reads": s.cfg_reads,
+        "cfg_writes": s.cfg_writes,
+        "bar_reads": s.bar_reads,
+        "bar_writes": s.bar_writes,
+        "bar_misses": s.bar_misses,
+        "malformed": s.malformed,
+        "intx_edges": s.intx_edges,
+        "resets": s.resets,
+        "sysmem_syncs": s.sysmem_syncs,
+        "dma_faults": s.dma_faults,
+        "msix_dropped": s.msix_dropped,
+        "port_resets": nic.port_resets(),
+        "tx_frames": st.tx_frames,
+        "rx_frames": st.rx_frames,
+        "tx_stamps_latched": st.tx_stamps_latched,
+        "link_up": nic.link_up(),
+        "touched": touched,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<DevhostArgs, String> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn devhost_options() {
+        let a = p(&[
+            "--socket-fd",
+            "5",
+            "--wire",
+            "bind:/x",
+            "--link-speed",
+            "1000",
+        ])
+        .unwrap();
+        assert_eq!(a.socket_fd, 5);
+        assert_eq!(a.link_speed, Some(LinkSpeed::Mbps1000));
+        assert_eq!(a.igcd, ["--emulate", "i225", "--wire", "bind:/x"]);
+        let a = p(&["--socket-fd", "5", "--emulate", "i226"]).unwrap();
+        assert_eq!(a.igcd, ["--emulate", "i226"]);
+        assert!(p(&["--wire", "none"]).unwrap_err().contains("--socket-fd"));
+        assert!(p(&["--socket-fd", "3", "--link-speed", "5000"]).is_err());
+        assert!(p(&["--socket-fd", "3", "--channel", "/c"]).is_err());
+    }
+}

@@ -1,0 +1,351 @@
+//! The guest's initramfs, built from packages installed on this machine: the Debian kernel's
+//! vmlinuz and igc.ko (with its modules.dep dependencies), busybox-static, linuxptp's ptp4l,
+//! pmc and phc_ctl, ethtool, and the shared libraries they link (from `ldd`). Cached by the
+//! package versions (`dpkg-query`), so an upgrade rebuilds it.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::VmError;
+
+/// What CI (and a user) runs to get everything the VM runner needs. bookworm's own QEMU 7.2:
+/// QEMU 10.0 (bookworm-backports) segfaults realizing `x-pci-proxy-dev` under TCG (checked
+/// 2026-12-01: `kvm_vm_ioctl` with no KVM state, from the INTx irqfd setup).
+pub const APT_LINE: &str = "apt-get update && apt-get install -y --no-install-recommends \
+qemu-system-x86 linux-image-amd64 busybox-static linuxptp ethtool \
+(on a machine with QEMU 10 from backports: apt-get install --allow-downgrades \
+qemu-system-x86/bookworm qemu-system-common/bookworm qemu-system-data/bookworm qemu-system-gui/bookworm)";
+
+/// Packages whose versions key the cache.
+const PACKAGES: &[&str] = &[
+    "linux-image-amd64",
+    "busybox-static",
+    "linuxptp",
+    "ethtool",
+    "qemu-system-x86",
+];
+const QEMU: &str = "/usr/bin/qemu-system-x86_64";
+const BUSYBOX: &str = "/bin/busybox";
+/// Dynamically linked programs copied in, with the guest path they get.
+const PROGRAMS: &[&str] = &[
+    "/usr/sbin/ptp4l",
+    "/usr/sbin/pmc",
+    "/usr/sbin/phc_ctl",
+    "/usr/sbin/ethtool",
+];
+
+/// The host files a VM boots from.
+#[derive(Debug, Clone)]
+pub struct Packages {
+    /// `qemu-system-x86_64`.
+    pub qemu: PathBuf,
+    /// The kernel image.
+    pub vmlinuz: PathBuf,
+    /// `uname -r` of that kernel.
+    pub kernel_release: String,
+    /// `name=version` of every package, the cache key.
+    pub versions: Vec<String>,
+}
+
+fn dpkg_field(pkg: &str, field: &str) -> Option<String> {
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f", &format!("${{{field}}}"), pkg])
+        .output()
+        .ok()?;
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !s.is_empty()).then_some(s)
+}
+
+impl Packages {
+    /// Finds everything, or names what is missing with the apt-get line.
+    pub fn find() -> Result<Self, VmError> {
+        let mut missing = Vec::new();
+        let mut versions = Vec::new();
+        for p in PACKAGES {
+            match dpkg_field(p, "Version") {
+                Some(v) => versions.push(format!("{p}={v}")),
+                None => missing.push(p.to_string()),
+            }
+        }
+        // linux-image-amd64 depends on the versioned image, e.g. linux-image-6.1.0-57-amd64.
+        let kernel_release = dpkg_field("linux-image-amd64", "Depends")
+            .and_then(|d| {
+                d.split([',', ' '])
+                    .find_map(|t| t.strip_prefix("linux-image-").map(str::to_string))
+            })
+            .unwrap_or_default();
+        let vmlinuz = PathBuf::from(format!("/boot/vmlinuz-{kernel_release}"));
+        let mut files = vec![
+            PathBuf::from(QEMU),
+            PathBuf::from(BUSYBOX),
+            vmlinuz.clone(),
+            igc_module(&kernel_release),
+        ];
+        files.extend(PROGRAMS.iter().map(PathBuf::from));
+        for f in &files {
+            if !f.exists() {
+                missing.push(f.display().to_string());
+            }
+        }
+        if let Some(v) = versions.iter().find(|v| v.starts_with("qemu-system-x86=")) {
+            // Epoch 1, then the upstream major: only 7.x is known to work (see APT_LINE).
+            let major = v
+                .split([':', '.'])
+                .nth(1)
+                .and_then(|m| m.parse::<u32>().ok());
+            if major.is_none_or(|m| m >= 10) {
+                missing.push(format!(
+                    "{v} cannot serve x-pci-proxy-dev under TCG; need 7.2"
+                ));
+            }
+        }
+        if !missing.is_empty() {
+            return Err(VmError::MissingPackages {
+                missing: missing.join(", "),
+                apt: APT_LINE,
+            });
+        }
+        Ok(Self {
+            qemu: QEMU.into(),
+            vmlinuz,
+            kernel_release,
+            versions,
+        })
+    }
+
+    fn modules_dir(&self) -> PathBuf {
+        PathBuf::from(format!("/lib/modules/{}", self.kernel_release))
+    }
+
+    /// The cache file name: these versions and the `/init` this build writes (so a changed
+    /// script or module set is a new file).
+    fn cache_name(&self, init: &str) -> String {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in self.versions.join(";").bytes().chain(init.bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        format!("initramfs-{}-{h:016x}.cpio", self.kernel_release)
+    }
+}
+
+fn igc_module(release: &str) -> PathBuf {
+    PathBuf::from(format!(
+        "/lib/modules/{release}/kernel/drivers/net/ethernet/intel/igc/igc.ko"
+    ))
+}
+
+/// The initramfs for `pkgs` in `cache_dir`, built if absent.
+pub fn ensure(pkgs: &Packages, cache_dir: &Path) -> Result<PathBuf, VmError> {
+    let modules = module_chain(pkgs)?;
+    let guest_mods: Vec<String> = modules.iter().map(|m| guest_module(m)).collect();
+    let init = init_script(&guest_mods);
+    let name = pkgs.cache_name(&init);
+    let path = cache_dir.join(&name);
+    if path.exists() {
+        return Ok(path);
+    }
+    std::fs::create_dir_all(cache_dir).map_err(|e| VmError::io(cache_dir, e))?;
+    let bytes = build(&modules, &init)?;
+    let tmp = cache_dir.join(format!(".{name}.{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|e| VmError::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| VmError::io(&path, e))?;
+    Ok(path)
+}
+
+/// Where module `m` goes in the guest.
+fn guest_module(m: &Path) -> String {
+    let name = m.file_name().map(|n| n.to_string_lossy().to_string());
+    format!("/mod/{}", name.unwrap_or_default())
+}
+
+/// Modules to load, dependencies first, from modules.dep.
+fn module_chain(pkgs: &Packages) -> Result<Vec<PathBuf>, VmError> {
+    let dir = pkgs.modules_dir();
+    let dep_file = dir.join("modules.dep");
+    let deps = std::fs::read_to_string(&dep_file).map_err(|e| VmError::io(&dep_file, e))?;
+    let line = deps
+        .lines()
+        .find(|l| l.starts_with("kernel/drivers/net/ethernet/intel/igc/igc.ko"))
+        .ok_or_else(|| VmError::Build("igc.ko is not in modules.dep".into()))?;
+    let (module, rest) = line.split_once(':').unwrap_or((line, ""));
+    // modules.dep lists dependencies nearest first; load them in reverse, then igc.
+    let mut chain: Vec<PathBuf> = rest.split_whitespace().rev().map(|m| dir.join(m)).collect();
+    chain.push(dir.join(module));
+    Ok(chain)
+}
+
+/// Shared libraries (and the loader) the programs link, from ldd.
+fn libraries() -> Result<BTreeSet<PathBuf>, VmError> {
+    let mut libs = BTreeSet::new();
+    for p in PROGRAMS {
+        let out = Command::new("ldd")
+            .arg(p)
+            .output()
+            .map_err(|e| VmError::io(Path::new("ldd"), e))?;
+        for l in String::from_utf8_lossy(&out.stdout).lines() {
+            let path = match l.split_once("=>") {
+                Some((_, r)) => r.split_whitespace().next(),
+                None => l.split_whitespace().next(),
+            };
+            if let Some(path) = path.filter(|p| p.starts_with('/')) {
+                libs.insert(PathBuf::from(path));
+            }
+        }
+    }
+    Ok(libs)
+}
+
+/// The guest's /init: mounts, loads the modules, then runs commands read from the console,
+/// one per line, each framed by `@@S n` / `@@E n rc` lines ([`super::Vm::run`]).
+fn init_script(modules: &[String]) -> String {
+    let mut s = String::from(
+        "#!/bin/busybox sh\n\
+         /bin/busybox mkdir -p /proc /sys /dev /tmp /run /var/run /usr/bin /usr/sbin /sbin\n\
+         /bin/busybox --install -s\n\
+         mount -t proc proc /proc\n\
+         mount -t sysfs sys /sys\n\
+         mount -t devtmpfs dev /dev\n\
+         export PATH=/usr/sbin:/usr/bin:/sbin:/bin\n",
+    );
+    for m in modules {
+        s.push_str(&format!("insmod {m} || echo \"@@INSMOD-FAILED {m}\"\n"));
+    }
+    // Kernel messages stay in dmesg, off the console the commands' output shares.
+    s.push_str(
+        "dmesg -n 1\n\
+         stty -echo 2>/dev/null\n\
+         echo @@READY\n\
+         n=0\n\
+         while IFS= read -r line; do\n\
+         n=$((n+1))\n\
+         echo \"@@S $n\"\n\
+         eval \"$line\" 2>&1\n\
+         echo \"@@E $n $?\"\n\
+         done\n\
+         poweroff -f\n",
+    );
+    s
+}
+
+/// The archive's bytes (newc cpio, uncompressed: the kernel takes it as is).
+fn build(modules: &[PathBuf], init: &str) -> Result<Vec<u8>, VmError> {
+    let mut c = Cpio::default();
+    for d in [
+        "bin", "sbin", "dev", "lib", "lib64", "usr", "usr/sbin", "usr/bin", "mod",
+    ] {
+        c.dir(d);
+    }
+    c.device("dev/console", 5, 1);
+    c.file_from("bin/busybox", Path::new(BUSYBOX), 0o755)?;
+    for p in PROGRAMS {
+        c.file_from(p.trim_start_matches('/'), Path::new(p), 0o755)?;
+    }
+    for lib in libraries()? {
+        let guest = lib.to_string_lossy().trim_start_matches('/').to_string();
+        c.parents(&guest);
+        c.file_from(&guest, &lib, 0o755)?;
+    }
+    for m in modules {
+        c.file_from(guest_module(m).trim_start_matches('/'), m, 0o644)?;
+    }
+    c.file("init", init.as_bytes(), 0o755);
+    Ok(c.finish())
+}
+
+/// A newc ("070701") cpio writer.
+#[derive(Default)]
+struct Cpio {
+    out: Vec<u8>,
+    ino: u32,
+    dirs: BTreeSet<String>,
+}
+
+impl Cpio {
+    fn entry(&mut self, name: &str, mode: u32, data: &[u8], rdev: (u32, u32)) {
+        self.ino += 1;
+        let hdr = format!(
+            "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
+            self.ino,
+            mode,
+            0,
+            0,
+            1,
+            0,
+            data.len(),
+            0,
+            0,
+            rdev.0,
+            rdev.1,
+            name.len() + 1,
+            0
+        );
+        self.out.extend_from_slice(hdr.as_bytes());
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.push(0);
+        self.pad();
+        self.out.extend_from_slice(data);
+        self.pad();
+    }
+
+    fn pad(&mut self) {
+        while self.out.len() % 4 != 0 {
+            self.out.push(0);
+        }
+    }
+
+    fn dir(&mut self, name: &str) {
+        if self.dirs.insert(name.to_string()) {
+            self.entry(name, 0o040_755, &[], (0, 0));
+        }
+    }
+
+    /// Every parent directory of `path`.
+    fn parents(&mut self, path: &str) {
+        let parts: Vec<&str> = path.split('/').collect();
+        for i in 1..parts.len() {
+            self.dir(&parts[..i].join("/"));
+        }
+    }
+
+    fn device(&mut self, name: &str, major: u32, minor: u32) {
+        self.entry(name, 0o020_600, &[], (major, minor));
+    }
+
+    fn file(&mut self, name: &str, data: &[u8], perm: u32) {
+        self.entry(name, 0o100_000 | perm, data, (0, 0));
+    }
+
+    fn file_from(&mut self, name: &str, src: &Path, perm: u32) -> Result<(), VmError> {
+        let data = std::fs::read(src).map_err(|e| VmError::io(src, e))?;
+        self.file(name, &data, perm);
+        Ok(())
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.entry("TRAILER!!!", 0, &[], (0, 0));
+        while self.out.len() % 512 != 0 {
+            self.out.push(0);
+        }
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpio_newc_layout() {
+        let mut c = Cpio::default();
+        c.file("init", b"abc", 0o755);
+        let out = c.finish();
+        assert_eq!(&out[..6], b"070701");
+        // Header (110 bytes) + "init\0" padded to 4 → data at 116.
+        assert_eq!(&out[116..119], b"abc");
+        assert_eq!(&out[6 + 8..6 + 16], b"000081ed", "mode: regular file 0755");
+        assert_eq!(out.len() % 512, 0);
+        let trailer = out.windows(10).position(|w| w == b"TRAILER!!!");
+        assert!(trailer.is_some());
+    }
+}
