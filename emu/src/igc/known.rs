@@ -45,6 +45,7 @@ const SINGLE: &[u32] = &[
     0x0E30,  // EEER (igc_i225.c igc_set_eee_i225)
     0x0E34,  // EEE_SU
     0x0E38,  // IPCNFG
+    0x0E3C,  // EEE_SU_2P5
     0x1580,  // EICR
     0x1740,  // IVAR_MISC
     0x2160,  // FCRTL
@@ -63,6 +64,7 @@ const SINGLE: &[u32] = &[
     0x55B0,  // VLANPQF
     0x5800,  // WUC
     0x5808,  // WUFC
+    0x580C,  // WUFC_EXT
     0x5810,  // WUS
     0x5818,  // MRQC
     0x5820,  // MANC
@@ -77,6 +79,8 @@ const SINGLE: &[u32] = &[
     0x5DD0,  // DMCRTRH
     0x5DD4,  // DMCCNT
     0x5F50,  // TSYNCRXCFG
+    0x8FE0,  // B2OSPC (BMC counter: storage, reads 0 unless written)
+    0x8FE4,  // O2BGPTC
     0xA018,  // HRMPC
     0xB614,  // TSYNCTXCTL
     0xB618,  // TXSTMPL_0
@@ -122,8 +126,8 @@ const RANGES: &[(u32, u32)] = &[
 const RXQ: &[u32] = &[0x00, 0x04, 0x08, 0x0C, 0x10, 0x18, 0x28, 0x30];
 const TXQ: &[u32] = &[0x00, 0x04, 0x08, 0x10, 0x18, 0x28];
 
-/// Whether BAR0 `offset` (dword-aligned) is implemented.
-pub(super) fn implemented(offset: u32) -> bool {
+/// Whether BAR0 `offset` (dword-aligned) is implemented, from the tables.
+fn in_tables(offset: u32) -> bool {
     let queue = |base: u32, regs: &[u32]| {
         (base..base + 0x100).contains(&offset) && regs.contains(&((offset - base) % 0x40))
     };
@@ -131,6 +135,32 @@ pub(super) fn implemented(offset: u32) -> bool {
         || RANGES.iter().any(|&(a, b)| (a..=b).contains(&offset))
         || queue(0xC000, RXQ)
         || queue(0xE000, TXQ)
+}
+
+/// BAR0 dwords covered by the bitmap (the 128 KiB BAR).
+const DWORDS: usize = 0x2_0000 / 4;
+
+/// One bit per BAR0 dword, built once: the check runs on every register access, so it must
+/// not cost the MMIO path a table walk.
+fn bitmap() -> &'static [u64] {
+    static MAP: std::sync::OnceLock<Box<[u64]>> = std::sync::OnceLock::new();
+    MAP.get_or_init(|| {
+        let mut m = vec![0u64; DWORDS / 64].into_boxed_slice();
+        for d in 0..DWORDS {
+            if in_tables(d as u32 * 4) {
+                m[d / 64] |= 1 << (d % 64);
+            }
+        }
+        m
+    })
+}
+
+/// Whether BAR0 `offset` (dword-aligned) is implemented.
+pub(super) fn implemented(offset: u32) -> bool {
+    let d = (offset / 4) as usize;
+    bitmap()
+        .get(d / 64)
+        .is_some_and(|w| w & (1 << (d % 64)) != 0)
 }
 
 /// Accesses to offsets outside [`implemented`], per offset.
