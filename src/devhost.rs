@@ -10,7 +10,8 @@
 //! `-device x-pci-proxy-dev,fd=…`. The model is built exactly as `igcd --emulate` builds it
 //! (same options, same cable, same ground-truth record), so a VM's NIC joins the lab's cable
 //! like any igcd host. Serving ends when QEMU closes the socket or on SIGTERM/SIGINT; then the
-//! report (JSON) is written: the proxy counters and every BAR0 offset the guest touched.
+//! report (JSON) is written: the proxy counters, every BAR0 offset the guest touched and every
+//! access to an offset the model does not implement.
 
 use std::ffi::OsString;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -155,12 +156,18 @@ fn run(a: DevhostArgs) -> Result<(), String> {
     result.map(|_| ()).map_err(|e| e.to_string())
 }
 
-/// The report: proxy counters, model counters and every BAR0 offset the guest touched.
+/// The report: proxy counters, model counters, every BAR0 offset the guest touched and the
+/// accesses to offsets the model does not implement.
 fn report(s: &ServeStats, nic: &I225) -> serde_json::Value {
     let touched: Vec<serde_json::Value> = (0..BAR0_LEN)
         .step_by(4)
         .filter(|&o| nic.reads(o) + nic.writes(o) > 0)
         .map(|o| serde_json::json!({"offset": o, "reads": nic.reads(o), "writes": nic.writes(o)}))
+        .collect();
+    let unimplemented: Vec<serde_json::Value> = nic
+        .unimplemented_accesses()
+        .iter()
+        .map(|u| serde_json::json!({"offset": u.offset, "reads": u.reads, "writes": u.writes}))
         .collect();
     let st = nic.stats();
     serde_json::json!({
@@ -182,6 +189,7 @@ fn report(s: &ServeStats, nic: &I225) -> serde_json::Value {
         "tx_stamps_latched": st.tx_stamps_latched,
         "link_up": nic.link_up(),
         "touched": touched,
+        "unimplemented": unimplemented,
     })
 }
 

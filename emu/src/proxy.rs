@@ -24,7 +24,7 @@ mod tests;
 
 pub use server::{ServeStats, Server, ServerOptions};
 
-use intel_regs::igc::{CTRL, ICR, ctrl, icr};
+use intel_regs::igc::{CTRL, ctrl};
 use ptp_pci::emulated::{Device, DeviceHost};
 
 use crate::igc::I225;
@@ -67,10 +67,9 @@ pub trait ServedDevice: Device {
 }
 
 impl ServedDevice for I225 {
-    /// ICR.INT_ASSERTED, which the model sets exactly when an enabled cause is pending
-    /// (`ICR & IMS`, intel-timesync.md §6): the legacy line's level.
+    /// The model's own legacy line level (`ICR & IMS` outside MSI-X mode).
     fn intx_level(&self) -> bool {
-        self.peek(ICR) & icr::INT_ASSERTED != 0
+        I225::intx_level(self)
     }
 
     /// CTRL.DEV_RST: the whole port returns to its power-on state (the model's port reset).
