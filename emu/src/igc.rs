@@ -243,6 +243,8 @@ pub struct I225Stats {
     /// Frames whose checksum request the model could not honour (offsets outside the frame,
     /// SCTP): sent unchanged.
     pub tx_csum_skipped: u64,
+    /// TSO frames (DCMD.TSE) dropped: segmentation is not modelled.
+    pub tx_tso_unmodelled: u64,
     /// Polls at which the TX queue stalled on a descriptor DMA could not read.
     pub tx_dma_errors: u64,
     /// Frames written to an RX buffer.

@@ -1529,3 +1529,23 @@ fn out_udp(f: &[u8]) -> [u8; 2] {
     let c = !(s as u16);
     (if c == 0 { 0xFFFF } else { c }).to_be_bytes()
 }
+
+#[test]
+fn a_tso_frame_is_dropped_and_counted_not_sent_whole() {
+    let mut r = Rig::new();
+    let f = test_frame(100, 4);
+    let i = r.send(&f, 1 << 31);
+    r.poll();
+    assert!(r.tx_dd(i), "consumed and written back");
+    r.clock.advance(100_000);
+    r.poll();
+    assert!(r.take_rx().is_none(), "nothing reached the cable");
+    let st = r.dev.stats();
+    assert_eq!((st.tx_tso_unmodelled, st.tx_frames), (1, 0));
+    // The queue goes on.
+    r.send(&f, 0);
+    r.poll();
+    r.clock.advance(100_000);
+    r.poll();
+    assert_eq!(r.take_rx().unwrap().frame, f);
+}

@@ -15,7 +15,8 @@
 //!   `tx_dma_errors`): the hardware cannot know what it holds. It is retried at every poll.
 //! - \[assumption\] Only advanced descriptors (DEXT) are understood. Context descriptors
 //!   (DTYP 0x2) load their context slot; a data descriptor's POPTS.IXSM/TXSM insert the
-//!   checksums that context describes (`csum`; no TSO); a legacy descriptor, another
+//!   checksums that context describes (`csum`). A frame with DCMD.TSE (TSO) is dropped and
+//!   counted (`tx_tso_unmodelled`): segmentation is not modelled. A legacy descriptor, another
 //!   DTYP, a zero DTALEN, a frame over [`MAX_TX_FRAME`] or a buffer DMA cannot read makes the
 //!   frame malformed: it is dropped and counted, and its descriptors up to its EOP (or all posted
 //!   ones) are consumed and written back, so the queue never wedges.
@@ -124,6 +125,8 @@ fn read_desc(host: &mut dyn DeviceHost, ring: &Ring, i: u32) -> Option<(u64, u32
 }
 
 const DTYP_MASK: u32 = 0xF << 20;
+/// cmd_type_len DCMD.TSE (b31, §9): TCP segmentation.
+const TSE: u32 = 1 << 31;
 const DTYP_CTXT: u32 = 0x2 << 20;
 
 /// Walks the posted descriptors from TDH for one frame; context descriptors on the way load
@@ -232,6 +235,22 @@ impl I225 {
         for _ in 0..ring.n {
             let (consumed, rs) = match fetch(host, &ring, &mut self.tx_ctx) {
                 Fetch::Idle => break,
+                Fetch::Frame {
+                    first_cmd,
+                    consumed,
+                    rs,
+                    ..
+                } if first_cmd & TSE != 0 => {
+                    // TCP segmentation is not modelled: the frame is dropped, counted and
+                    // logged once rather than put on the cable as one oversized frame.
+                    if self.stats.tx_tso_unmodelled == 0 {
+                        log::warn!(
+                            "i225 model: TSO frame (TSE) dropped: segmentation is not modelled"
+                        );
+                    }
+                    self.stats.tx_tso_unmodelled += 1;
+                    (consumed, rs)
+                }
                 Fetch::Frame {
                     mut data,
                     first_cmd,
