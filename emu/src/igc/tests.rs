@@ -924,3 +924,102 @@ fn unimplemented_offsets_are_counted_per_offset() {
     r.dev.clear_unimplemented_accesses();
     assert!(r.dev.unimplemented_accesses().is_empty());
 }
+
+/// Linux 6.1 igc's probe and open, in the order qemu-proxy.md lists its first register
+/// touches, with the waits igc bounds (semaphores, PHY reset, auto-read): every wait ends at
+/// once, the PHY and link read as igc expects, and nothing touched is unimplemented.
+#[test]
+fn linux_probe_and_open_touch_only_implemented_registers() {
+    let mut r = Rig::new();
+    let bounded =
+        |r: &mut Rig, off: u32, done: &dyn Fn(u32) -> bool| (0..10).any(|_| done(r.rd(off)));
+    // igc_get_invariants_base / igc_init_nvm_params_i225: no flash → iNVM.
+    assert_eq!(r.rd(EECD) & eecd::FLASH_DETECTED, 0);
+    let _ = (r.rd(STATUS), r.rd(MANC));
+    // igc_acquire_swfw_sync_i225 → igc_get_hw_semaphore_i225.
+    assert!(bounded(&mut r, SWSM, &|v| v & swsm::SMBI == 0));
+    let v = r.rd(SWSM);
+    r.wr(SWSM, v | swsm::SWESMBI);
+    assert_ne!(r.rd(SWSM) & swsm::SWESMBI, 0);
+    let sync = r.rd(SW_FW_SYNC);
+    r.wr(SW_FW_SYNC, sync | 0x2);
+    r.wr(SWSM, 0);
+    // igc_phy_hw_reset: PHY_RST pulse, then PHPM.RST_COMP.
+    let _ = r.rd(PHPM);
+    let c = r.rd(CTRL);
+    r.wr(CTRL, c | ctrl::PHY_RST);
+    r.wr(CTRL, c);
+    assert!(bounded(&mut r, PHPM, &|v| v & phpm::RST_COMP != 0));
+    let id = (phy_rd(&mut r, 2) as u32) << 16 | phy_rd(&mut r, 3) as u32;
+    assert_eq!(id, I225_I_PHY_ID);
+    // igc_reset_hw_base.
+    r.wr(IAM, 0);
+    r.wr(IMC, !0);
+    r.wr(RCTL, 0);
+    r.wr(TCTL, tctl::PSP);
+    let _ = r.rd(STATUS);
+    let c = r.rd(CTRL);
+    r.wr(CTRL, c | ctrl::RST);
+    assert!(bounded(&mut r, EECD, &|v| v & eecd::AUTO_RD != 0));
+    r.wr(IMC, !0);
+    let _ = r.rd(ICR);
+    // MAC, packet buffers, MTA, flow control, statistics (igc_clear_hw_cntrs_base).
+    assert_ne!(r.rd(rah(0)) & rah::AV, 0);
+    let _ = r.rd(ral(0));
+    r.wr(RXPBS, 0xA2);
+    r.wr(0x3404, 0x0410_0020);
+    for n in 0..128 {
+        r.wr(MTA + 4 * n, 0);
+    }
+    for off in [0x28, 0x2C, 0x30, 0x170, 0x2160, 0x2168] {
+        r.wr(off, 0);
+    }
+    for off in (0x4000..=0x4138).step_by(4) {
+        let _ = r.rd(off);
+    }
+    // igc_ptp_reset (i225), TSN defaults, EEE, LTR.
+    for (off, v) in [(TSAUXC, 0), (TSSDP, 0), (TSIM, tsicr::TXTS), (IMS, icr::TS)] {
+        r.wr(off, v);
+    }
+    let _ = (r.rd(0xB6F8), r.rd(SYSTIML), r.rd(SYSTIMH));
+    r.wr(TIMINCA, 0);
+    for off in [
+        0x3570, 0x3344, 0x3324, 0x3334, 0x355C, 0x0E38, 0x0E30, 0x01A0, 0x5BB0,
+    ] {
+        let v = r.rd(off);
+        r.wr(off, v);
+    }
+    // Open: driver loaded, link (autonegotiation through MDIC and MMD 7.32).
+    r.wr(CTRL_EXT, ctrl_ext::DRV_LOAD);
+    r.wr(CTRL, ctrl::SLU);
+    phy_wr(&mut r, 4, 0x0DE1);
+    phy_wr(&mut r, 9, 0x0200);
+    xmdio(&mut r, 7, 0x20, Some(0x0080));
+    phy_wr(&mut r, 0, 0x1200);
+    assert_ne!(phy_rd(&mut r, 1) & 0x24, 0, "link and AN complete");
+    assert_ne!(phy_rd(&mut r, 10) & 1 << 12, 0, "remote receiver OK");
+    assert_eq!(linux_speed(r.rd(STATUS)), 2500);
+    // Rings, RSS, checksum, vectors, interrupts.
+    for q in 0..4 {
+        for off in [
+            rdbal(q),
+            rdbah(q),
+            rdlen(q),
+            srrctl(q),
+            rdh(q),
+            rdt(q),
+            rxdctl(q),
+        ] {
+            r.wr(off, 0);
+        }
+        for off in [tdbal(q), tdbah(q), tdlen(q), tdh(q), tdt(q), txdctl(q)] {
+            r.wr(off, 0);
+        }
+    }
+    for off in [0x5818, 0x5C00, 0x5C80, 0x5000, 0x5004, IVAR0, eitr(0)] {
+        r.wr(off, 0);
+    }
+    r.wr(IMS, icr::LSC | icr::RXT0 | icr::TXDW);
+    r.wr(IAM, icr::LSC | icr::RXT0 | icr::TXDW);
+    assert_eq!(r.dev.unimplemented_accesses(), vec![]);
+}
