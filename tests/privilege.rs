@@ -296,7 +296,7 @@ fn allow_uid_lets_that_uid_drive_the_nic() {
 #[test]
 fn unprivileged_client_of_ptpd_may_read_but_not_change_the_clock() {
     require_root("unprivileged_client_of_ptpd_may_read_but_not_change_the_clock");
-    let h = Host::start("eperm2", 0.0, "");
+    let h = Host::start("eperm2", 0.0, "privileged_uids = [4242]");
     open_path_to(h.socket());
     let gen0 = phc_truth(&h).0;
     for args in [
@@ -326,6 +326,19 @@ fn unprivileged_client_of_ptpd_may_read_but_not_change_the_clock() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // A uid listed in privileged_uids may steer.
+    let out = ptpctl_as(4242, h.socket(), &["freq", "10"]);
+    assert!(
+        out.status.success(),
+        "freq as privileged uid 4242: {}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(
+        phc_truth(&h).0,
+        gen0,
+        "the privileged freq did not change the PHC"
+    );
 }
 
 #[test]

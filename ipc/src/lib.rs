@@ -15,6 +15,9 @@ pub mod msg;
 pub mod readiness;
 #[cfg(target_os = "redox")]
 pub mod redox;
+#[cfg(target_os = "linux")]
+#[doc(hidden)]
+pub mod testing;
 #[cfg(unix)]
 pub mod time;
 pub mod transport;

@@ -2,8 +2,6 @@
 
 use super::*;
 use crate::config::{Capability, find_msix};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// A fake device: register 0x0 is scratch, a write to 0x4 raises MSI-X vector `value`,
@@ -102,47 +100,19 @@ fn out_of_range_access_is_refused() {
     bar.read32(0x100);
 }
 
-/// The scheduler state of this process's thread named `name`, from /proc/self/task/*/stat.
-fn thread_state(name: &str) -> Option<char> {
-    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() == name {
-            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
-            // "tid (comm) S ...": the state follows the last ')'.
-            return stat[stat.rfind(')')? + 1..].trim_start().chars().next();
-        }
-    }
-    None
-}
-
 #[test]
 fn interrupt_wakes_a_waiting_thread() {
     let mut f = EmuFunction::new(Fake::default(), "fake");
     let bar = f.map_bar(0).unwrap();
     let vectors = f.alloc_vectors(2).unwrap();
     let v1 = vectors[1].clone();
-    let armed = Arc::new(AtomicBool::new(false));
-    let a = armed.clone();
-    let waiter = std::thread::Builder::new()
-        .name("irq-waiter".into())
-        .spawn(move || {
-            a.store(true, Ordering::SeqCst);
-            let t = Instant::now();
-            (v1.wait(Duration::from_secs(5)), t.elapsed())
-        })
-        .unwrap();
     // Raise the interrupt only once the waiter is asleep in the kernel after announcing the
     // wait (state 'S'): nothing between the two sleeps, so it is blocked in `wait`, and the
     // interrupt wakes a blocked thread rather than being found already pending.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !(armed.load(Ordering::SeqCst) && thread_state("irq-waiter") == Some('S')) {
-        assert!(
-            !waiter.is_finished(),
-            "the waiter returned without blocking"
-        );
-        assert!(Instant::now() < deadline, "the waiter never blocked");
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    let waiter = ptp_ipc::testing::spawn_blocked("irq-waiter", Duration::from_secs(5), move || {
+        let t = Instant::now();
+        (v1.wait(Duration::from_secs(5)), t.elapsed())
+    });
     bar.write32(0x4, 1);
     let (r, took) = waiter.join().unwrap();
     assert_eq!(r, IrqWait::Fired, "after {took:?}");
