@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
