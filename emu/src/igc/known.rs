@@ -33,6 +33,7 @@ const SINGLE: &[u32] = &[
     0x002C,  // FCAH
     0x0030,  // FCT
     0x0034,  // CONNSW
+    0x0038,  // VET (igc_main.c igc_reset writes ETH_P_8021Q; the RX path does not use it)
     0x003C,  // TSSDP
     0x0100,  // RCTL
     0x0170,  // FCTTV
@@ -97,6 +98,8 @@ const SINGLE: &[u32] = &[
     0xB6F8,  // SYSTIMR
     0x12014, // EERD
     0x12018, // EEWR/SRWR
+    0x12540, // PTM_CTRL (igc_ptp.c igc_ptm_stop clears EN at suspend/close; no PTM on the
+             // proxy's conventional PCI, so storage)
 ];
 
 /// Register arrays: (first, last) dword offsets, inclusive.

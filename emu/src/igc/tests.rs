@@ -900,7 +900,7 @@ fn unimplemented_offsets_are_counted_per_offset() {
     let _ = r.rd(0x0E08);
     let _ = r.rd(0x0E08);
     r.wr(0x0E08, 1);
-    r.wr(0x1_2540, 7);
+    r.wr(0x1_FFF0, 7);
     assert_eq!(
         r.dev.unimplemented_accesses(),
         vec![
@@ -910,7 +910,7 @@ fn unimplemented_offsets_are_counted_per_offset() {
                 writes: 1
             },
             UnimplementedAccess {
-                offset: 0x1_2540,
+                offset: 0x1_FFF0,
                 reads: 0,
                 writes: 1
             },
