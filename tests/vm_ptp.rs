@@ -211,6 +211,24 @@ impl Pair {
     }
 }
 
+/// Stops a VM and checks its device host saw no access to an offset the model does not
+/// implement and no malformed message or DMA fault, through PTP traffic.
+fn check_report(tag: &str, vm: Vm) {
+    let r = vm.shutdown().expect("the device host wrote its report");
+    assert_eq!(
+        r["unimplemented"],
+        serde_json::json!([]),
+        "[{tag}] unmodelled accesses"
+    );
+    for key in ["malformed", "dma_faults", "bar_misses"] {
+        assert_eq!(r[key], 0, "[{tag}] {key}");
+    }
+    eprintln!(
+        "[{tag}] device host: {} TX frames, {} RX frames, {} TX stamps, {} INTx edges",
+        r["tx_frames"], r["rx_frames"], r["tx_stamps_latched"], r["intx_edges"]
+    );
+}
+
 fn slave_of(st: &ClockStatus, gm: [u8; 8]) -> bool {
     st.port_state == PortState::Slave && st.grandmaster == gm
 }
@@ -230,6 +248,7 @@ fn ptp4l_master_in_vm_ptpd_slave_locks_l2() {
     p.run(&format!("{PTP4L} -2 --priority1 1 > /tmp/ptp4l.log 2>&1 &"));
     let gm = p.vm_id;
     p.wait_lock("l2", |p| p.client.status(0).is_ok_and(|s| slave_of(&s, gm)));
+    check_report("l2", p.vm.take().expect("VM"));
 }
 
 #[test]
@@ -246,6 +265,7 @@ fn ptpd_master_ptp4l_slave_in_vm_locks_udpv4() {
     p.wait_lock("udp", |p| p.run(pmc).contains(&gm));
     let master = p.client.status(0).unwrap();
     assert_eq!(master.port_state, PortState::Master, "ptpd is the master");
+    check_report("udp", p.vm.take().expect("VM"));
 }
 
 /// A VM whose devhost has `wire` (`bind:PATH` or `connect:PATH`) and publishes `truth`.
@@ -343,6 +363,7 @@ fn two_vms_linux_only_lock() {
         t0.elapsed().as_secs_f64()
     );
     assert!(max <= LOCK_NS, "[2vm] lost the lock: {after:?}");
-    drop((a, b));
+    check_report("2vm a", a);
+    check_report("2vm b", b);
     let _ = std::fs::remove_dir_all(&dir);
 }
