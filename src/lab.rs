@@ -21,6 +21,9 @@ use serde_json::json;
 use crate::figures::{Figures, Sample, Source};
 use crate::procs::Children;
 
+mod guest;
+pub use guest::GuestHost;
+
 pub const USAGE: &str = "\
 usage: ptplab [options]          (cargo run --release -- [options])
 Starts emulated hosts (igcd + ptpd each, real processes), hosts 2k and 2k+1 joined by a cable,
@@ -44,6 +47,10 @@ host 2k the better master (priority1), and runs PTP between them.
   --ppm-spread PPM        oscillators spread over ±PPM/2 (default 40)
   --initial-offset-ms MS  clocks start up to ±MS apart (default 1)
   --seed N                seed for oscillators, offsets and noise (default: from the time)
+  --linux-igc I           host I is a Linux guest instead: the kernel's igc driver and ptp4l -H
+                          in a QEMU VM whose NIC is the same emulated i225 on the same cable
+                          (repeatable; needs qemu-system-x86 7.2, linux-image-amd64,
+                          busybox-static, linuxptp, ethtool)
   --help
 Each host i serves its clock scheme at DIR/host<i>/ptp.sock; try
   cargo run --release -- ptpctl --socket DIR/host1/ptp.sock status
@@ -68,6 +75,8 @@ pub struct LabConfig {
     pub seed: u64,
     /// Extra top-level lines for every host's ptpd.toml.
     pub extra_ptpd: String,
+    /// Hosts that are Linux guests (igc + ptp4l -H in a VM) instead of igcd + ptpd.
+    pub linux_igc: Vec<u32>,
 }
 
 impl Default for LabConfig {
@@ -88,6 +97,7 @@ impl Default for LabConfig {
             initial_offset_ms: 1.0,
             seed: ptp_ipc::time::realtime_ns(),
             extra_ptpd: String::new(),
+            linux_igc: Vec::new(),
         }
     }
 }
@@ -144,6 +154,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
             Long("ppm-spread") => l.ppm_spread = val!(),
             Long("initial-offset-ms") => l.initial_offset_ms = val!(),
             Long("seed") => l.seed = val!(),
+            Long("linux-igc") => l.linux_igc.push(val!()),
             Long("help") | Short('h') => return Ok(None),
             _ => return Err(bad(arg.unexpected())),
         }
@@ -157,6 +168,9 @@ impl LabConfig {
         let l = self;
         if !(1..=16).contains(&l.hosts) {
             return Err("--hosts must be within 1..=16".into());
+        }
+        if l.linux_igc.iter().any(|&i| i >= l.hosts) {
+            return Err("--linux-igc names a host beyond --hosts".into());
         }
         if !matches!(l.nic.as_str(), "i225" | "i226") {
             return Err(format!("unknown NIC {:?} (i225 or i226)", l.nic));
@@ -450,6 +464,8 @@ pub struct Lab {
     /// Each running host's PTP clock identity (EUI-64 of its MAC), to find a slave's
     /// grandmaster among the hosts.
     identities: Vec<Option<[u8; 8]>>,
+    /// Hosts that are Linux guests (`--linux-igc`); `None` for igcd + ptpd hosts.
+    guests: Vec<Option<GuestHost>>,
     exe: PathBuf,
     kids: Children,
     pub rt: RuntimeDir,
@@ -474,31 +490,87 @@ impl Lab {
             osc_ppm,
             truth: Vec::new(),
             identities: Vec::new(),
+            guests: Vec::new(),
             exe: exe.to_owned(),
             kids: Children::default(),
             rt,
         };
         for i in 0..lab.cfg.hosts {
-            lab.start_igcd(i)?;
-            lab.spawn_ptpd(i)?;
+            if lab.is_guest(i) {
+                let g = lab.start_guest(i)?;
+                lab.guests.push(Some(g));
+            } else {
+                lab.guests.push(None);
+                lab.start_igcd(i)?;
+                lab.spawn_ptpd(i)?;
+            }
         }
         for i in 0..lab.cfg.hosts {
-            let (client, truth, id) = ready_host(&lab.hosts[i as usize])?;
+            let paths = &lab.hosts[i as usize];
+            if let Some(g) = &lab.guests[i as usize] {
+                let truth =
+                    TruthReader::open(&paths.truth).map_err(|e| format!("truth record: {e}"))?;
+                lab.clients.push(None);
+                lab.truth.push(Some(truth));
+                lab.identities.push(Some(g.identity));
+                continue;
+            }
+            let (client, truth, id) = ready_host(paths)?;
             lab.clients.push(Some(client));
             lab.truth.push(Some(truth));
             lab.identities.push(Some(id));
         }
-        // Clocks start apart by up to ±initial_offset_ms (through the real path: ptpctl adj).
-        for (i, c) in lab.clients.iter().enumerate() {
+        // Clocks start apart by up to ±initial_offset_ms (through the real path: ptpctl adj,
+        // or phc_ctl adj in a guest).
+        for i in 0..lab.cfg.hosts as usize {
             let off = (rng.unit() * lab.cfg.initial_offset_ms * 1e6) as i64;
             if i > 0 || lab.cfg.hosts == 1 {
-                c.as_ref()
-                    .expect("started")
-                    .adj(0, off)
-                    .map_err(|e| format!("host{i}: initial offset: {e}"))?;
+                let r = match (&lab.guests[i], &lab.clients[i]) {
+                    (Some(g), _) => g.adj(off),
+                    (None, Some(c)) => c.adj(0, off).map_err(|e| e.to_string()),
+                    (None, None) => Err("not started".into()),
+                };
+                r.map_err(|e| format!("host{i}: initial offset: {e}"))?;
             }
         }
         Ok(lab)
+    }
+
+    /// Whether host `i` is a Linux guest (`--linux-igc`).
+    pub fn is_guest(&self, i: u32) -> bool {
+        self.cfg.linux_igc.contains(&i)
+    }
+
+    /// Boots host `i` as a Linux guest on its end of the cable, with the cable, noise and
+    /// oscillator igcd would get; ptp4l takes the lab's PTP settings.
+    fn start_guest(&mut self, i: u32) -> Result<GuestHost, String> {
+        let c = &self.cfg;
+        let mut args = self.igcd_args(i);
+        args.extend([
+            "--emulate".into(),
+            c.nic.clone(),
+            "--name".into(),
+            format!("host{i}"),
+        ]);
+        args.extend(["--osc-ppm".into(), self.osc_ppm[i as usize].to_string()]);
+        let ptp4l = guest::Ptp4lArgs {
+            priority1: if i % 2 == 0 { 100 } else { 128 },
+            transport: &c.transport,
+            delay_mechanism: &c.delay_mechanism,
+            sync_interval: c.sync_interval,
+            addr: format!("10.0.{}.{}/24", i / 2, i % 2 + 1),
+        };
+        if i % 2 == 1 {
+            wait_for_file(&self.wire_path(i), Duration::from_secs(10))?;
+        }
+        let paths = &self.hosts[i as usize];
+        std::fs::create_dir_all(&paths.dir).map_err(|e| format!("{}: {e}", paths.dir.display()))?;
+        let g = GuestHost::start(&self.exe, paths, &args, &ptp4l)
+            .map_err(|e| format!("host{i} (linux-igc): {e}"))?;
+        if i % 2 == 0 && c.peer(i).is_some() {
+            wait_for_file(&self.wire_path(i), Duration::from_secs(10))?;
+        }
+        Ok(g)
     }
 
     fn wire_path(&self, i: u32) -> PathBuf {
@@ -597,6 +669,9 @@ impl Lab {
 
     /// Stops host `i` (ptpd and igcd).
     pub fn stop_host(&mut self, i: u32) {
+        if let Some(g) = self.guests.get_mut(i as usize) {
+            g.take();
+        }
         self.clients[i as usize] = None;
         self.truth[i as usize] = None;
         self.identities[i as usize] = None;
@@ -606,6 +681,9 @@ impl Lab {
 
     /// Starts host `i` again after [`Self::stop_host`].
     pub fn restart_host(&mut self, i: u32) -> Result<(), String> {
+        if self.is_guest(i) {
+            return Err(format!("host{i} is a Linux guest: not restartable"));
+        }
         self.start_igcd(i)?;
         self.spawn_ptpd(i)?;
         let (client, truth, id) = ready_host(&self.hosts[i as usize])?;
@@ -616,6 +694,9 @@ impl Lab {
     }
 
     pub fn status(&self, i: u32) -> Result<ClockStatus, String> {
+        if let Some(g) = self.guests.get(i as usize).and_then(Option::as_ref) {
+            return g.status();
+        }
         let c = self.clients[i as usize].as_ref().ok_or("host stopped")?;
         c.status(0).map_err(|e| e.to_string())
     }
@@ -703,6 +784,11 @@ impl Lab {
 
     pub fn logs(&self) -> String {
         let mut s = String::new();
+        for (i, g) in self.guests.iter().enumerate() {
+            if let Some(g) = g {
+                s += &format!("--- host{i} (linux-igc) ptp4l\n{}\n", g.log());
+            }
+        }
         for h in &self.hosts {
             for f in ["igcd.log", "ptpd.log"] {
                 s += &format!(
@@ -718,6 +804,7 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
+        self.guests.clear();
         self.clients.clear();
         self.kids.stop_all();
     }
@@ -789,9 +876,19 @@ fn print_header(lab: &Lab) -> Result<(), String> {
         lab.cfg.seed
     );
     for (i, h) in lab.hosts.iter().enumerate() {
+        if lab.is_guest(i as u32) {
+            println!(
+                "  host{i}: Linux igc + ptp4l -H in a VM on an emulated {}, oscillator {:+.1} ppm \
+                 — logs in {}",
+                lab.cfg.nic,
+                lab.osc_ppm[i],
+                h.dir.join("vm").display()
+            );
+            continue;
+        }
         let caps = lab.clients[i]
             .as_ref()
-            .expect("started")
+            .ok_or("host not started")?
             .caps(0)
             .map_err(|e| e.to_string())?;
         println!(
@@ -803,7 +900,7 @@ fn print_header(lab: &Lab) -> Result<(), String> {
     }
     println!(
         "  offsets: \"true\" = PHC(host) − PHC(master) exactly, from the emulated clocks' laws; \
-         \"servo\" = ptpd's own estimate (offset_from_master)"
+         \"servo\" = ptpd's (or a guest ptp4l's) own estimate (offset_from_master)"
     );
     if lab.rt.owned {
         println!("  (the runtime directory is removed at exit; --runtime-dir keeps it)");
