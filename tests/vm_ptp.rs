@@ -1,7 +1,8 @@
 //! Issue 12, test 2: Linux against us, hardware timestamps at both ends, on one emulated cable.
 //! A VM whose NIC is our i225 model runs linuxptp's ptp4l -H; igcd (another emulated i225,
-//! 20 ppm off) runs ptpd. Both directions: ptp4l master → ptpd slave over L2, and ptpd
-//! master → ptp4l slave over UDPv4 (with pmc in the VM showing our grandmaster identity).
+//! 20 ppm off) runs ptpd. Both directions, each over L2 and UDPv4: ptp4l master → ptpd slave,
+//! and ptpd master → ptp4l slave (with pmc in the VM showing our grandmaster identity).
+//! Also test 3 (two VMs, Linux's stack alone) and the lab's `--linux-igc` host kind.
 //! Judged on the models' true offset (their published PHC laws), not on either servo's
 //! estimate.
 //!
@@ -239,33 +240,68 @@ fn slave_of(st: &ClockStatus, gm: [u8; 8]) -> bool {
 const PTP4L: &str = "ptp4l -i eth0 -H -m --tx_timestamp_timeout 50 --logSyncInterval -3 \
                      --logAnnounceInterval -1 --logMinDelayReqInterval -3";
 
-#[test]
-fn ptp4l_master_in_vm_ptpd_slave_locks_l2() {
-    let ptp = "priority1 = 250\nlogAnnounceInterval = -1\nannounceReceiptTimeout = 3\n\
-               logMinDelayReqInterval = -3\nnetwork_transport = \"L2\"\ndelay_mechanism = \"E2E\"\n\
-               summary_interval = 0\n";
-    let mut p = Pair::start("l2", ptp, None);
-    p.run(&format!("{PTP4L} -2 --priority1 1 > /tmp/ptp4l.log 2>&1 &"));
-    let gm = p.vm_id;
-    p.wait_lock("l2", |p| p.client.status(0).is_ok_and(|s| slave_of(&s, gm)));
-    check_report("l2", p.vm.take().expect("VM"));
+/// ptpd's [ptp] table on `transport` (L2 or UDPv4), as master or (priority1 250) slave.
+fn ptpd_ptp(transport: &str, master: bool) -> String {
+    format!(
+        "priority1 = {}\nlogSyncInterval = -3\nlogAnnounceInterval = -1\n\
+         announceReceiptTimeout = 3\nlogMinDelayReqInterval = -3\n\
+         network_transport = {transport:?}\ndelay_mechanism = \"E2E\"\nsummary_interval = 0\n",
+        if master { 1 } else { 250 }
+    )
 }
 
-#[test]
-fn ptpd_master_ptp4l_slave_in_vm_locks_udpv4() {
-    let ptp = "priority1 = 1\nlogSyncInterval = -3\nlogAnnounceInterval = -1\n\
-               announceReceiptTimeout = 3\nlogMinDelayReqInterval = -3\n\
-               network_transport = \"UDPv4\"\ndelay_mechanism = \"E2E\"\nsummary_interval = 0\n";
-    let mut p = Pair::start("udp", ptp, Some("10.0.12.2/24"));
-    p.run(&format!("{PTP4L} -4 -s > /tmp/ptp4l.log 2>&1 &"));
+fn ptp4l_flag(transport: &str) -> &'static str {
+    if transport == "UDPv4" { "-4" } else { "-2" }
+}
+
+/// ptp4l -H master in the VM → ptpd slave, on `transport`.
+fn ptp4l_master(transport: &str) {
+    let tag = format!("vm-master-{transport}");
+    let mut p = Pair::start(&tag, &ptpd_ptp(transport, false), Some("10.0.12.2/24"));
+    let flag = ptp4l_flag(transport);
+    p.run(&format!(
+        "{PTP4L} {flag} --priority1 1 > /tmp/ptp4l.log 2>&1 &"
+    ));
+    let gm = p.vm_id;
+    p.wait_lock(&tag, |p| p.client.status(0).is_ok_and(|s| slave_of(&s, gm)));
+    check_report(&tag, p.vm.take().expect("VM"));
+}
+
+/// ptpd master → ptp4l -H -s slave in the VM, on `transport`; pmc in the VM must name ptpd's
+/// clock as grandmaster on every sample.
+fn ptpd_master(transport: &str) {
+    let tag = format!("ptpd-master-{transport}");
+    let mut p = Pair::start(&tag, &ptpd_ptp(transport, true), Some("10.0.12.2/24"));
+    let flag = ptp4l_flag(transport);
+    p.run(&format!("{PTP4L} {flag} -s > /tmp/ptp4l.log 2>&1 &"));
     let gm = ptp4l_id(p.ptpd_id);
     // ptp4l's own view: its parent data set names ptpd's clock as grandmaster (pmc over its
     // UNIX socket), checked on every sample together with the true offset.
     let pmc = "pmc -u -b 0 'GET PARENT_DATA_SET' | grep grandmasterIdentity";
-    p.wait_lock("udp", |p| p.run(pmc).contains(&gm));
+    p.wait_lock(&tag, |p| p.run(pmc).contains(&gm));
     let master = p.client.status(0).unwrap();
     assert_eq!(master.port_state, PortState::Master, "ptpd is the master");
-    check_report("udp", p.vm.take().expect("VM"));
+    check_report(&tag, p.vm.take().expect("VM"));
+}
+
+#[test]
+fn ptp4l_master_in_vm_ptpd_slave_locks_l2() {
+    ptp4l_master("L2");
+}
+
+#[test]
+fn ptp4l_master_in_vm_ptpd_slave_locks_udpv4() {
+    ptp4l_master("UDPv4");
+}
+
+#[test]
+fn ptpd_master_ptp4l_slave_in_vm_locks_l2() {
+    ptpd_master("L2");
+}
+
+#[test]
+fn ptpd_master_ptp4l_slave_in_vm_locks_udpv4() {
+    ptpd_master("UDPv4");
 }
 
 /// A VM whose devhost has `wire` (`bind:PATH` or `connect:PATH`) and publishes `truth`.
