@@ -150,7 +150,7 @@ fn run(a: DevhostArgs) -> Result<(), String> {
     let stats = server.stats();
     log::info!("{name}: stopped: {stats:?}");
     if let Some(p) = &a.report {
-        let text = report(&stats, server.device()).to_string();
+        let text = report(&stats, server.device(), server.tx_stamp_latencies()).to_string();
         std::fs::write(p, text).map_err(|e| format!("--report {}: {e}", p.display()))?;
     }
     result.map(|_| ()).map_err(|e| e.to_string())
@@ -158,7 +158,7 @@ fn run(a: DevhostArgs) -> Result<(), String> {
 
 /// The report: proxy counters, model counters, every BAR0 offset the guest touched and the
 /// accesses to offsets the model does not implement.
-fn report(s: &ServeStats, nic: &I225) -> serde_json::Value {
+fn report(s: &ServeStats, nic: &I225, latencies: &[u64]) -> serde_json::Value {
     let touched: Vec<serde_json::Value> = (0..BAR0_LEN)
         .step_by(4)
         .filter(|&o| nic.reads(o) + nic.writes(o) > 0)
@@ -188,9 +188,23 @@ fn report(s: &ServeStats, nic: &I225) -> serde_json::Value {
         "rx_frames": st.rx_frames,
         "tx_stamps_latched": st.tx_stamps_latched,
         "link_up": nic.link_up(),
+        "tx_stamps_delivered": s.tx_stamps_delivered,
+        "tx_stamp_delivery_us": percentiles_us(latencies),
         "touched": touched,
         "unimplemented": unimplemented,
     })
+}
+
+/// p50, p90, p99 and max of `ns` in µs (null when empty): the TX timestamp delivery latency,
+/// from the model latching a stamp to the guest driver reading TXSTMPH_0.
+fn percentiles_us(ns: &[u64]) -> serde_json::Value {
+    if ns.is_empty() {
+        return serde_json::Value::Null;
+    }
+    let mut v = ns.to_vec();
+    v.sort_unstable();
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
+    serde_json::json!({"n": v.len(), "p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": at(1.0)})
 }
 
 #[cfg(test)]
@@ -199,6 +213,21 @@ mod tests {
 
     fn p(args: &[&str]) -> Result<DevhostArgs, String> {
         parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn latency_percentiles() {
+        let ns: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
+        let p = percentiles_us(&ns);
+        assert_eq!(
+            (p["n"].as_u64(), p["p50"].as_f64()),
+            (Some(100), Some(51.0))
+        );
+        assert_eq!(
+            (p["p90"].as_f64(), p["max"].as_f64()),
+            (Some(90.0), Some(100.0))
+        );
+        assert!(percentiles_us(&[]).is_null());
     }
 
     #[test]

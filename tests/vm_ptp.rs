@@ -224,9 +224,24 @@ fn check_report(tag: &str, vm: Vm) {
     for key in ["malformed", "dma_faults", "bar_misses"] {
         assert_eq!(r[key], 0, "[{tag}] {key}");
     }
+    // The guest's ptp4l asked for hardware TX stamps and igc fetched them from the model
+    // (the last one may still be in flight at shutdown).
+    let (latched, delivered) = (
+        r["tx_stamps_latched"].as_u64(),
+        r["tx_stamps_delivered"].as_u64(),
+    );
+    assert!(
+        latched.is_some_and(|l| l > 0) && delivered >= latched.map(|l| l - 1),
+        "[{tag}] TX stamps latched {latched:?}, delivered {delivered:?}"
+    );
     eprintln!(
-        "[{tag}] device host: {} TX frames, {} RX frames, {} TX stamps, {} INTx edges",
-        r["tx_frames"], r["rx_frames"], r["tx_stamps_latched"], r["intx_edges"]
+        "[{tag}] device host: {} TX frames, {} RX frames, {} TX stamps, {} INTx edges; \
+         TX stamp delivery (latch → TXSTMPH_0 read) µs: {}",
+        r["tx_frames"],
+        r["rx_frames"],
+        r["tx_stamps_latched"],
+        r["intx_edges"],
+        r["tx_stamp_delivery_us"]
     );
 }
 

@@ -24,7 +24,7 @@ mod tests;
 
 pub use server::{ServeStats, Server, ServerOptions};
 
-use intel_regs::igc::{CTRL, ctrl};
+use intel_regs::igc::{CTRL, TXSTMPH, ctrl};
 use ptp_pci::emulated::{Device, DeviceHost};
 
 use crate::igc::I225;
@@ -64,6 +64,14 @@ pub trait ServedDevice: Device {
     fn intx_level(&self) -> bool;
     /// A function reset (QEMU's DEVICE_RESET).
     fn reset_function(&mut self, host: &mut dyn DeviceHost);
+    /// TX timestamps latched so far (for the delivery latency; 0 if the model has none).
+    fn tx_stamps_latched(&self) -> u64 {
+        0
+    }
+    /// The BAR0 offset whose read hands a latched TX timestamp to the driver, if any.
+    fn tx_stamp_release(&self) -> Option<u32> {
+        None
+    }
 }
 
 impl ServedDevice for I225 {
@@ -75,5 +83,15 @@ impl ServedDevice for I225 {
     /// CTRL.DEV_RST: the whole port returns to its power-on state (the model's port reset).
     fn reset_function(&mut self, host: &mut dyn DeviceHost) {
         self.write32(0, CTRL, ctrl::DEV_RST, host);
+    }
+
+    fn tx_stamps_latched(&self) -> u64 {
+        self.stats().tx_stamps_latched
+    }
+
+    /// TXSTMPH_0: Linux igc (6.1) uses TX timestamp set 0 only, and reading its high half
+    /// releases the set (intel-timesync.md §7.1).
+    fn tx_stamp_release(&self) -> Option<u32> {
+        Some(TXSTMPH[0])
     }
 }

@@ -39,7 +39,12 @@ pub struct ServeStats {
     pub dma_faults: u64,
     /// MSI-X messages the model sent (no path for them: dropped).
     pub msix_dropped: u64,
+    /// TX timestamps the driver read (TXSTMPH_0) after the model latched them.
+    pub tx_stamps_delivered: u64,
 }
+
+/// Most delivery latencies kept (the first ones; a long run's later ones are only counted).
+const MAX_LATENCIES: usize = 100_000;
 
 /// How the server runs.
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +82,11 @@ pub struct Server<D> {
     stats: ServeStats,
     opts: ServerOptions,
     next_poll: Instant,
+    /// TX stamps latched as of the last check, and when the oldest undelivered one was seen.
+    stamps_seen: u64,
+    stamp_since: Option<Instant>,
+    /// Host time from a TX stamp latching to the driver's releasing read, ns.
+    stamp_latencies: Vec<u64>,
 }
 
 /// How one received message ended.
@@ -102,6 +112,9 @@ impl<D: ServedDevice> Server<D> {
             stats: ServeStats::default(),
             opts,
             next_poll: Instant::now(),
+            stamps_seen: 0,
+            stamp_since: None,
+            stamp_latencies: Vec::new(),
         })
     }
 
@@ -128,6 +141,14 @@ impl<D: ServedDevice> Server<D> {
             msix_dropped: self.ram.msix_dropped,
             ..self.stats
         }
+    }
+
+    /// TX timestamp delivery latencies so far (host ns from the model latching a stamp to the
+    /// driver reading the releasing register), oldest first. The latch time is when the
+    /// device host saw it: right after the model's poll that ran the TX engine, which follows
+    /// the driver's tail write at once.
+    pub fn tx_stamp_latencies(&self) -> &[u64] {
+        &self.stamp_latencies
     }
 
     /// The guest RAM regions mapped now (gpa, len).
@@ -194,7 +215,30 @@ impl<D: ServedDevice> Server<D> {
     fn poll_model(&mut self) {
         let next = self.dev.poll(&mut self.ram).unwrap_or(self.opts.max_sleep);
         self.next_poll = Instant::now() + next.min(self.opts.max_sleep);
+        self.note_stamps();
         self.update_intx();
+    }
+
+    /// Notes when a new TX stamp was latched (the oldest undelivered one counts).
+    fn note_stamps(&mut self) {
+        let n = self.dev.tx_stamps_latched();
+        if n != self.stamps_seen {
+            self.stamps_seen = n;
+            self.stamp_since.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// A read of `offset` released the pending TX stamp, if it is the releasing register.
+    fn note_release(&mut self, offset: u32) {
+        if self.dev.tx_stamp_release() != Some(offset) {
+            return;
+        }
+        if let Some(since) = self.stamp_since.take() {
+            self.stats.tx_stamps_delivered += 1;
+            if self.stamp_latencies.len() < MAX_LATENCIES {
+                self.stamp_latencies.push(since.elapsed().as_nanos() as u64);
+            }
+        }
     }
 
     /// Re-evaluates the INTx level; a rising edge writes the eventfd.
@@ -332,6 +376,7 @@ impl<D: ServedDevice> Server<D> {
         };
         self.stats.bar_reads += 1;
         let lo = u64::from(self.dev.read32(0, off & !3, &mut self.ram));
+        self.note_release(off & !3);
         if size == 8 {
             let hi = u64::from(self.dev.read32(0, (off & !3) + 4, &mut self.ram));
             return lo | hi << 32;
