@@ -459,3 +459,31 @@ fn stop_child(mut c: Child, grace: Duration) {
     }
     wait_or_kill(&mut c, grace);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_packages_message_names_them_and_the_apt_line() {
+        let e = VmError::MissingPackages {
+            missing: "linuxptp, /usr/sbin/ptp4l".into(),
+            apt: APT_LINE,
+        };
+        let msg = e.to_string();
+        assert!(msg.contains("missing: linuxptp, /usr/sbin/ptp4l"), "{msg}");
+        assert!(
+            msg.contains("apt-get install -y --no-install-recommends"),
+            "{msg}"
+        );
+        for p in [
+            "qemu-system-x86",
+            "linux-image-amd64",
+            "busybox-static",
+            "linuxptp",
+            "ethtool",
+        ] {
+            assert!(APT_LINE.contains(p), "{p}");
+        }
+    }
+}
