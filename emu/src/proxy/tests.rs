@@ -327,6 +327,14 @@ fn serves_a_scripted_qemu_end_to_end() {
         u64::from(crate::igc::I225::new_i225(clock.source()).ids().device)
     );
 
+    // The guest moves BAR0: the old addresses no longer reach the model, the new ones do.
+    let moved = 0xFEC0_0000u64;
+    q.cfg_write(0x10, moved as u32, 4);
+    assert_eq!(q.bar_read(BASE + STATUS as u64, 4), 0xFFFF_FFFF);
+    // STATUS now shows the link that CTRL.SLU brought up (LU, bit 1).
+    let at_new = q.bar_read(moved + STATUS as u64, 4);
+    assert!(at_new != 0xFFFF_FFFF && at_new & 0x2 != 0, "{at_new:#x}");
+
     // DEVICE_RESET clears the BAR assignment.
     q.send(cmd::DEVICE_RESET, &[], &[]);
     q.ret();
