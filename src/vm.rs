@@ -72,9 +72,23 @@ pub enum VmError {
         /// The last console lines.
         tail: String,
     },
-    /// QEMU or the device host exited early.
-    #[error("{0} exited early; see its log in the run directory")]
-    Exited(&'static str),
+    /// The device host exited while the guest ran (QEMU carries on without the device).
+    #[error("the device host exited ({status}); its log:\n{logs}")]
+    DevhostExited {
+        /// Its exit status.
+        status: String,
+        /// The tails of qemu.log and devhost.log.
+        logs: String,
+    },
+    /// QEMU exited early (or its console closed), with the tails of QEMU's and the device
+    /// host's logs.
+    #[error("qemu exited early; console tail:\n{console}\n{logs}")]
+    Exited {
+        /// The last console lines.
+        console: String,
+        /// The last lines of qemu.log and devhost.log.
+        logs: String,
+    },
 }
 
 impl VmError {
@@ -233,6 +247,7 @@ impl Vm {
             report_path,
         };
         vm.wait_line(|l| l == "@@READY", 0, cfg.boot_timeout, "the guest's /init")?;
+        vm.check_devhost()?;
         if let Some(l) = vm
             .console_lines()
             .iter()
@@ -241,6 +256,37 @@ impl Vm {
             return Err(VmError::Build(format!("guest: {}", l.text)));
         }
         Ok(vm)
+    }
+
+    /// The tails of qemu.log and devhost.log.
+    fn log_tails(&self) -> String {
+        let tail = |f: &str| {
+            let text = std::fs::read_to_string(self.run_dir.join(f)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().rev().take(15).collect();
+            let lines: Vec<&str> = lines.into_iter().rev().collect();
+            format!("--- {f}\n{}", lines.join("\n"))
+        };
+        format!("{}\n{}", tail("qemu.log"), tail("devhost.log"))
+    }
+
+    /// An early exit, with the tails of the logs.
+    fn exited(&self, console: String) -> VmError {
+        VmError::Exited {
+            console,
+            logs: self.log_tails(),
+        }
+    }
+
+    /// Fails if the device host has exited: the guest would run on without its NIC.
+    fn check_devhost(&mut self) -> Result<(), VmError> {
+        match self.devhost.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(VmError::DevhostExited {
+                status: status.to_string(),
+                logs: self.log_tails(),
+            }),
+            Err(e) => Err(VmError::io(Path::new("devhost"), e)),
+        }
     }
 
     /// Every console line so far.
@@ -274,7 +320,7 @@ impl Vm {
                 let exited = g.1;
                 drop(g);
                 if exited {
-                    return Err(VmError::Exited("qemu"));
+                    return Err(self.exited(tail.join("\n")));
                 }
                 return Err(VmError::Timeout {
                     what: what.to_string(),
@@ -293,16 +339,19 @@ impl Vm {
 
     /// Runs one shell command line in the guest (busybox sh `eval`), waiting at most `timeout`.
     pub fn run(&mut self, cmd: &str, timeout: Duration) -> Result<CmdOutput, VmError> {
+        self.check_devhost()?;
         self.next_cmd += 1;
         let n = self.next_cmd;
         let from = lock(&self.console.lines).0.len();
         let sent_ns = mono_ns();
-        let stdin = self.stdin.as_mut().ok_or(VmError::Exited("qemu"))?;
         let line = format!("{}\n", cmd.replace('\n', " "));
-        stdin
-            .write_all(line.as_bytes())
-            .and_then(|_| stdin.flush())
-            .map_err(|_| VmError::Exited("qemu"))?;
+        let sent = self
+            .stdin
+            .as_mut()
+            .is_some_and(|s| s.write_all(line.as_bytes()).and_then(|_| s.flush()).is_ok());
+        if !sent {
+            return Err(self.exited(String::new()));
+        }
         let start = format!("@@S {n}");
         let end = format!("@@E {n} ");
         let s = self.wait_line(|l| l == start, from, timeout, &format!("start of {cmd:?}"))?;

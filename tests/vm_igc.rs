@@ -288,3 +288,41 @@ fn linux_igc_on_our_i225_at_1000() {
 fn linux_igc_on_our_i225_at_2500() {
     probe_and_phc("2g5", "2500", "2500Mb/s");
 }
+
+/// A device host that cannot start (its cable's far end does not exist) ends the boot with an
+/// error carrying its log, promptly, and leaves no QEMU behind.
+#[test]
+fn a_failed_device_host_is_reported_with_its_log() {
+    let _one = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!(
+        "redox-ptp-vm-fail-{}-{}",
+        std::process::id(),
+        ptp_ipc::time::mono_ns()
+    ));
+    let cfg = VmConfig {
+        devhost: vec![env!("CARGO_BIN_EXE_ptplab").into(), "devhost".into()],
+        devhost_args: ["--wire", "connect:/nonexistent/redox-ptp-wire"]
+            .iter()
+            .map(OsString::from)
+            .collect(),
+        run_dir: dir.clone(),
+        cache_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vm-cache"),
+        boot_timeout: Duration::from_secs(120),
+    };
+    let t0 = Instant::now();
+    let err = match Vm::boot(&cfg) {
+        Ok(_) => panic!("booted without a device host"),
+        Err(e) => e.to_string(),
+    };
+    eprintln!("{err}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        err.contains("devhost.log") && err.contains("nonexistent"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
