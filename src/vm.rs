@@ -289,6 +289,11 @@ impl Vm {
         }
     }
 
+    /// Process ids of QEMU and the device host.
+    pub fn pids(&self) -> (u32, u32) {
+        (self.qemu.id(), self.devhost.id())
+    }
+
     /// Every console line so far.
     pub fn console_lines(&self) -> Vec<ConsoleLine> {
         lock(&self.console.lines).0.clone()

@@ -243,7 +243,12 @@ fn probe_and_phc(tag: &str, speed: &str, ethtool_speed: &str) {
     let dmesg = g.run_ok("dmesg -r").text();
     let warnings = nic_warnings(&dmesg);
     let Guest { vm, dir, .. } = g;
+    let (qemu, devhost) = vm.pids();
     let report = vm.shutdown().expect("the device host wrote its report");
+    for pid in [qemu, devhost] {
+        let gone = !std::path::Path::new(&format!("/proc/{pid}")).exists();
+        assert!(gone, "process {pid} outlived the VM");
+    }
     let touched: Vec<String> = report["touched"]
         .as_array()
         .map(|a| {
