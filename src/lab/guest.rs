@@ -129,7 +129,7 @@ impl GuestHost {
             "pmc -u -b 0 'GET PORT_DATA_SET' 'GET CURRENT_DATA_SET' 'GET PARENT_DATA_SET'; \
              phc_ctl /dev/ptp0 -q -- freq",
         )?;
-        Ok(parse_status(&text))
+        parse_status(&text)
     }
 
     /// The guest's ptp4l log (for the lab's logs).
@@ -171,33 +171,63 @@ fn port_state(s: &str) -> PortState {
     }
 }
 
-/// Reads pmc's `key value` lines and phc_ctl's "frequency offset is X ppb" line.
-fn parse_status(text: &str) -> ClockStatus {
+/// Reads pmc's `key value` lines and phc_ctl's "frequency offset is X ppb" line. An answer that
+/// lacks any of them (pmc times out on a busy guest and prints nothing for that GET) is an error,
+/// not a status with defaults: a default port state (INITIALIZING) would count as a real loss of
+/// lock, and a default offset or frequency as a real reading.
+fn parse_status(text: &str) -> Result<ClockStatus, String> {
     let mut st = ClockStatus {
         driver_up: true,
         link_up: true,
         ..ClockStatus::default()
     };
     let num = |v: &str| v.parse::<f64>().map_or(0, |x| x.round() as i64);
+    let mut seen = [false; 4]; // portState, offsetFromMaster, grandmasterIdentity, frequency
     for line in text.lines() {
         let mut it = line.split_whitespace();
         let (Some(k), Some(v)) = (it.next(), it.next()) else {
             continue;
         };
         match k {
-            "portState" => st.port_state = port_state(v),
-            "offsetFromMaster" => st.offset_ns = num(v),
+            "portState" => {
+                st.port_state = port_state(v);
+                seen[0] = true;
+            }
+            "offsetFromMaster" => {
+                st.offset_ns = num(v);
+                seen[1] = true;
+            }
             "meanPathDelay" => st.mean_path_delay_ns = num(v),
             "stepsRemoved" => st.steps_removed = v.parse().unwrap_or(0),
-            "grandmasterIdentity" => st.grandmaster = parse_identity(v).unwrap_or_default(),
+            "grandmasterIdentity" => {
+                st.grandmaster = parse_identity(v).unwrap_or_default();
+                seen[2] = true;
+            }
             _ => {}
         }
         if let Some(rest) = line.split("frequency offset is ").nth(1) {
             let ppb: f64 = rest.trim_end_matches("ppb").trim().parse().unwrap_or(0.0);
             st.freq_scaled_ppm = (ppb * 65.536).round() as i64;
+            seen[3] = true;
         }
     }
-    st
+    let names = [
+        "PORT_DATA_SET",
+        "CURRENT_DATA_SET",
+        "PARENT_DATA_SET",
+        "phc_ctl freq",
+    ];
+    let missing: Vec<&str> = names
+        .iter()
+        .zip(seen)
+        .filter(|(_, s)| !s)
+        .map(|(n, _)| *n)
+        .collect();
+    if missing.is_empty() {
+        Ok(st)
+    } else {
+        Err(format!("no answer for {} in: {text:?}", missing.join(", ")))
+    }
 }
 
 #[cfg(test)]
@@ -215,7 +245,7 @@ mod tests {
             \t\tmeanPathDelay    50.0\n\
             \t\tgrandmasterIdentity              021b21.fffe.004b97\n\
             phc_ctl[3.9]: clock frequency offset is -20012.5ppb\n";
-        let st = parse_status(text);
+        let st = parse_status(text).unwrap();
         assert_eq!(st.port_state, PortState::Slave);
         assert_eq!(
             (st.offset_ns, st.mean_path_delay_ns, st.steps_removed),
@@ -227,5 +257,17 @@ mod tests {
         );
         assert_eq!(st.freq_scaled_ppm, (-20012.5f64 * 65.536).round() as i64);
         assert_eq!(eui64("02:1b:21:00:4b:97"), Some(st.grandmaster));
+    }
+
+    #[test]
+    fn a_missing_pmc_answer_is_an_error_not_a_lost_lock() {
+        // pmc printed the request but no PORT_DATA_SET answer (it timed out).
+        let text = "sending: GET PORT_DATA_SET\n\
+            \t\toffsetFromMaster -12.0\n\
+            \t\tgrandmasterIdentity              021b21.fffe.004b97\n\
+            phc_ctl[3.9]: clock frequency offset is -20012.5ppb\n";
+        let e = parse_status(text).unwrap_err();
+        assert!(e.contains("PORT_DATA_SET"), "{e}");
+        assert!(parse_status("").is_err());
     }
 }
