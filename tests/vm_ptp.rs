@@ -80,18 +80,24 @@ fn ptp4l_id(id: [u8; 8]) -> String {
     )
 }
 
+/// A new directory under the temporary directory, unique to this process and moment.
+fn fresh_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "redox-ptp-{tag}-{}-{}",
+        std::process::id(),
+        ptp_ipc::time::mono_ns()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 impl Pair {
     /// Boots the VM (its NIC binds the cable), starts igcd (connecting) and ptpd with
     /// `ptp` (the [ptp] table), and brings the guest's eth0 up with `addr` if given.
     fn start(tag: &str, ptp: &str, addr: Option<&str>) -> Self {
         let guard = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
         let t0 = Instant::now();
-        let dir = std::env::temp_dir().join(format!(
-            "redox-ptp-vmptp-{tag}-{}-{}",
-            std::process::id(),
-            ptp_ipc::time::mono_ns()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir(&format!("vmptp-{tag}"));
         let wire = dir.join("wire.sock");
         let vm_truth = dir.join("vm.truth");
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_ptplab"));
@@ -352,12 +358,7 @@ fn boot_vm(
 fn two_vms_linux_only_lock() {
     let _one = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
     let t0 = Instant::now();
-    let dir = std::env::temp_dir().join(format!(
-        "redox-ptp-vm2-{}-{}",
-        std::process::id(),
-        ptp_ipc::time::mono_ns()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("vm2");
     let wire = dir.join("wire.sock");
     let (ta, tb) = (dir.join("a.truth"), dir.join("b.truth"));
     let mut a = boot_vm("a", &dir, format!("bind:{}", wire.display()), &ta, "31");
