@@ -40,6 +40,9 @@ use super::log::{Cause, event_name, state_name, summary_line};
 use super::net::{self, FrameBuilder, msg};
 use super::status::{PortSnapshot, PtpStatusBoard};
 
+#[path = "engine_mgmt.rs"]
+mod mgmt_view;
+
 type Instance = PtpInstance<TracedFilter>;
 type RunningPort = Port<'static, Running, AcceptAnyMaster, StdRng, PhcClock, TracedFilter>;
 type BmcaPort = Port<'static, InBmca, AcceptAnyMaster, StdRng, PhcClock, TracedFilter>;
@@ -1165,6 +1168,9 @@ impl Core {
     fn publish(&self, i: usize) {
         if let Some(board) = &self.board {
             board.set(self.ports[i].s.clock, self.snapshot(i));
+            if let Some(m) = self.mgmt_snapshot() {
+                board.set_mgmt(m);
+            }
         }
     }
 

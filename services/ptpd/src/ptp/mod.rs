@@ -46,6 +46,7 @@ pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod log;
+pub mod manage;
 pub mod mgmt;
 pub mod net;
 pub mod status;

@@ -5,6 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use ptp_ipc::PortState;
 
+use super::manage::MgmtSnapshot;
+
 /// One PTP port's state as `ClockStatus` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PortSnapshot {
@@ -21,23 +23,39 @@ pub struct PortSnapshot {
 }
 
 /// Snapshots indexed by clock (the `[[clock]]` order); `None` for clocks without a PTP port.
+/// Also the management data sets of the whole PTP instance, once it has started.
 #[derive(Debug, Clone, Default)]
-pub struct PtpStatusBoard(Arc<Mutex<Vec<Option<PortSnapshot>>>>);
+pub struct PtpStatusBoard {
+    ports: Arc<Mutex<Vec<Option<PortSnapshot>>>>,
+    mgmt: Arc<Mutex<Option<Arc<MgmtSnapshot>>>>,
+}
 
 impl PtpStatusBoard {
     pub fn new(clocks: usize) -> Self {
-        Self(Arc::new(Mutex::new(vec![None; clocks])))
+        Self {
+            ports: Arc::new(Mutex::new(vec![None; clocks])),
+            mgmt: Arc::default(),
+        }
     }
 
     pub fn get(&self, clock: usize) -> Option<PortSnapshot> {
-        let v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let v = self.ports.lock().unwrap_or_else(|e| e.into_inner());
         v.get(clock).copied().flatten()
     }
 
     pub fn set(&self, clock: usize, snap: PortSnapshot) {
-        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v = self.ports.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = v.get_mut(clock) {
             *slot = Some(snap);
         }
+    }
+
+    /// The latest management snapshot; `None` before the PTP instance starts.
+    pub fn mgmt(&self) -> Option<Arc<MgmtSnapshot>> {
+        self.mgmt.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_mgmt(&self, snap: MgmtSnapshot) {
+        *self.mgmt.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(snap));
     }
 }

@@ -236,6 +236,7 @@ struct Rig {
     scheme: Arc<ClockScheme<FakeConnector>>,
     conn_tx: Sender<InProc>,
     driver: FakeDriver,
+    board: PtpStatusBoard,
 }
 
 fn fast_port(transport: NetworkTransport) -> PortSettings {
@@ -277,12 +278,13 @@ fn rig_with(s: PtpSettings, mac: [u8; 6], phc: SimPhc, epoch: Instant) -> Rig {
         ClockScheme::new(vec![link], vec![], Duration::from_secs(1))
             .with_ptp_status(Some(board.clone())),
     );
-    let engine = start(s, &scheme, rxs, Some(board)).unwrap();
+    let engine = start(s, &scheme, rxs, Some(board.clone())).unwrap();
     Rig {
         engine,
         scheme,
         conn_tx,
         driver,
+        board,
     }
 }
 
@@ -643,4 +645,36 @@ fn two_engines_over_fake_drivers_lock() {
     assert_eq!(s.grandmaster, eui64_from_mac(MAC));
     assert!((s.mean_path_delay_ns - delay as i64).abs() < 5_000, "{s:?}");
     assert_eq!(status(&master).port_state, PortState::Master);
+    management_matches_status(&slave, mac2, eui64_from_mac(MAC));
+    management_matches_status(&master, MAC, eui64_from_mac(MAC));
+}
+
+/// The management data sets say what `ptpctl status` says, from the same engine.
+fn management_matches_status(r: &Rig, mac: [u8; 6], gm: [u8; 8]) {
+    let m = r.board.mgmt().expect("management snapshot published");
+    let s = status(r);
+    let own = eui64_from_mac(mac);
+    assert_eq!(m.default.clock_identity, own);
+    assert_eq!(m.default.domain, 0);
+    assert_eq!(m.parent.gm_identity, gm);
+    assert_eq!(m.time_status.gm_identity, gm);
+    assert_eq!(m.time_status.gm_present, gm != own);
+    assert_eq!(m.ports.len(), 1);
+    assert_eq!(m.ports[0].ds.port.clock, own);
+    assert_eq!(m.ports[0].ds.state, s.port_state);
+    assert_eq!(m.ports[0].properties.interface, "fake0");
+    assert_eq!(m.current.steps_removed, s.steps_removed);
+    if gm == own {
+        assert_eq!(m.default.priority1, 1);
+        assert_eq!(m.time_properties.current_utc_offset, 37);
+        assert_eq!(m.current.offset_from_master_ns, 0);
+    } else {
+        assert_eq!(m.default.priority1, 128);
+        assert_eq!(m.parent.gm_priority1, 1);
+        assert_eq!(m.parent.parent_port.clock, gm);
+        // Both read the servo a moment apart: same sign-free magnitude class, loosely.
+        let d = m.current.mean_path_delay_ns;
+        assert!((d - s.mean_path_delay_ns).abs() < 5_000, "{d} vs {s:?}");
+        assert!(m.current.offset_from_master_ns.abs() < 100_000, "{m:?}");
+    }
 }
