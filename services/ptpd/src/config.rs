@@ -61,6 +61,10 @@ pub struct Config {
     /// PTP (`[ptp]`); absent: the clock scheme only.
     #[serde(default)]
     pub ptp: Option<PtpSection>,
+    /// IEEE 1588 management over a Unix datagram socket (what ptp4l offers at
+    /// /var/run/ptp4l for `pmc -u`); absent: none. Needs `[ptp]`.
+    #[serde(default)]
+    pub management_socket: Option<PathBuf>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -102,6 +106,11 @@ impl Config {
                 )));
             }
         }
+        if self.management_socket.is_some() && self.ptp.is_none() {
+            return Err(ConfigError::Invalid(
+                "management_socket needs a [ptp] section".into(),
+            ));
+        }
         self.ptp_settings()?;
         Ok(())
     }
@@ -135,6 +144,17 @@ mod tests {
         assert_eq!(c.privileged_uids, vec![7]);
         assert_eq!(c.clocks[0].channel, PathBuf::from("/tmp/a.sock"));
         assert_eq!(c.request_timeout(), Duration::from_secs(1));
+        assert_eq!(c.management_socket, None);
+    }
+
+    #[test]
+    fn management_socket_needs_ptp() {
+        let base = "socket = \"/tmp/p.sock\"\nmanagement_socket = \"/tmp/m\"\n\
+                    [[clock]]\nname = \"a\"\nchannel = \"/tmp/a.sock\"\n";
+        let e = Config::from_str(base, Path::new("t.toml")).unwrap_err();
+        assert!(e.to_string().contains("management_socket"), "{e}");
+        let c = Config::from_str(&format!("{base}[ptp]\n"), Path::new("t.toml")).unwrap();
+        assert_eq!(c.management_socket, Some(PathBuf::from("/tmp/m")));
     }
 
     #[test]

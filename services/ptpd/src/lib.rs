@@ -10,6 +10,8 @@ pub mod client;
 pub mod config;
 pub mod driver_link;
 #[cfg(target_os = "linux")]
+pub mod mgmt_socket;
+#[cfg(target_os = "linux")]
 pub mod platform_linux;
 #[cfg(target_os = "redox")]
 pub mod platform_redox;

@@ -77,6 +77,11 @@ impl<C: Connector> ClockScheme<C> {
 
     /// Reports the PTP engine's port snapshots in `status` (clocks without a snapshot stay
     /// `Disabled`).
+    /// The PTP status board, when PTP runs.
+    pub fn ptp_status(&self) -> Option<&PtpStatusBoard> {
+        self.ptp.as_ref()
+    }
+
     pub fn with_ptp_status(mut self, board: Option<PtpStatusBoard>) -> Self {
         self.ptp = board;
         self

@@ -33,8 +33,10 @@
 //!   Follow_Up for that Sync, as statime intends), never blocking the port.
 //! - **Input**: statime 0.4 computes times with unsigned fixed point and would overflow on a
 //!   correctionField larger than its timestamp; such messages are dropped before statime sees
-//!   them ([`net::check_times`]). Management and Signaling are counted and dropped (statime
-//!   answers neither, so pmc gets no reply — status goes through the clock scheme instead).
+//!   them ([`net::check_times`]). Management and Signaling frames from the network are
+//!   counted and dropped (statime answers neither); management is answered on the local
+//!   `management_socket` instead ([`manage`], [`mgmt`], `crate::mgmt_socket`), as ptp4l
+//!   answers `pmc -u`.
 //! - **Servo restarts**: statime's Kalman filter ignores measurements older than its own time;
 //!   after a driver restart that resets the PHC that would be forever, so the filter wrapper
 //!   restarts the servo when the PHC runs backwards without a step ([`clock::TracedFilter`]).

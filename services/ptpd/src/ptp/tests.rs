@@ -678,3 +678,7 @@ fn management_matches_status(r: &Rig, mac: [u8; 6], gm: [u8; 8]) {
         assert!(m.current.offset_from_master_ns.abs() < 100_000, "{m:?}");
     }
 }
+
+#[cfg(target_os = "linux")]
+#[path = "pmc_tests.rs"]
+mod pmc;

@@ -1,0 +1,99 @@
+//! linuxptp's `pmc -u` against a running engine's management socket: each supported GET is
+//! answered with what `ptpctl status` (the clock scheme's status) shows. Fails, not skips,
+//! without pmc.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::*;
+use crate::mgmt_socket::MgmtServer;
+
+fn pmc(socket: &Path, dir: &Path, cmds: &[&str]) -> String {
+    let bin = ["/usr/sbin/pmc", "/usr/bin/pmc"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("pmc not found: sudo apt-get install -y linuxptp");
+    let out = Command::new(bin)
+        .args(["-u", "-b", "0", "-d", "0"])
+        .arg("-s")
+        .arg(socket)
+        .arg("-i")
+        .arg(dir.join("pmc"))
+        .args(cmds)
+        .output()
+        .expect("running pmc");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The first token after `name` on the line that starts with it.
+fn field<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next() == Some(name)).then(|| it.next()).flatten()
+        })
+        .unwrap_or_else(|| panic!("no {name} in pmc output:\n{out}"))
+}
+
+fn pmc_id(id: [u8; 8]) -> String {
+    let h: Vec<String> = id.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}.{}.{}",
+        h[..3].concat(),
+        h[3..5].concat(),
+        h[5..].concat()
+    )
+}
+
+#[test]
+fn pmc_reads_a_master_engine() {
+    let r = rig(1);
+    assert!(wait_for(Duration::from_secs(10), || {
+        status(&r).port_state == PortState::Master && r.board.mgmt().is_some()
+    }));
+    let dir = std::env::temp_dir().join(format!("ptpd-pmc-engine-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("ptp4l");
+    let server = MgmtServer::start(&sock, r.board.clone()).unwrap();
+    let out = pmc(
+        &sock,
+        &dir,
+        &[
+            "GET DEFAULT_DATA_SET",
+            "GET CURRENT_DATA_SET",
+            "GET PARENT_DATA_SET",
+            "GET TIME_PROPERTIES_DATA_SET",
+            "GET PORT_DATA_SET",
+            "GET TIME_STATUS_NP",
+            "GET PORT_PROPERTIES_NP",
+            "GET PRIORITY1",
+        ],
+    );
+    let s = status(&r);
+    let own = pmc_id(eui64_from_mac(MAC));
+    assert_eq!(out.matches(" RESPONSE MANAGEMENT ").count(), 7, "{out}");
+    assert!(out.contains("RESPONSE MANAGEMENT_ERROR_STATUS"), "{out}");
+    assert_eq!(field(&out, "clockIdentity"), own);
+    assert_eq!(field(&out, "priority1"), "1");
+    assert_eq!(field(&out, "domainNumber"), "0");
+    assert_eq!(field(&out, "stepsRemoved"), s.steps_removed.to_string());
+    assert_eq!(field(&out, "grandmasterIdentity"), own);
+    assert_eq!(field(&out, "gmIdentity"), own);
+    assert_eq!(field(&out, "gmPresent"), "false");
+    assert_eq!(field(&out, "currentUtcOffset"), "37");
+    assert_eq!(field(&out, "portIdentity"), format!("{own}-1"));
+    // PORT_DATA_SET and PORT_PROPERTIES_NP both print it.
+    let states: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("portState"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(states, [s.port_state.name(); 2], "{out}");
+    assert_eq!(field(&out, "interface"), "fake0");
+    assert_eq!(field(&out, "logSyncInterval"), "-3");
+    assert!(server.counters.answered.load(Ordering::Relaxed) >= 8);
+    drop(server);
+    assert!(!sock.exists(), "socket file removed on drop");
+    let _ = std::fs::remove_dir_all(&dir);
+}
