@@ -650,7 +650,8 @@ impl Lab {
             return format!("privileged_uids = [{uid}]\n{}", c.extra_ptpd);
         }
         format!(
-            "privileged_uids = [{uid}]\n{}\n[ptp]\npriority1 = {}\nlogSyncInterval = {}\nlogMinDelayReqInterval = {}\nlogMinPdelayReqInterval = {}\nlogAnnounceInterval = -1\nannounceReceiptTimeout = 3\nnetwork_transport = {:?}\ndelay_mechanism = {:?}\nsummary_interval = 0\n",
+            "privileged_uids = [{uid}]\nmanagement_socket = {:?}\n{}\n[ptp]\npriority1 = {}\nlogSyncInterval = {}\nlogMinDelayReqInterval = {}\nlogMinPdelayReqInterval = {}\nlogAnnounceInterval = -1\nannounceReceiptTimeout = 3\nnetwork_transport = {:?}\ndelay_mechanism = {:?}\nsummary_interval = 0\n",
+            self.hosts[i as usize].dir.join("ptp4l"),
             c.extra_ptpd,
             if i % 2 == 0 { 100 } else { 128 },
             c.sync_interval,

@@ -1,0 +1,147 @@
+//! linuxptp's `pmc -u` against lab hosts (igcd on an emulated i225 + ptpd, real processes):
+//! each host's ptpd serves management on `<runtime dir>/hostN/ptp4l`, and what pmc reads there
+//! is what the clock scheme's status (`ptpctl status`) shows. Fails, not skips, without pmc:
+//! CI installs linuxptp.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ptp_ipc::{ClockStatus, PortState};
+use redox_ptp::lab::{Lab, LabConfig};
+
+fn exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ptplab"))
+}
+
+fn pmc(lab: &Lab, i: u32, cmds: &[&str]) -> String {
+    let bin = ["/usr/sbin/pmc", "/usr/bin/pmc"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("pmc not found: sudo apt-get install -y linuxptp");
+    let dir = &lab.hosts[i as usize].dir;
+    let out = Command::new(bin)
+        .args(["-u", "-b", "0"])
+        .arg("-s")
+        .arg(dir.join("ptp4l"))
+        .arg("-i")
+        .arg(dir.join("pmc"))
+        .args(cmds)
+        .output()
+        .expect("running pmc");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The first token after `name` on the first line that starts with it.
+fn field<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next() == Some(name)).then(|| it.next()).flatten()
+        })
+        .unwrap_or_else(|| panic!("no {name} in pmc output:\n{out}"))
+}
+
+fn num(out: &str, name: &str) -> f64 {
+    field(out, name)
+        .parse()
+        .unwrap_or_else(|e| panic!("{name}: {e}\n{out}"))
+}
+
+/// How pmc writes a clock identity.
+fn pmc_id(id: [u8; 8]) -> String {
+    let h: Vec<String> = id.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}.{}.{}",
+        h[..3].concat(),
+        h[3..5].concat(),
+        h[5..].concat()
+    )
+}
+
+const ALL: [&str; 7] = [
+    "GET DEFAULT_DATA_SET",
+    "GET CURRENT_DATA_SET",
+    "GET PARENT_DATA_SET",
+    "GET TIME_PROPERTIES_DATA_SET",
+    "GET PORT_DATA_SET",
+    "GET TIME_STATUS_NP",
+    "GET PORT_PROPERTIES_NP",
+];
+
+/// Status samples of host `i` every 50 ms for `dur`.
+fn statuses(lab: &Lab, i: u32, dur: Duration) -> Vec<ClockStatus> {
+    let t0 = Instant::now();
+    let mut v = Vec::new();
+    while t0.elapsed() < dur {
+        v.push(lab.status(i).unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    v
+}
+
+/// `x` lies in the range of `v`, widened by that range's own width (a value drawn from the
+/// same spread passes, one of another sign or size does not).
+fn within_spread(x: f64, v: &[i64]) -> bool {
+    let (lo, hi) = (*v.iter().min().unwrap(), *v.iter().max().unwrap());
+    let w = (hi - lo) as f64 + 8.0; // + one timestamp quantum
+    x >= lo as f64 - w && x <= hi as f64 + w
+}
+
+#[test]
+fn pmc_reads_what_ptpctl_status_shows() {
+    let lab = Lab::start(LabConfig::default(), &exe(), None).unwrap();
+    let t0 = Instant::now();
+    while lab.status(1).map(|s| s.port_state) != Ok(PortState::Slave) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "host1 never SLAVE: {:?}\n{}",
+            lab.status(1),
+            lab.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Master (host0, priority1 100).
+    let m = pmc(&lab, 0, &ALL);
+    let ms = lab.status(0).unwrap();
+    assert_eq!(m.matches(" RESPONSE MANAGEMENT ").count(), 7, "{m}");
+    let gm = pmc_id(ms.grandmaster);
+    assert_eq!(field(&m, "clockIdentity"), gm);
+    assert_eq!(field(&m, "priority1"), "100");
+    assert_eq!(field(&m, "domainNumber"), "0");
+    assert_eq!(field(&m, "grandmasterIdentity"), gm);
+    assert_eq!(field(&m, "gmPresent"), "false");
+    assert_eq!(field(&m, "portState"), ms.port_state.name());
+    assert_eq!(field(&m, "portState"), "MASTER");
+    assert_eq!(field(&m, "interface"), "igc0");
+
+    // Slave (host1, priority1 128): pmc between two runs of status samples.
+    let before = statuses(&lab, 1, Duration::from_secs(1));
+    let s = pmc(&lab, 1, &ALL);
+    let after = statuses(&lab, 1, Duration::from_secs(1));
+    let all: Vec<&ClockStatus> = before.iter().chain(&after).collect();
+    eprintln!("pmc on the slave:\n{s}");
+    assert_eq!(s.matches(" RESPONSE MANAGEMENT ").count(), 7, "{s}");
+    assert_eq!(field(&s, "priority1"), "128");
+    assert_ne!(field(&s, "clockIdentity"), gm);
+    assert_eq!(field(&s, "grandmasterIdentity"), gm);
+    assert_eq!(field(&s, "gmIdentity"), gm);
+    assert_eq!(field(&s, "gmPresent"), "true");
+    assert!(field(&s, "parentPortIdentity").starts_with(&gm), "{s}");
+    assert_eq!(field(&s, "grandmasterPriority1"), "100");
+    let steps: Vec<String> = all.iter().map(|x| x.steps_removed.to_string()).collect();
+    assert!(steps.iter().any(|x| x == field(&s, "stepsRemoved")), "{s}");
+    let states: Vec<&str> = all.iter().map(|x| x.port_state.name()).collect();
+    assert!(states.contains(&field(&s, "portState")), "{states:?}\n{s}");
+    let offs: Vec<i64> = all.iter().map(|x| x.offset_ns).collect();
+    let delays: Vec<i64> = all.iter().map(|x| x.mean_path_delay_ns).collect();
+    for (name, v) in [
+        ("offsetFromMaster", &offs),
+        ("master_offset", &offs),
+        ("meanPathDelay", &delays),
+    ] {
+        let x = num(&s, name);
+        assert!(within_spread(x, v), "{name} {x} vs status {v:?}\n{s}");
+    }
+    assert!(num(&s, "meanPathDelay") > 0.0, "{s}");
+}
