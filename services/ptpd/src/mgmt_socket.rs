@@ -4,6 +4,7 @@
 //! gets NOT_SUPPORTED whoever sends it.
 
 use std::io::ErrorKind;
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,7 +42,11 @@ pub struct MgmtServer {
 impl MgmtServer {
     /// Binds `path` (replacing a stale socket file) and serves requests from `board`.
     pub fn start(path: &Path, board: PtpStatusBoard) -> Result<Self, String> {
-        let _ = std::fs::remove_file(path);
+        // A stale socket from an earlier run is replaced; any other file is left alone (and
+        // the bind below fails on it).
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+            let _ = std::fs::remove_file(path);
+        }
         let sock = UnixDatagram::bind(path)
             .map_err(|e| format!("management socket {}: {e}", path.display()))?;
         sock.set_read_timeout(Some(POLL))
@@ -105,5 +110,28 @@ fn serve(sock: &UnixDatagram, board: &PtpStatusBoard, stop: &AtomicBool, c: &Mgm
             }
         }
         c.answered.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_a_stale_socket_but_never_another_file() {
+        let dir = std::env::temp_dir().join(format!("ptpd-mgmt-sock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("not-a-socket");
+        std::fs::write(&file, b"keep").unwrap();
+        assert!(MgmtServer::start(&file, PtpStatusBoard::new(1)).is_err());
+        assert_eq!(std::fs::read(&file).unwrap(), b"keep");
+        let stale = dir.join("ptp4l");
+        drop(UnixDatagram::bind(&stale).unwrap());
+        assert!(stale.exists());
+        let server = MgmtServer::start(&stale, PtpStatusBoard::new(1)).unwrap();
+        drop(server);
+        assert!(!stale.exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
