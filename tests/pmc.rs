@@ -3,11 +3,11 @@
 //! is what the clock scheme's status (`ptpctl status`) shows. Fails, not skips, without pmc:
 //! CI installs linuxptp.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ptp_ipc::{ClockStatus, PortState};
+use ptpd::testing::{pmc_field, run_pmc};
 use redox_ptp::lab::{Lab, LabConfig};
 
 fn exe() -> PathBuf {
@@ -15,35 +15,12 @@ fn exe() -> PathBuf {
 }
 
 fn pmc(lab: &Lab, i: u32, cmds: &[&str]) -> String {
-    let bin = ["/usr/sbin/pmc", "/usr/bin/pmc"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("pmc not found: sudo apt-get install -y linuxptp");
     let dir = &lab.hosts[i as usize].dir;
-    let out = Command::new(bin)
-        .args(["-u", "-b", "0"])
-        .arg("-s")
-        .arg(dir.join("ptp4l"))
-        .arg("-i")
-        .arg(dir.join("pmc"))
-        .args(cmds)
-        .output()
-        .expect("running pmc");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The first token after `name` on the first line that starts with it.
-fn field<'a>(out: &'a str, name: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next() == Some(name)).then(|| it.next()).flatten()
-        })
-        .unwrap_or_else(|| panic!("no {name} in pmc output:\n{out}"))
+    run_pmc(0, &dir.join("ptp4l"), &dir.join("pmc"), cmds)
 }
 
 fn num(out: &str, name: &str) -> f64 {
-    field(out, name)
+    pmc_field(out, name)
         .parse()
         .unwrap_or_else(|e| panic!("{name}: {e}\n{out}"))
 }
@@ -106,14 +83,14 @@ fn pmc_reads_what_ptpctl_status_shows() {
     let ms = lab.status(0).unwrap();
     assert_eq!(m.matches(" RESPONSE MANAGEMENT ").count(), 7, "{m}");
     let gm = pmc_id(ms.grandmaster);
-    assert_eq!(field(&m, "clockIdentity"), gm);
-    assert_eq!(field(&m, "priority1"), "100");
-    assert_eq!(field(&m, "domainNumber"), "0");
-    assert_eq!(field(&m, "grandmasterIdentity"), gm);
-    assert_eq!(field(&m, "gmPresent"), "false");
-    assert_eq!(field(&m, "portState"), ms.port_state.name());
-    assert_eq!(field(&m, "portState"), "MASTER");
-    assert_eq!(field(&m, "interface"), "igc0");
+    assert_eq!(pmc_field(&m, "clockIdentity"), gm);
+    assert_eq!(pmc_field(&m, "priority1"), "100");
+    assert_eq!(pmc_field(&m, "domainNumber"), "0");
+    assert_eq!(pmc_field(&m, "grandmasterIdentity"), gm);
+    assert_eq!(pmc_field(&m, "gmPresent"), "false");
+    assert_eq!(pmc_field(&m, "portState"), ms.port_state.name());
+    assert_eq!(pmc_field(&m, "portState"), "MASTER");
+    assert_eq!(pmc_field(&m, "interface"), "igc0");
 
     // Slave (host1, priority1 128): pmc between two runs of status samples.
     let before = statuses(&lab, 1, Duration::from_secs(1));
@@ -122,17 +99,23 @@ fn pmc_reads_what_ptpctl_status_shows() {
     let all: Vec<&ClockStatus> = before.iter().chain(&after).collect();
     eprintln!("pmc on the slave:\n{s}");
     assert_eq!(s.matches(" RESPONSE MANAGEMENT ").count(), 7, "{s}");
-    assert_eq!(field(&s, "priority1"), "128");
-    assert_ne!(field(&s, "clockIdentity"), gm);
-    assert_eq!(field(&s, "grandmasterIdentity"), gm);
-    assert_eq!(field(&s, "gmIdentity"), gm);
-    assert_eq!(field(&s, "gmPresent"), "true");
-    assert!(field(&s, "parentPortIdentity").starts_with(&gm), "{s}");
-    assert_eq!(field(&s, "grandmasterPriority1"), "100");
+    assert_eq!(pmc_field(&s, "priority1"), "128");
+    assert_ne!(pmc_field(&s, "clockIdentity"), gm);
+    assert_eq!(pmc_field(&s, "grandmasterIdentity"), gm);
+    assert_eq!(pmc_field(&s, "gmIdentity"), gm);
+    assert_eq!(pmc_field(&s, "gmPresent"), "true");
+    assert!(pmc_field(&s, "parentPortIdentity").starts_with(&gm), "{s}");
+    assert_eq!(pmc_field(&s, "grandmasterPriority1"), "100");
     let steps: Vec<String> = all.iter().map(|x| x.steps_removed.to_string()).collect();
-    assert!(steps.iter().any(|x| x == field(&s, "stepsRemoved")), "{s}");
+    assert!(
+        steps.iter().any(|x| x == pmc_field(&s, "stepsRemoved")),
+        "{s}"
+    );
     let states: Vec<&str> = all.iter().map(|x| x.port_state.name()).collect();
-    assert!(states.contains(&field(&s, "portState")), "{states:?}\n{s}");
+    assert!(
+        states.contains(&pmc_field(&s, "portState")),
+        "{states:?}\n{s}"
+    );
     let offs: Vec<i64> = all.iter().map(|x| x.offset_ns).collect();
     let delays: Vec<i64> = all.iter().map(|x| x.mean_path_delay_ns).collect();
     for (name, v) in [

@@ -17,6 +17,9 @@ pub mod platform_linux;
 pub mod platform_redox;
 pub mod ptp;
 pub mod scheme;
+#[cfg(target_os = "linux")]
+#[doc(hidden)]
+pub mod testing;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -3,25 +3,16 @@
 //! and pmc must print those values. Fails (not skips) without pmc: CI installs linuxptp.
 
 use std::os::unix::net::UnixDatagram;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use ptp_ipc::PortState;
 use ptpd::ptp::mgmt::{self, ClockQuality, ErrorId, PortIdentity, id};
+use ptpd::testing::{pmc_command, pmc_field};
 
 const US: [u8; 8] = [0x00, 0x1B, 0x21, 0xFF, 0xFE, 0x00, 0x00, 0x01];
 const GM: [u8; 8] = [0xA0, 0xA1, 0xA2, 0xFF, 0xFE, 0xA3, 0xA4, 0xA5];
 const ME: PortIdentity = PortIdentity { clock: US, port: 1 };
-
-fn pmc_path() -> &'static str {
-    for p in ["/usr/sbin/pmc", "/usr/bin/pmc", "/usr/local/sbin/pmc"] {
-        if Path::new(p).exists() {
-            return p;
-        }
-    }
-    panic!("pmc not found: sudo apt-get install -y linuxptp");
-}
 
 fn quality() -> ClockQuality {
     ClockQuality {
@@ -109,11 +100,8 @@ fn run_pmc(tag: &str, cmds: &[&str]) -> String {
     server
         .set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let mut cmd = Command::new(pmc_path());
-    cmd.args(["-u", "-b", "0", "-d", "24"]);
-    cmd.arg("-s").arg(&server_path);
-    cmd.arg("-i").arg(dir.join("pmc"));
-    cmd.args(cmds).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut cmd = pmc_command(24, &server_path, &dir.join("pmc"), cmds);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = cmd.spawn().expect("spawning pmc");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut buf = [0u8; 1500];
@@ -143,16 +131,6 @@ fn run_pmc(tag: &str, cmds: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The value pmc prints after `field` (first whitespace-separated token).
-fn field<'a>(out: &'a str, name: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next() == Some(name)).then(|| it.next()).flatten()
-        })
-        .unwrap_or_else(|| panic!("no {name} in pmc output:\n{out}"))
-}
-
 #[test]
 fn pmc_decodes_every_supported_data_set() {
     let out = run_pmc(
@@ -170,44 +148,50 @@ fn pmc_decodes_every_supported_data_set() {
     let responses = out.matches("001b21.fffe.000001-1 seq").count();
     assert_eq!(responses, 7, "pmc output:\n{out}");
     // DEFAULT_DATA_SET
-    assert_eq!(field(&out, "twoStepFlag"), "1");
-    assert_eq!(field(&out, "numberPorts"), "1");
-    assert_eq!(field(&out, "priority1"), "128");
-    assert_eq!(field(&out, "clockClass"), "248");
-    assert_eq!(field(&out, "clockAccuracy"), "0xfe");
-    assert_eq!(field(&out, "offsetScaledLogVariance"), "0xffff");
-    assert_eq!(field(&out, "priority2"), "127");
-    assert_eq!(field(&out, "clockIdentity"), "001b21.fffe.000001");
-    assert_eq!(field(&out, "domainNumber"), "24");
+    assert_eq!(pmc_field(&out, "twoStepFlag"), "1");
+    assert_eq!(pmc_field(&out, "numberPorts"), "1");
+    assert_eq!(pmc_field(&out, "priority1"), "128");
+    assert_eq!(pmc_field(&out, "clockClass"), "248");
+    assert_eq!(pmc_field(&out, "clockAccuracy"), "0xfe");
+    assert_eq!(pmc_field(&out, "offsetScaledLogVariance"), "0xffff");
+    assert_eq!(pmc_field(&out, "priority2"), "127");
+    assert_eq!(pmc_field(&out, "clockIdentity"), "001b21.fffe.000001");
+    assert_eq!(pmc_field(&out, "domainNumber"), "24");
     // CURRENT_DATA_SET
-    assert_eq!(field(&out, "stepsRemoved"), "1");
+    assert_eq!(pmc_field(&out, "stepsRemoved"), "1");
     assert_eq!(
-        field(&out, "offsetFromMaster").parse::<f64>().unwrap(),
+        pmc_field(&out, "offsetFromMaster").parse::<f64>().unwrap(),
         -250.0
     );
-    assert_eq!(field(&out, "meanPathDelay").parse::<f64>().unwrap(), 1000.0);
+    assert_eq!(
+        pmc_field(&out, "meanPathDelay").parse::<f64>().unwrap(),
+        1000.0
+    );
     // PARENT_DATA_SET
-    assert_eq!(field(&out, "parentPortIdentity"), "a0a1a2.fffe.a3a4a5-1");
-    assert_eq!(field(&out, "grandmasterPriority1"), "100");
-    assert_eq!(field(&out, "grandmasterPriority2"), "101");
-    assert_eq!(field(&out, "grandmasterIdentity"), "a0a1a2.fffe.a3a4a5");
+    assert_eq!(
+        pmc_field(&out, "parentPortIdentity"),
+        "a0a1a2.fffe.a3a4a5-1"
+    );
+    assert_eq!(pmc_field(&out, "grandmasterPriority1"), "100");
+    assert_eq!(pmc_field(&out, "grandmasterPriority2"), "101");
+    assert_eq!(pmc_field(&out, "grandmasterIdentity"), "a0a1a2.fffe.a3a4a5");
     // TIME_PROPERTIES_DATA_SET
-    assert_eq!(field(&out, "currentUtcOffset"), "37");
-    assert_eq!(field(&out, "ptpTimescale"), "1");
-    assert_eq!(field(&out, "timeSource"), "0xa0");
+    assert_eq!(pmc_field(&out, "currentUtcOffset"), "37");
+    assert_eq!(pmc_field(&out, "ptpTimescale"), "1");
+    assert_eq!(pmc_field(&out, "timeSource"), "0xa0");
     // PORT_DATA_SET
-    assert_eq!(field(&out, "portIdentity"), "001b21.fffe.000001-1");
-    assert_eq!(field(&out, "portState"), "SLAVE");
-    assert_eq!(field(&out, "logSyncInterval"), "-3");
-    assert_eq!(field(&out, "announceReceiptTimeout"), "3");
-    assert_eq!(field(&out, "delayMechanism"), "1");
+    assert_eq!(pmc_field(&out, "portIdentity"), "001b21.fffe.000001-1");
+    assert_eq!(pmc_field(&out, "portState"), "SLAVE");
+    assert_eq!(pmc_field(&out, "logSyncInterval"), "-3");
+    assert_eq!(pmc_field(&out, "announceReceiptTimeout"), "3");
+    assert_eq!(pmc_field(&out, "delayMechanism"), "1");
     // TIME_STATUS_NP
-    assert_eq!(field(&out, "master_offset"), "-5");
-    assert_eq!(field(&out, "ingress_time"), "1000000000");
-    assert_eq!(field(&out, "gmPresent"), "true");
-    assert_eq!(field(&out, "gmIdentity"), "a0a1a2.fffe.a3a4a5");
+    assert_eq!(pmc_field(&out, "master_offset"), "-5");
+    assert_eq!(pmc_field(&out, "ingress_time"), "1000000000");
+    assert_eq!(pmc_field(&out, "gmPresent"), "true");
+    assert_eq!(pmc_field(&out, "gmIdentity"), "a0a1a2.fffe.a3a4a5");
     // PORT_PROPERTIES_NP
-    assert_eq!(field(&out, "interface"), "eth0");
+    assert_eq!(pmc_field(&out, "interface"), "eth0");
 }
 
 #[test]

@@ -3,36 +3,12 @@
 //! without pmc.
 
 use std::path::Path;
-use std::process::Command;
 
 use super::*;
 use crate::mgmt_socket::MgmtServer;
 
 fn pmc(socket: &Path, dir: &Path, cmds: &[&str]) -> String {
-    let bin = ["/usr/sbin/pmc", "/usr/bin/pmc"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("pmc not found: sudo apt-get install -y linuxptp");
-    let out = Command::new(bin)
-        .args(["-u", "-b", "0", "-d", "0"])
-        .arg("-s")
-        .arg(socket)
-        .arg("-i")
-        .arg(dir.join("pmc"))
-        .args(cmds)
-        .output()
-        .expect("running pmc");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The first token after `name` on the line that starts with it.
-fn field<'a>(out: &'a str, name: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next() == Some(name)).then(|| it.next()).flatten()
-        })
-        .unwrap_or_else(|| panic!("no {name} in pmc output:\n{out}"))
+    crate::testing::run_pmc(0, socket, &dir.join("pmc"), cmds)
 }
 
 fn pmc_id(id: [u8; 8]) -> String {
@@ -74,15 +50,21 @@ fn pmc_reads_a_master_engine() {
     let own = pmc_id(eui64_from_mac(MAC));
     assert_eq!(out.matches(" RESPONSE MANAGEMENT ").count(), 7, "{out}");
     assert!(out.contains("RESPONSE MANAGEMENT_ERROR_STATUS"), "{out}");
-    assert_eq!(field(&out, "clockIdentity"), own);
-    assert_eq!(field(&out, "priority1"), "1");
-    assert_eq!(field(&out, "domainNumber"), "0");
-    assert_eq!(field(&out, "stepsRemoved"), s.steps_removed.to_string());
-    assert_eq!(field(&out, "grandmasterIdentity"), own);
-    assert_eq!(field(&out, "gmIdentity"), own);
-    assert_eq!(field(&out, "gmPresent"), "false");
-    assert_eq!(field(&out, "currentUtcOffset"), "37");
-    assert_eq!(field(&out, "portIdentity"), format!("{own}-1"));
+    assert_eq!(crate::testing::pmc_field(&out, "clockIdentity"), own);
+    assert_eq!(crate::testing::pmc_field(&out, "priority1"), "1");
+    assert_eq!(crate::testing::pmc_field(&out, "domainNumber"), "0");
+    assert_eq!(
+        crate::testing::pmc_field(&out, "stepsRemoved"),
+        s.steps_removed.to_string()
+    );
+    assert_eq!(crate::testing::pmc_field(&out, "grandmasterIdentity"), own);
+    assert_eq!(crate::testing::pmc_field(&out, "gmIdentity"), own);
+    assert_eq!(crate::testing::pmc_field(&out, "gmPresent"), "false");
+    assert_eq!(crate::testing::pmc_field(&out, "currentUtcOffset"), "37");
+    assert_eq!(
+        crate::testing::pmc_field(&out, "portIdentity"),
+        format!("{own}-1")
+    );
     // PORT_DATA_SET and PORT_PROPERTIES_NP both print it.
     let states: Vec<&str> = out
         .lines()
@@ -90,8 +72,8 @@ fn pmc_reads_a_master_engine() {
         .map(str::trim)
         .collect();
     assert_eq!(states, [s.port_state.name(); 2], "{out}");
-    assert_eq!(field(&out, "interface"), "fake0");
-    assert_eq!(field(&out, "logSyncInterval"), "-3");
+    assert_eq!(crate::testing::pmc_field(&out, "interface"), "fake0");
+    assert_eq!(crate::testing::pmc_field(&out, "logSyncInterval"), "-3");
     assert!(server.counters.answered.load(Ordering::Relaxed) >= 8);
     drop(server);
     assert!(!sock.exists(), "socket file removed on drop");
