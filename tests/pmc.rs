@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ptp_ipc::{ClockStatus, PortState};
-use ptpd::testing::{pmc_field, run_pmc};
+use ptpd::testing::{pmc_field, pmc_identity, run_pmc};
 use redox_ptp::lab::{Lab, LabConfig};
 
 fn exe() -> PathBuf {
@@ -23,17 +23,6 @@ fn num(out: &str, name: &str) -> f64 {
     pmc_field(out, name)
         .parse()
         .unwrap_or_else(|e| panic!("{name}: {e}\n{out}"))
-}
-
-/// How pmc writes a clock identity.
-fn pmc_id(id: [u8; 8]) -> String {
-    let h: Vec<String> = id.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}.{}.{}",
-        h[..3].concat(),
-        h[3..5].concat(),
-        h[5..].concat()
-    )
 }
 
 const ALL: [&str; 7] = [
@@ -82,7 +71,7 @@ fn pmc_reads_what_ptpctl_status_shows() {
     let m = pmc(&lab, 0, &ALL);
     let ms = lab.status(0).unwrap();
     assert_eq!(m.matches(" RESPONSE MANAGEMENT ").count(), 7, "{m}");
-    let gm = pmc_id(ms.grandmaster);
+    let gm = pmc_identity(ms.grandmaster);
     assert_eq!(pmc_field(&m, "clockIdentity"), gm);
     assert_eq!(pmc_field(&m, "priority1"), "100");
     assert_eq!(pmc_field(&m, "domainNumber"), "0");

@@ -69,17 +69,6 @@ fn eui64(mac: &str) -> [u8; 8] {
     ptpd::ptp::config::eui64_from_mac([b[0], b[1], b[2], b[3], b[4], b[5]])
 }
 
-/// ptp4l's spelling of a clock identity: `021b21.fffe.0037c2`.
-fn ptp4l_id(id: [u8; 8]) -> String {
-    let h: Vec<String> = id.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}.{}.{}",
-        h[..3].concat(),
-        h[3..5].concat(),
-        h[5..].concat()
-    )
-}
-
 /// A new directory under the temporary directory, unique to this process and moment.
 fn fresh_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -295,7 +284,7 @@ fn ptpd_master(transport: &str) {
     let mut p = Pair::start(&tag, &ptpd_ptp(transport, true), Some("10.0.12.2/24"));
     let flag = ptp4l_flag(transport);
     p.run(&format!("{PTP4L} {flag} -s > /tmp/ptp4l.log 2>&1 &"));
-    let gm = ptp4l_id(p.ptpd_id);
+    let gm = ptpd::testing::pmc_identity(p.ptpd_id);
     // ptp4l's own view: its parent data set names ptpd's clock as grandmaster (pmc over its
     // UNIX socket), checked on every sample together with the true offset.
     let pmc = "pmc -u -b 0 'GET PARENT_DATA_SET' | grep grandmasterIdentity";

@@ -45,3 +45,14 @@ pub fn pmc_field<'a>(out: &'a str, name: &str) -> &'a str {
         })
         .unwrap_or_else(|| panic!("no {name} in pmc output:\n{out}"))
 }
+
+/// How pmc and ptp4l write a clock identity: `021b21.fffe.0037c2`.
+pub fn pmc_identity(id: [u8; 8]) -> String {
+    let h: Vec<String> = id.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}.{}.{}",
+        h[..3].concat(),
+        h[3..5].concat(),
+        h[5..].concat()
+    )
+}

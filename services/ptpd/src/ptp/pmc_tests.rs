@@ -11,16 +11,6 @@ fn pmc(socket: &Path, dir: &Path, cmds: &[&str]) -> String {
     crate::testing::run_pmc(0, socket, &dir.join("pmc"), cmds)
 }
 
-fn pmc_id(id: [u8; 8]) -> String {
-    let h: Vec<String> = id.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}.{}.{}",
-        h[..3].concat(),
-        h[3..5].concat(),
-        h[5..].concat()
-    )
-}
-
 #[test]
 fn pmc_reads_a_master_engine() {
     let r = rig(1);
@@ -47,7 +37,7 @@ fn pmc_reads_a_master_engine() {
         ],
     );
     let s = status(&r);
-    let own = pmc_id(eui64_from_mac(MAC));
+    let own = crate::testing::pmc_identity(eui64_from_mac(MAC));
     assert_eq!(out.matches(" RESPONSE MANAGEMENT ").count(), 7, "{out}");
     assert!(out.contains("RESPONSE MANAGEMENT_ERROR_STATUS"), "{out}");
     assert_eq!(crate::testing::pmc_field(&out, "clockIdentity"), own);
