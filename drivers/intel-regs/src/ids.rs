@@ -60,6 +60,52 @@ pub fn igc_part(vendor: u16, device: u16) -> Option<&'static Part> {
     IGC_PARTS.iter().find(|p| p.device == device)
 }
 
+const fn igb(device: u16, name: &'static str, family: Family) -> Part {
+    Part {
+        device,
+        name,
+        family,
+    }
+}
+
+/// Every igb-family device igbd claims (reference §11; virtual functions are igbvf's, not
+/// listed).
+pub const IGB_PARTS: &[Part] = &[
+    igb(0x10C9, "Intel 82576", Family::I82576),
+    igb(0x10E6, "Intel 82576 fiber", Family::I82576),
+    igb(0x10E7, "Intel 82576 SerDes", Family::I82576),
+    igb(0x10E8, "Intel 82576 quad copper", Family::I82576),
+    igb(0x1526, "Intel 82576 quad copper ET2", Family::I82576),
+    igb(0x150A, "Intel 82576NS", Family::I82576),
+    igb(0x1518, "Intel 82576NS SerDes", Family::I82576),
+    igb(0x150D, "Intel 82576 SerDes quad", Family::I82576),
+    igb(0x1521, "Intel i350 copper", Family::I350),
+    igb(0x1522, "Intel i350 fiber", Family::I350),
+    igb(0x1523, "Intel i350 SerDes", Family::I350),
+    igb(0x1524, "Intel i350 SGMII", Family::I350),
+    igb(0x1546, "Intel i350 DA4", Family::I350),
+    igb(0x1F40, "Intel i354 backplane 1G", Family::I350),
+    igb(0x1F41, "Intel i354 SGMII", Family::I350),
+    igb(0x1F45, "Intel i354 backplane 2.5G", Family::I350),
+    igb(0x1533, "Intel i210 copper", Family::I210),
+    igb(0x1534, "Intel i210 copper OEM1", Family::I210),
+    igb(0x1535, "Intel i210 copper IT", Family::I210),
+    igb(0x1536, "Intel i210 fiber", Family::I210),
+    igb(0x1537, "Intel i210 SerDes", Family::I210),
+    igb(0x1538, "Intel i210 SGMII", Family::I210),
+    igb(0x157B, "Intel i210 copper (flashless)", Family::I210),
+    igb(0x157C, "Intel i210 SerDes (flashless)", Family::I210),
+    igb(0x1539, "Intel i211 copper", Family::I210),
+];
+
+/// Looks up an igb-family device.
+pub fn igb_part(vendor: u16, device: u16) -> Option<&'static Part> {
+    if vendor != VENDOR_INTEL {
+        return None;
+    }
+    IGB_PARTS.iter().find(|p| p.device == device)
+}
+
 /// The default device ID of the emulated i225 and i226.
 pub const EMU_I225: u16 = 0x15F2;
 pub const EMU_I226: u16 = 0x125B;

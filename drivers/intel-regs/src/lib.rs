@@ -8,4 +8,5 @@
 #![no_std]
 
 pub mod ids;
+pub mod igb;
 pub mod igc;
