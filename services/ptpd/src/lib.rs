@@ -17,6 +17,7 @@ pub mod platform_linux;
 pub mod platform_redox;
 pub mod ptp;
 pub mod scheme;
+pub mod service;
 #[cfg(target_os = "linux")]
 #[doc(hidden)]
 pub mod testing;

@@ -37,7 +37,7 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn run(config: Config) -> Result<(), String> {
     // The PTP engine runs alongside the clock scheme for the life of the process.
-    let (scheme, _engine) = crate::scheme::start(&config, |c| UnixConnector(c.channel.clone()))?;
+    let (scheme, _engine) = crate::service::start(&config, |c| UnixConnector(c.channel.clone()))?;
     let _mgmt = match (&config.management_socket, scheme.ptp_status()) {
         (Some(path), Some(board)) => {
             Some(crate::mgmt_socket::MgmtServer::start(path, board.clone())?)

@@ -243,7 +243,7 @@ pub fn run(config: Config) -> std::result::Result<(), String> {
     // init starts ptpd as a `notify` unit; run by hand it stays in the foreground.
     let readiness = Readiness::start(false).map_err(|e| os("readiness", e))?;
     // The PTP engine runs beside the scheme for the life of the process, as on Linux.
-    let (clocks, _engine) = crate::scheme::start(&config, |c| {
+    let (clocks, _engine) = crate::service::start(&config, |c| {
         SchemeConnector(c.channel.display().to_string())
     })?;
     let socket = scheme_socket(false).map_err(|e| os("scheme socket", e))?;

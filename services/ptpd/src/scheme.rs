@@ -1,8 +1,7 @@
 //! The clock scheme's meaning, independent of transport: privilege, validation, and mapping
 //! each request to driver operations. On Linux hosts it is served on a Unix socket; on Redox as
-//! `/scheme/ptp`.
+//! `/scheme/ptp`. `crate::service` starts it beside the PTP engine.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
@@ -10,43 +9,8 @@ use ptp_ipc::{
     ClockError, ClockReply, ClockRequest, ClockStatus, DriverReply, DriverRequest, PortState,
 };
 
-use crate::config::{ClockConfig, Config};
 use crate::driver_link::{Connector, DriverLink, clock_error};
-use crate::ptp::{Engine, PtpStatusBoard};
-
-/// Starts what every platform serves: one driver link per configured clock, each reaching its
-/// driver through `connector(clock)`, the clock scheme over them and, when the configuration
-/// has a `[ptp]` table, the PTP engine beside it. The engine runs while the returned handle
-/// lives: keep it for the life of the process.
-pub fn start<C: Connector>(
-    config: &Config,
-    connector: impl Fn(&ClockConfig) -> C,
-) -> Result<(Arc<ClockScheme<C>>, Option<Engine>), String> {
-    let ptp = config.ptp_settings().map_err(|e| e.to_string())?;
-    let (event_txs, event_rxs) = crate::ptp::event_channels(ptp.as_ref(), config.clocks.len());
-    let links = config
-        .clocks
-        .iter()
-        .zip(event_txs)
-        .map(|(c, events)| DriverLink::start(&c.name, connector(c), events))
-        .collect();
-    let board = ptp
-        .as_ref()
-        .map(|_| PtpStatusBoard::new(config.clocks.len()));
-    let scheme = Arc::new(
-        ClockScheme::new(
-            links,
-            config.privileged_uids.clone(),
-            config.request_timeout(),
-        )
-        .with_ptp_status(board.clone()),
-    );
-    let engine = match ptp {
-        Some(settings) => Some(crate::ptp::start(settings, &scheme, event_rxs, board)?),
-        None => None,
-    };
-    Ok((scheme, engine))
-}
+use crate::ptp::PtpStatusBoard;
 
 /// Root, or a uid the configuration allows, may change clocks; everyone may read.
 pub fn may_write(uid: u32, privileged: &[u32]) -> bool {

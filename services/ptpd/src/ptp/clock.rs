@@ -18,7 +18,7 @@ use statime::time::{Duration as PtpDuration, Time};
 
 /// What the engine needs from a driver: requests with a reply (bounded by `timeout`) and
 /// fire-and-forget sends. [`crate::driver_link::DriverLink`] is the production implementation
-/// (through [`super::SchemeLink`]); the tests plug in simulated drivers.
+/// (through [`crate::service::SchemeLink`]); the tests plug in simulated drivers.
 pub trait DriverIo: Send + Sync {
     fn request(&self, req: DriverRequest, timeout: Duration) -> Result<DriverReply, ClockError>;
     fn post(&self, req: DriverRequest) -> Result<(), ClockError>;

@@ -7,6 +7,9 @@
 //! - [`net`]: L2 / UDPv4 framing and the input checks;
 //! - [`log`]: ptp4l-style log lines; [`status`]: what the clock scheme reports.
 //!
+//! The engine knows nothing of the clock scheme: `crate::service` hands it driver links as
+//! [`DriverIo`] and the scheme reads what it publishes on the [`PtpStatusBoard`].
+//!
 //! # How statime 0.4's traps are handled
 //!
 //! - **Timescale** (reference §1.4, §2.4 "37 s trap"). statime overwrites the instance's time
@@ -58,89 +61,7 @@ mod sim;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use crossbeam_channel::{Receiver, Sender, bounded};
-use ptp_ipc::{ClockError, DriverEvent, DriverReply, DriverRequest};
-
-use crate::driver_link::Connector;
-use crate::scheme::ClockScheme;
-
 pub use clock::DriverIo;
 pub use config::PtpSettings;
 pub use engine::{Engine, StatsSnapshot};
 pub use status::{PortSnapshot, PtpStatusBoard};
-
-/// Driver events queued per link before the link thread starts dropping (and logging) them.
-pub const EVENT_QUEUE: usize = 4096;
-
-/// One clock of a [`ClockScheme`] as the engine's [`DriverIo`]: the scheme owns the driver
-/// links, the engine borrows them through this.
-pub struct SchemeLink<C: Connector> {
-    pub scheme: Arc<ClockScheme<C>>,
-    pub index: usize,
-}
-
-impl<C: Connector> DriverIo for SchemeLink<C> {
-    fn request(&self, req: DriverRequest, timeout: Duration) -> Result<DriverReply, ClockError> {
-        self.scheme
-            .links()
-            .get(self.index)
-            .ok_or(ClockError::NoDevice)?
-            .request(req, timeout)
-    }
-
-    fn post(&self, req: DriverRequest) -> Result<(), ClockError> {
-        self.scheme
-            .links()
-            .get(self.index)
-            .ok_or(ClockError::NoDevice)?
-            .post(req)
-    }
-}
-
-/// Event channels for `clocks` driver links: a sender for each clock that runs a PTP port
-/// (pass it to `DriverLink::start`), `None` for the others.
-#[allow(clippy::type_complexity)]
-pub fn event_channels(
-    settings: Option<&PtpSettings>,
-    clocks: usize,
-) -> (
-    Vec<Option<Sender<DriverEvent>>>,
-    Vec<Option<Receiver<DriverEvent>>>,
-) {
-    (0..clocks)
-        .map(|i| {
-            if settings.is_some_and(|s| s.ports.iter().any(|p| p.clock == i)) {
-                let (tx, rx) = bounded(EVENT_QUEUE);
-                (Some(tx), Some(rx))
-            } else {
-                (None, None)
-            }
-        })
-        .unzip()
-}
-
-/// Starts the engine over a clock scheme's links. `events` comes from [`event_channels`].
-pub fn start<C: Connector>(
-    settings: PtpSettings,
-    scheme: &Arc<ClockScheme<C>>,
-    mut events: Vec<Option<Receiver<DriverEvent>>>,
-    board: Option<PtpStatusBoard>,
-) -> Result<Engine, String> {
-    let mut ios: Vec<Arc<dyn DriverIo>> = Vec::new();
-    let mut rxs = Vec::new();
-    for p in &settings.ports {
-        let rx = events
-            .get_mut(p.clock)
-            .and_then(Option::take)
-            .ok_or_else(|| format!("no event channel for clock {:?}", p.name))?;
-        ios.push(Arc::new(SchemeLink {
-            scheme: scheme.clone(),
-            index: p.clock,
-        }));
-        rxs.push(rx);
-    }
-    Engine::spawn(settings, ios, rxs, board).map_err(|e| format!("starting the PTP engine: {e}"))
-}

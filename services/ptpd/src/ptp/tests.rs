@@ -1,5 +1,5 @@
 //! The engine thread end to end over the production wiring: `DriverLink`s over in-process
-//! transports to fake driver threads, the clock scheme, `ptp::start`. The fake drivers answer
+//! transports to fake driver threads, the clock scheme, `service::start_engine`. The fake drivers answer
 //! Caps / SetTstampConfig / clock requests, record every frame, and return (or lose, or never
 //! return) TX timestamps; a "wire" can join two of them with simulated hardware stamps.
 
@@ -20,9 +20,10 @@ use super::config::{
 };
 use super::net::{self, FrameBuilder, msg};
 use super::sim::{SimPhc, init_log};
-use super::{Engine, PtpStatusBoard, event_channels, start};
+use super::{Engine, PtpStatusBoard};
 use crate::driver_link::{Connector, DriverLink};
 use crate::scheme::ClockScheme;
+use crate::service::{event_channels, start_engine as start};
 
 /// Hands out the connections a test queues.
 struct FakeConnector(Receiver<InProc>);

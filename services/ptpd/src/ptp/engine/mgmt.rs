@@ -11,7 +11,8 @@ use super::super::mgmt::{
     ClockQuality, CurrentDataSet, DefaultDataSet, ParentDataSet, PortDataSet, PortIdentity,
     PortPropertiesNp, TimePropertiesDataSet, TimeStatusNp,
 };
-use super::{Core, clamp_i64};
+use super::Core;
+use super::status::clamp_i64;
 
 /// linuxptp's `timestamping` value for hardware time stamps (PORT_PROPERTIES_NP).
 const TS_HARDWARE: u8 = 1;

@@ -1,0 +1,219 @@
+//! Driver timestamping setup after every (re)connect: the job a helper thread runs
+//! ([`ConfigureJob::run`]) and what the core does with its result.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ptp_ipc::clockpage::ClockPageReader;
+use ptp_ipc::{Caps, DriverError, DriverReply, DriverRequest, RxFilter};
+
+use super::super::clock::{self, DriverIo};
+use super::super::config::{NetworkTransport, derive_source_ip, eui64_from_mac};
+use super::super::net::FrameBuilder;
+use super::{Core, NS_PER_S, bump};
+
+/// A failed timestamping configuration is retried after this.
+const CONFIGURE_RETRY_NS: u64 = NS_PER_S;
+/// Timeout of each request while configuring a driver.
+pub const CONFIGURE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Work for a helper: configure timestamping on a driver that just (re)connected.
+pub struct ConfigureJob {
+    pub port: usize,
+    /// Answers carry it back; an answer for an older job is ignored.
+    pub seq: u64,
+    pub name: String,
+    pub io: Arc<dyn DriverIo>,
+    pub transport: NetworkTransport,
+}
+
+/// What configuring a driver found out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Configured {
+    pub caps: Caps,
+    pub tx_on: bool,
+    pub rx_filter: RxFilter,
+}
+
+/// Why configuring a driver failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigureError {
+    #[error("{what}: request failed: {err:?}")]
+    Request {
+        what: &'static str,
+        err: ptp_ipc::ClockError,
+    },
+    #[error("{what}: driver refused: {err:?}")]
+    Driver {
+        what: &'static str,
+        err: DriverError,
+    },
+    #[error("{0}: unexpected reply")]
+    Unexpected(&'static str),
+    #[error(
+        "driver applied TX {tx_on}, RX {rx_filter:?}: PTP needs TX stamps and PTP event RX stamps"
+    )]
+    Insufficient { tx_on: bool, rx_filter: RxFilter },
+}
+
+impl ConfigureJob {
+    /// Asks the driver for its Caps, then turns on TX timestamps and the RX filter matching
+    /// the transport (falling back to wider filters the part may prefer). Bounded: at most
+    /// four requests of [`CONFIGURE_TIMEOUT`] each.
+    pub fn run(&self) -> Result<Configured, ConfigureError> {
+        let caps = match self.io.request(DriverRequest::Caps, CONFIGURE_TIMEOUT) {
+            Ok(DriverReply::Caps(c)) => c,
+            Ok(DriverReply::Error(err)) => {
+                return Err(ConfigureError::Driver { what: "Caps", err });
+            }
+            Ok(_) => return Err(ConfigureError::Unexpected("Caps")),
+            Err(err) => return Err(ConfigureError::Request { what: "Caps", err }),
+        };
+        let first = match self.transport {
+            NetworkTransport::L2 => RxFilter::PtpV2L2Event,
+            NetworkTransport::UdpV4 => RxFilter::PtpV2L4Event,
+        };
+        let mut last = ConfigureError::Unexpected("SetTstampConfig");
+        for rx_filter in [first, RxFilter::PtpV2Event, RxFilter::All] {
+            let req = DriverRequest::SetTstampConfig {
+                tx_on: true,
+                rx_filter,
+            };
+            match self.io.request(req, CONFIGURE_TIMEOUT) {
+                Ok(DriverReply::TstampConfig { tx_on, rx_filter }) => {
+                    if !tx_on || rx_filter == RxFilter::None || rx_filter == RxFilter::PtpV1L4Event
+                    {
+                        return Err(ConfigureError::Insufficient { tx_on, rx_filter });
+                    }
+                    return Ok(Configured {
+                        caps,
+                        tx_on,
+                        rx_filter,
+                    });
+                }
+                // A driver that answers Done applied what was asked.
+                Ok(DriverReply::Done) => {
+                    return Ok(Configured {
+                        caps,
+                        tx_on: true,
+                        rx_filter,
+                    });
+                }
+                Ok(DriverReply::Error(DriverError::Unsupported)) => {
+                    last = ConfigureError::Driver {
+                        what: "SetTstampConfig",
+                        err: DriverError::Unsupported,
+                    };
+                }
+                Ok(DriverReply::Error(err)) => {
+                    return Err(ConfigureError::Driver {
+                        what: "SetTstampConfig",
+                        err,
+                    });
+                }
+                Ok(_) => return Err(ConfigureError::Unexpected("SetTstampConfig")),
+                Err(err) => {
+                    return Err(ConfigureError::Request {
+                        what: "SetTstampConfig",
+                        err,
+                    });
+                }
+            }
+        }
+        Err(last)
+    }
+}
+
+impl Core {
+    /// Driver configurations to run (see [`ConfigureJob::run`]); feed each result back
+    /// through [`Core::on_configured`].
+    pub fn take_configure_jobs(&mut self) -> Vec<ConfigureJob> {
+        std::mem::take(&mut self.jobs)
+    }
+
+    pub(super) fn queue_configure(&mut self, i: usize) {
+        let p = &mut self.ports[i];
+        p.cfg_seq += 1;
+        p.cfg_pending = true;
+        p.cfg_retry_at = None;
+        self.jobs.push(ConfigureJob {
+            port: i,
+            seq: p.cfg_seq,
+            name: p.s.name.clone(),
+            io: p.io.clone(),
+            transport: p.s.transport,
+        });
+    }
+
+    /// The result of a [`ConfigureJob`].
+    pub fn on_configured(
+        &mut self,
+        i: usize,
+        seq: u64,
+        result: Result<Configured, ConfigureError>,
+        now: u64,
+    ) {
+        let Some(p) = self.ports.get_mut(i) else {
+            return;
+        };
+        if seq != p.cfg_seq {
+            return;
+        }
+        p.cfg_pending = false;
+        match result {
+            Ok(c) => {
+                bump(&self.stats.configures);
+                let mac = c.caps.mac;
+                p.mac = Some(mac);
+                let src = p.s.source_ip.unwrap_or_else(|| derive_source_ip(mac));
+                p.builder = Some(FrameBuilder::new(p.s.transport, mac, src));
+                {
+                    let mut st = clock::lock(&p.clock);
+                    st.max_adj_ppb = c.caps.max_adj_ppb;
+                    st.page = None;
+                    if !c.caps.clock_page.is_empty() {
+                        match ClockPageReader::open(&c.caps.clock_page) {
+                            Ok(r) => st.page = Some(r),
+                            Err(e) => log::info!(
+                                "{}: clock page {} unusable ({e}); reading the PHC over IPC",
+                                p.s.name,
+                                c.caps.clock_page
+                            ),
+                        }
+                    }
+                }
+                p.configured = true;
+                p.warned_not_ready = false;
+                log::info!(
+                    "port {} ({}): timestamping on (TX on, RX {:?}), {} {}, MAC {}",
+                    p.number,
+                    p.s.name,
+                    c.rx_filter,
+                    c.caps.part,
+                    match p.s.transport {
+                        NetworkTransport::L2 => "L2".to_string(),
+                        NetworkTransport::UdpV4 => format!("UDPv4 from {src}"),
+                    },
+                    mac.iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect::<Vec<_>>()
+                        .join(":")
+                );
+                if self.own_id.is_none() && i == 0 {
+                    self.own_id = Some(eui64_from_mac(mac));
+                    self.start_instance(now);
+                }
+            }
+            Err(e) => {
+                bump(&self.stats.configure_failures);
+                p.cfg_retry_at = Some(now + CONFIGURE_RETRY_NS);
+                log::warn!(
+                    "port {} ({}): configuring timestamping failed: {e}; retrying in 1 s",
+                    p.number,
+                    p.s.name
+                );
+            }
+        }
+        self.publish(i);
+    }
+}

@@ -1,0 +1,151 @@
+//! The production thread around [`Core`]: waits on the drivers' event channels, the results of
+//! configuration helpers and the core's next deadline, with the monotonic clock as `now`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Select, Sender, bounded};
+use ptp_ipc::DriverEvent;
+
+use super::super::clock::DriverIo;
+use super::super::config::PtpSettings;
+use super::super::status::PtpStatusBoard;
+use super::{ConfigureError, Configured, Core, EngineStats, StatsSnapshot, dur_ns};
+/// Control messages to the engine thread.
+enum Control {
+    Configured {
+        port: usize,
+        seq: u64,
+        result: Result<Configured, ConfigureError>,
+    },
+    Stop,
+}
+
+/// The longest the engine thread sleeps, so a stop request is seen promptly even without
+/// events or timers.
+const MAX_SLEEP: Duration = Duration::from_millis(100);
+
+/// The engine thread: owns the [`Core`] (statime's instance and ports are not `Send`, so they
+/// are created on this thread), waits on the drivers' event channels, helper results and the
+/// next deadline.
+pub struct Engine {
+    stop: Arc<AtomicBool>,
+    ctl: Sender<Control>,
+    stats: Arc<EngineStats>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Starts the engine. `ios[k]` and `events[k]` belong to `settings.ports[k]`.
+    pub fn spawn(
+        settings: PtpSettings,
+        ios: Vec<Arc<dyn DriverIo>>,
+        events: Vec<Receiver<DriverEvent>>,
+        board: Option<PtpStatusBoard>,
+    ) -> std::io::Result<Engine> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(EngineStats::default());
+        let (ctl_tx, ctl_rx) = bounded::<Control>(256);
+        let thread = {
+            let stop = stop.clone();
+            let stats = stats.clone();
+            let ctl_tx = ctl_tx.clone();
+            std::thread::Builder::new()
+                .name("ptp-engine".into())
+                .spawn(move || {
+                    engine_thread(settings, ios, events, board, stats, &stop, &ctl_tx, &ctl_rx)
+                })?
+        };
+        Ok(Engine {
+            stop,
+            ctl: ctl_tx,
+            stats,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.ctl.try_send(Control::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn engine_thread(
+    settings: PtpSettings,
+    ios: Vec<Arc<dyn DriverIo>>,
+    events: Vec<Receiver<DriverEvent>>,
+    board: Option<PtpStatusBoard>,
+    stats: Arc<EngineStats>,
+    stop: &AtomicBool,
+    ctl_tx: &Sender<Control>,
+    ctl_rx: &Receiver<Control>,
+) {
+    let start = Instant::now();
+    let now = || dur_ns(start.elapsed());
+    let mut core = Core::new(settings, ios, board, stats, now());
+    let mut live: Vec<bool> = vec![true; events.len()];
+    while !stop.load(Ordering::Acquire) {
+        for job in core.take_configure_jobs() {
+            let tx = ctl_tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("ptp-cfg:{}", job.name))
+                .spawn(move || {
+                    let result = job.run();
+                    let _ = tx.send_timeout(
+                        Control::Configured {
+                            port: job.port,
+                            seq: job.seq,
+                            result,
+                        },
+                        Duration::from_secs(1),
+                    );
+                });
+            if let Err(e) = spawned {
+                log::error!("cannot start a configuration thread: {e}");
+            }
+        }
+        let t = now();
+        let wait = core
+            .next_deadline()
+            .map_or(MAX_SLEEP, |d| Duration::from_nanos(d.saturating_sub(t)))
+            .min(MAX_SLEEP);
+        let mut sel = Select::new();
+        let mut ids = Vec::with_capacity(events.len());
+        for (k, rx) in events.iter().enumerate() {
+            if live[k] {
+                ids.push((sel.recv(rx), k));
+            }
+        }
+        let ctl_op = sel.recv(ctl_rx);
+        if let Ok(op) = sel.select_timeout(wait) {
+            let index = op.index();
+            if index == ctl_op {
+                match op.recv(ctl_rx) {
+                    Ok(Control::Configured { port, seq, result }) => {
+                        core.on_configured(port, seq, result, now())
+                    }
+                    Ok(Control::Stop) | Err(_) => break,
+                }
+            } else if let Some(&(_, k)) = ids.iter().find(|(id, _)| *id == index) {
+                match op.recv(&events[k]) {
+                    Ok(ev) => core.on_event(k, ev, now()),
+                    // The link is gone (ptpd is shutting down); stop selecting on it.
+                    Err(_) => live[k] = false,
+                }
+            }
+        }
+        core.on_timers(now());
+    }
+}
