@@ -183,6 +183,41 @@ pub fn parse(b: &[u8]) -> Result<MgmtRequest, MgmtError> {
     })
 }
 
+impl MgmtRequest {
+    /// The message as `pmc` would send it (the inverse of [`parse`]; an odd-length dataField
+    /// is padded), for requesters and tests.
+    pub fn encode(&self) -> Vec<u8> {
+        let padded = self.data.len() + self.data.len() % 2;
+        let total = HEADER_LEN + TLV_HEAD + 2 + padded;
+        let mut out = Vec::with_capacity(total);
+        out.push((self.sdo_and_version[0] & 0xF0) | MSG_TYPE_MANAGEMENT);
+        out.push(self.sdo_and_version[1]);
+        out.extend_from_slice(&u16::try_from(total).unwrap_or(u16::MAX).to_be_bytes());
+        out.push(self.domain);
+        out.push(self.minor_sdo);
+        out.push(if self.unicast { FLAG_UNICAST } else { 0 });
+        out.push(0);
+        out.extend_from_slice(&[0; 12]); // correctionField, messageTypeSpecific
+        self.source.write(&mut out);
+        out.extend_from_slice(&self.sequence_id.to_be_bytes());
+        out.push(CONTROL_MANAGEMENT);
+        out.push(LOG_INTERVAL_NONE);
+        self.target.write(&mut out);
+        out.extend_from_slice(&[
+            self.starting_boundary_hops,
+            self.boundary_hops,
+            self.action as u8,
+            0,
+        ]);
+        out.extend_from_slice(&TLV_MANAGEMENT.to_be_bytes());
+        out.extend_from_slice(&u16::try_from(2 + padded).unwrap_or(u16::MAX).to_be_bytes());
+        out.extend_from_slice(&self.management_id.to_be_bytes());
+        out.extend_from_slice(&self.data);
+        out.resize(total, 0);
+        out
+    }
+}
+
 /// Header of a reply from `responder` to `req`, with a TLV of `tlv_len` bytes to follow.
 fn reply_header(
     req: &MgmtRequest,

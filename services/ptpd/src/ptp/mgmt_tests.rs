@@ -264,3 +264,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn encodes_a_request_as_pmc_sends_it() {
+    let golden = get_request(id::PORT_DATA_SET, 1, 1);
+    let r = parse(&golden).unwrap();
+    assert_eq!(r.encode(), golden);
+    // An odd dataField is padded to an even TLV length.
+    let set = MgmtRequest {
+        action: Action::Set,
+        data: vec![7],
+        ..r
+    };
+    let b = set.encode();
+    assert_eq!(&b[2..4], &56u16.to_be_bytes());
+    assert_eq!(&b[50..52], &4u16.to_be_bytes());
+    assert_eq!(b[46], 1);
+    assert_eq!(parse(&b).unwrap().data, vec![7, 0]);
+}

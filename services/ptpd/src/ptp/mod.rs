@@ -36,10 +36,11 @@
 //!   Follow_Up for that Sync, as statime intends), never blocking the port.
 //! - **Input**: statime 0.4 computes times with unsigned fixed point and would overflow on a
 //!   correctionField larger than its timestamp; such messages are dropped before statime sees
-//!   them ([`net::check_times`]). Management and Signaling frames from the network are
-//!   counted and dropped (statime answers neither); management is answered on the local
-//!   `management_socket` instead ([`manage`], [`mgmt`], `crate::mgmt_socket`), as ptp4l
-//!   answers `pmc -u`.
+//!   them ([`net::check_times`]). Signaling frames are counted and dropped (statime has no
+//!   use for them). statime does not answer management either: ptpd does, from a snapshot of
+//!   the engine's data sets ([`manage`], [`mgmt`]), on the port a request arrives on (`pmc -2`,
+//!   `pmc -4`) and on the local `management_socket` (`pmc -u`, `crate::mgmt_socket`), as
+//!   ptp4l does.
 //! - **Servo restarts**: statime's Kalman filter ignores measurements older than its own time;
 //!   after a driver restart that resets the PHC that would be forever, so the filter wrapper
 //!   restarts the servo when the PHC runs backwards without a step ([`clock::TracedFilter`]).
@@ -56,6 +57,8 @@ pub mod mgmt;
 pub mod net;
 pub mod status;
 
+#[cfg(test)]
+mod net_mgmt_tests;
 #[cfg(test)]
 mod sim;
 #[cfg(test)]

@@ -500,14 +500,17 @@ fn malformed_and_foreign_frames_are_dropped_and_counted() {
     for (rx_ns, frame) in frames {
         r.driver.event(DriverEvent::PtpFrame { rx_ns, frame });
     }
-    let mut mgmt = announce(0, NetworkTransport::L2);
-    mgmt[14] = msg::MANAGEMENT;
-    r.driver.event(DriverEvent::PtpFrame {
-        rx_ns: None,
-        frame: mgmt,
-    });
+    // An Announce relabelled as Management (no management TLV) and as Signaling.
+    for t in [msg::MANAGEMENT, msg::SIGNALING] {
+        let mut f = announce(0, NetworkTransport::L2);
+        f[14] = t;
+        r.driver.event(DriverEvent::PtpFrame {
+            rx_ns: None,
+            frame: f,
+        });
+    }
     assert!(wait_for(Duration::from_secs(3), || {
-        r.engine.stats().rx_frames >= before.rx_frames + 8
+        r.engine.stats().rx_frames >= before.rx_frames + 9
     }));
     let s = r.engine.stats();
     assert_eq!(s.rx_malformed - before.rx_malformed, 3, "{s:?}");
@@ -516,6 +519,7 @@ fn malformed_and_foreign_frames_are_dropped_and_counted() {
     assert_eq!(s.rx_bad_version - before.rx_bad_version, 1);
     assert_eq!(s.rx_no_timestamp - before.rx_no_timestamp, 1);
     assert_eq!(s.rx_ignored - before.rx_ignored, 1);
+    assert_eq!(s.mgmt_malformed - before.mgmt_malformed, 1);
     // The foreign-domain master (priority1 0) was not adopted; the port still serves.
     let n = count(&r.driver, msg::FOLLOW_UP);
     assert!(wait_for(Duration::from_secs(3), || count(

@@ -17,6 +17,7 @@
 //! - [`configure`]: driver timestamping setup after (re)connect;
 //! - [`status`]: derived port states, log lines and the published snapshots;
 //! - [`mgmt`]: the management data sets (a read-only view of the above);
+//! - [`net_mgmt`]: management requests arriving on a port, answered there;
 //! - [`thread`]: the production thread ([`Engine`]).
 
 use std::collections::{HashMap, HashSet};
@@ -54,6 +55,7 @@ macro_rules! dispatch {
 mod actions;
 mod configure;
 mod mgmt;
+mod net_mgmt;
 mod port_io;
 mod status;
 mod thread;
@@ -110,6 +112,9 @@ stats!(
     driver_restarts,
     announce_rewrites,
     bmca_runs,
+    mgmt_answered,
+    mgmt_malformed,
+    mgmt_ignored,
 );
 
 fn bump(c: &AtomicU64) {

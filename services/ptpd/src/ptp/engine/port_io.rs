@@ -279,8 +279,12 @@ impl Core {
             bump(&self.stats.rx_foreign_domain);
             return;
         }
-        if matches!(m.message_type, msg::SIGNALING | msg::MANAGEMENT) || m.message_type > 0xD {
-            // statime 0.4 answers neither (pmc gets no reply): counted, not logged per frame.
+        if m.message_type == msg::MANAGEMENT {
+            self.on_management(i, m.payload, now);
+            return;
+        }
+        if m.message_type == msg::SIGNALING || m.message_type > msg::MANAGEMENT {
+            // statime 0.4 has no use for Signaling: counted, not logged per frame.
             bump(&self.stats.rx_ignored);
             return;
         }

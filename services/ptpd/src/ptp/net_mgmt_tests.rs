@@ -1,0 +1,236 @@
+//! Management over the PTP ports (what `pmc -2` / `pmc -4` send), frames in and frames out of
+//! the deterministic simulation: a request reaches a running core as a received frame, and the
+//! reply must leave on the same port as a general message that decodes to the data set the
+//! core's own state says.
+
+use std::net::Ipv4Addr;
+
+use ptp_ipc::DriverEvent;
+
+use super::config::{DelayMechanism, NetworkTransport};
+use super::mgmt::{self, Action, MgmtRequest, PortIdentity, id, port_state_code};
+use super::net::{self, FrameBuilder, msg};
+use super::sim::{SimPhc, World, init_log, port};
+
+const S: u64 = 1_000_000_000;
+const PMC: PortIdentity = PortIdentity {
+    clock: [0x52, 0x54, 0x00, 0xFF, 0xFE, 0x12, 0x34, 0x56],
+    port: 0x0B0C,
+};
+const ALL: PortIdentity = PortIdentity {
+    clock: [0xFF; 8],
+    port: 0xFFFF,
+};
+
+fn get(domain: u8, target: PortIdentity, mid: u16, seq: u16) -> MgmtRequest {
+    MgmtRequest {
+        sdo_and_version: [0x0D, 0x12],
+        domain,
+        minor_sdo: 0,
+        unicast: false,
+        source: PMC,
+        sequence_id: seq,
+        target,
+        starting_boundary_hops: 1,
+        boundary_hops: 1,
+        action: Action::Get,
+        management_id: mid,
+        data: Vec::new(),
+    }
+}
+
+/// A master (node 0, priority1 1) and a slave (node 1) after `secs` of protocol.
+fn world(transport: NetworkTransport, secs: u64) -> World {
+    init_log();
+    let p = port(transport, DelayMechanism::E2E);
+    let phcs = [
+        SimPhc::new(1_000.0 * S as f64, 0.0),
+        SimPhc::new(1_000.0 * S as f64 + 1e6, 10.0),
+    ];
+    let mut w = World::new([p.clone(), p], [1, 128], phcs);
+    w.run_until(secs * S, |_| {});
+    w
+}
+
+/// [`ask_raw`], each reply decoded (RESPONSEs with a management TLV).
+fn ask(
+    w: &mut World,
+    node: usize,
+    transport: NetworkTransport,
+    payload: &[u8],
+) -> Vec<MgmtRequest> {
+    ask_raw(w, node, transport, payload)
+        .iter()
+        .map(|p| mgmt::parse(p).unwrap())
+        .collect()
+}
+
+/// Hands `payload`, framed as pmc on another host would, to `node`, and returns the
+/// management messages it sent back, checking each is a general message on the primary
+/// address from the node's own MAC.
+fn ask_raw(
+    w: &mut World,
+    node: usize,
+    transport: NetworkTransport,
+    payload: &[u8],
+) -> Vec<Vec<u8>> {
+    let mut b = FrameBuilder::new(
+        transport,
+        [2, 0, 0, 0, 0, 0x99],
+        Ipv4Addr::new(10, 0, 0, 99),
+    );
+    let frame = b.build(payload, false, false).unwrap();
+    let before = w.nodes[node].drv.st().outbox.len();
+    w.nodes[node]
+        .core
+        .on_event(0, DriverEvent::PtpFrame { rx_ns: None, frame }, w.t);
+    let mac = w.nodes[node].drv.st().mac;
+    let out: Vec<Vec<u8>> = w.nodes[node].drv.st().outbox[before..]
+        .iter()
+        .map(|(cookie, want_ts, f)| {
+            assert!(
+                *cookie == 0 && !*want_ts,
+                "a management reply wants no TX stamp"
+            );
+            f.clone()
+        })
+        .collect();
+    out.iter()
+        .filter_map(|f| {
+            let m = net::parse(f).expect("a reply decodes (UDP: general port 320)");
+            (m.message_type == msg::MANAGEMENT).then(|| {
+                assert_eq!(&f[6..12], &mac, "sent from the node's MAC");
+                let dst: &[u8] = match transport {
+                    NetworkTransport::L2 => &net::L2_PRIMARY,
+                    NetworkTransport::UdpV4 => &f[30..34],
+                };
+                if transport == NetworkTransport::UdpV4 {
+                    assert_eq!(dst, &net::IPV4_PRIMARY.octets());
+                } else {
+                    assert_eq!(&f[..6], dst);
+                }
+                m.payload.to_vec()
+            })
+        })
+        .collect()
+}
+
+fn answers_gets_on_the_port(transport: NetworkTransport) {
+    let mut w = world(transport, 20);
+    let slave = 1;
+    let own = w.nodes[slave].core.clock_identity().unwrap();
+    let gm = w.nodes[0].core.clock_identity().unwrap();
+    let r = ask(
+        &mut w,
+        slave,
+        transport,
+        &get(0, ALL, id::DEFAULT_DATA_SET, 41).encode(),
+    );
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].action, Action::Response);
+    assert_eq!(r[0].sequence_id, 41);
+    assert_eq!(r[0].target, PMC, "the reply goes to the requester");
+    assert_eq!(
+        r[0].source,
+        PortIdentity {
+            clock: own,
+            port: 0
+        }
+    );
+    assert_eq!(r[0].management_id, id::DEFAULT_DATA_SET);
+    let snap = w.nodes[slave].core.mgmt_snapshot().unwrap();
+    assert_eq!(r[0].data, snap.default.encode());
+    assert_eq!(r[0].data[4], 128, "priority1");
+    assert_eq!(&r[0].data[10..18], &own, "clockIdentity");
+
+    let r = ask(
+        &mut w,
+        slave,
+        transport,
+        &get(0, ALL, id::PARENT_DATA_SET, 42).encode(),
+    );
+    assert_eq!(r.len(), 1);
+    assert_eq!(
+        &r[0].data[24..32],
+        &gm,
+        "grandmasterIdentity is the master's"
+    );
+
+    let one = PortIdentity {
+        clock: own,
+        port: 1,
+    };
+    let r = ask(
+        &mut w,
+        slave,
+        transport,
+        &get(0, one, id::PORT_DATA_SET, 43).encode(),
+    );
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].source, one);
+    let state = w.nodes[slave].core.snapshot(0).port_state;
+    assert_eq!(r[0].data[10], port_state_code(state));
+    assert_eq!(r[0].data[10], port_state_code(ptp_ipc::PortState::Slave));
+
+    // An unknown id: MANAGEMENT_ERROR_STATUS NOT_SUPPORTED.
+    let r = ask_raw(&mut w, slave, transport, &get(0, ALL, 0x2005, 44).encode());
+    assert_eq!(r.len(), 1);
+    assert_eq!(&r[0][30..32], &44u16.to_be_bytes(), "sequenceId");
+    assert_eq!(r[0][46] & 0x0F, Action::Response as u8);
+    assert_eq!(&r[0][48..50], &[0x00, 0x02], "MANAGEMENT_ERROR_STATUS");
+    assert_eq!(&r[0][52..54], &[0x00, 0x06], "NOT_SUPPORTED");
+    let st = w.nodes[slave].core.stats().snapshot();
+    assert_eq!(st.mgmt_answered, 4, "{st:?}");
+    assert_eq!(st.mgmt_malformed, 0);
+}
+
+#[test]
+fn l2_management_gets_are_answered_on_the_port() {
+    answers_gets_on_the_port(NetworkTransport::L2);
+}
+
+#[test]
+fn udp4_management_gets_are_answered_on_the_port() {
+    answers_gets_on_the_port(NetworkTransport::UdpV4);
+}
+
+#[test]
+fn malformed_foreign_and_misaddressed_management_is_not_answered() {
+    let t = NetworkTransport::L2;
+    let mut w = world(t, 5);
+    let before = w.nodes[0].core.stats().snapshot();
+    let good = get(0, ALL, id::DEFAULT_DATA_SET, 1).encode();
+    let mut bad_tlv = good.clone();
+    bad_tlv[49] = 9; // tlvType 9
+    let mut short_tlv = good.clone();
+    short_tlv[50..52].copy_from_slice(&40u16.to_be_bytes()); // TLV runs past the message
+    for b in [bad_tlv, short_tlv] {
+        assert!(ask(&mut w, 0, t, &b).is_empty());
+    }
+    let other_clock = PortIdentity {
+        clock: [1; 8],
+        port: 0xFFFF,
+    };
+    assert!(
+        ask(
+            &mut w,
+            0,
+            t,
+            &get(0, other_clock, id::DEFAULT_DATA_SET, 2).encode()
+        )
+        .is_empty()
+    );
+    // Another domain is dropped before management sees it.
+    assert!(ask(&mut w, 0, t, &get(3, ALL, id::DEFAULT_DATA_SET, 3).encode()).is_empty());
+    // A reply from another node is not a request.
+    let mut resp = get(0, ALL, id::DEFAULT_DATA_SET, 4);
+    resp.action = Action::Response;
+    assert!(ask(&mut w, 0, t, &resp.encode()).is_empty());
+    let s = w.nodes[0].core.stats().snapshot();
+    assert_eq!(s.mgmt_malformed - before.mgmt_malformed, 2, "{s:?}");
+    assert_eq!(s.mgmt_ignored - before.mgmt_ignored, 2);
+    assert_eq!(s.rx_foreign_domain - before.rx_foreign_domain, 1);
+    assert_eq!(s.mgmt_answered, before.mgmt_answered);
+    // And the node still answers a good one.
+    assert_eq!(ask(&mut w, 0, t, &good).len(), 1);
+}
