@@ -31,22 +31,23 @@ impl PageSample {
     }
 }
 
-/// What a family's time-sync block must provide.
-pub trait ClockHw<M: Mmio>: Send + Sync {
+/// What a family's time-sync block must provide. Limits are methods, not constants: one
+/// daemon (igbd) drives MACs with different ranges.
+pub trait ClockHw: Send + Sync {
     /// Latched state between [`ClockHw::latch`] and [`ClockHw::finish`].
     type Latch: Copy;
     /// Largest |frequency adjustment| in ppb.
-    const MAX_ADJ_PPB: u32;
-    /// Largest PHC time the hardware can hold, in ns.
-    const MAX_TIME_NS: u64;
+    fn max_adj_ppb(&self) -> u32;
+    /// Largest PHC time the clock can hold, in ns.
+    fn max_time_ns(&self) -> u64;
     /// Performs the one register read that samples the clock (i225: SYSTIML).
-    fn latch(&self, regs: &Regs<M>) -> Self::Latch;
+    fn latch<M: Mmio>(&self, regs: &Regs<M>) -> Self::Latch;
     /// Reads the rest of the latched value and returns the time in ns.
-    fn finish(&self, regs: &Regs<M>, latch: Self::Latch) -> u64;
-    /// Writes the time (already range-checked).
-    fn write(&self, regs: &Regs<M>, ns: u64);
-    /// Programs a frequency offset (already range-checked against MAX_ADJ_PPB).
-    fn set_freq(&self, regs: &Regs<M>, scaled_ppm: i64);
+    fn finish<M: Mmio>(&self, regs: &Regs<M>, latch: Self::Latch) -> u64;
+    /// Sets the time (already range-checked).
+    fn write<M: Mmio>(&self, regs: &Regs<M>, ns: u64);
+    /// Programs a frequency offset (already range-checked against max_adj_ppb).
+    fn set_freq<M: Mmio>(&self, regs: &Regs<M>, scaled_ppm: i64);
 }
 
 /// The gettimex sample with the narrowest CLOCK_REALTIME bracket. A sample whose bracket ends
@@ -203,7 +204,7 @@ pub struct Phc<M, H> {
     mono: HostClock,
 }
 
-impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
+impl<M: Mmio, H: ClockHw> Phc<M, H> {
     pub fn new(regs: Arc<Regs<M>>, hw: H) -> Self {
         Self {
             regs,
@@ -302,7 +303,7 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
     /// instant: the request is "SYSTIM := ns when the write lands", which the hardware does
     /// exactly, so there is no law to verify (the anchor is off by the write's bus time).
     pub fn settime(&self, ns: u64) -> Result<(), HwError> {
-        if ns > H::MAX_TIME_NS {
+        if ns > self.hw.max_time_ns() {
             return Err(HwError::InvalidArgument("time beyond the PHC's range"));
         }
         let mut st = self.lock();
@@ -331,7 +332,7 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
             at: base.mid(),
             rate: 1.0 + self.rate_locked(&st) * 1e-9,
         };
-        if !(0..=H::MAX_TIME_NS as i128).contains(&law.base) {
+        if !(0..=self.hw.max_time_ns() as i128).contains(&law.base) {
             return Err(HwError::InvalidArgument(
                 "adjustment leaves the PHC's range",
             ));
@@ -371,7 +372,7 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
     fn write_law(&self, law: &StepLaw, lead: u64) -> Result<Attempt, HwError> {
         let computed = self.now();
         let target = law.phc_at(computed + lead);
-        if !(0..=H::MAX_TIME_NS as i128).contains(&target) {
+        if !(0..=self.hw.max_time_ns() as i128).contains(&target) {
             return Err(HwError::InvalidArgument(
                 "adjustment leaves the PHC's range",
             ));
@@ -444,7 +445,7 @@ impl<M: Mmio, H: ClockHw<M>> Phc<M, H> {
     /// Sets the frequency offset (absolute, from nominal), Linux `scaled_ppm` units.
     pub fn adjfine(&self, scaled_ppm: i64) -> Result<(), HwError> {
         // |scaled_ppm| · 1000 / 2^16 > max_adj, in integers (no rounding at the boundary).
-        if scaled_ppm.unsigned_abs() as u128 * 1000 > H::MAX_ADJ_PPB as u128 * 65536 {
+        if scaled_ppm.unsigned_abs() as u128 * 1000 > self.hw.max_adj_ppb() as u128 * 65536 {
             return Err(HwError::InvalidArgument("frequency beyond max_adj"));
         }
         let mut st = self.lock();

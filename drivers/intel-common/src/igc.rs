@@ -11,6 +11,8 @@ use intel_regs::igc::{rxd, txd};
 use ptp_ipc::RxFilter;
 
 use crate::clock::ClockHw;
+use crate::family::{Causes, Family, IrqLayout, Rearm};
+pub use crate::family::{Link, RxFrame, keeps_rx_stamp};
 use crate::ring::{RxRing, TxRing};
 use crate::txts::TsRegs;
 use crate::{HwError, Regs};
@@ -30,13 +32,6 @@ const POLL_STEP: Duration = Duration::from_micros(100);
 /// Identifies the part behind `vendor:device`.
 pub fn probe(vendor: u16, device: u16) -> Result<&'static Part, HwError> {
     ids::igc_part(vendor, device).ok_or(HwError::UnsupportedDevice { vendor, device })
-}
-
-/// Link state decoded from STATUS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Link {
-    pub up: bool,
-    pub speed_mbps: u32,
 }
 
 /// The MAC address the NVM preloaded into RAL0/RAH0 (§10.1).
@@ -138,7 +133,7 @@ pub fn ptp_reset<M: Mmio>(regs: &Regs<M>, now_ns: u64) {
     regs.write(r::TSSDP, 0);
     regs.write(r::TSIM, r::tsicr::TXTS);
     regs.modify(r::IMS, icr::TS, 0);
-    Igc.write(regs, now_ns.min(<Igc as ClockHw<M>>::MAX_TIME_NS));
+    Igc.write(regs, now_ns.min(Igc.max_time_ns()));
 }
 
 /// Causes read by one pass of the "other" interrupt handler.
@@ -173,29 +168,35 @@ pub struct Igc;
 
 const NS_PER_S: u64 = 1_000_000_000;
 
-impl<M: Mmio> ClockHw<M> for Igc {
+impl ClockHw for Igc {
     type Latch = u32;
-    const MAX_ADJ_PPB: u32 = r::MAX_ADJ_PPB;
-    const MAX_TIME_NS: u64 = (u32::MAX as u64) * NS_PER_S + (NS_PER_S - 1);
+
+    fn max_adj_ppb(&self) -> u32 {
+        r::MAX_ADJ_PPB
+    }
+
+    fn max_time_ns(&self) -> u64 {
+        (u32::MAX as u64) * NS_PER_S + (NS_PER_S - 1)
+    }
 
     #[inline]
-    fn latch(&self, regs: &Regs<M>) -> u32 {
+    fn latch<M: Mmio>(&self, regs: &Regs<M>) -> u32 {
         regs.read(r::SYSTIML)
     }
 
     #[inline]
-    fn finish(&self, regs: &Regs<M>, ns: u32) -> u64 {
+    fn finish<M: Mmio>(&self, regs: &Regs<M>, ns: u32) -> u64 {
         let s = regs.read(r::SYSTIMH) as u64;
         s * NS_PER_S + ns as u64
     }
 
-    fn write(&self, regs: &Regs<M>, ns: u64) {
+    fn write<M: Mmio>(&self, regs: &Regs<M>, ns: u64) {
         // L then H: the pair takes effect on the H write (§5, settime64).
         regs.write(r::SYSTIML, (ns % NS_PER_S) as u32);
         regs.write(r::SYSTIMH, (ns / NS_PER_S) as u32);
     }
 
-    fn set_freq(&self, regs: &Regs<M>, scaled_ppm: i64) {
+    fn set_freq<M: Mmio>(&self, regs: &Regs<M>, scaled_ppm: i64) {
         regs.write(r::TIMINCA, timinca_for(scaled_ppm));
     }
 }
@@ -219,6 +220,7 @@ pub const TS_REGS: TsRegs = TsRegs {
     high: &r::TXSTMPH,
     txstmph0_quirk: true,
     h0_clears_all: true,
+    format: crate::txts::StampFormat::SecNs,
 };
 
 /// TSYNCTXCTL to enable TX timestamping: ENABLED | TXSYNSIG (igc writes 0x30, §2.1).
@@ -334,24 +336,6 @@ pub fn rx_filter_type(filter: RxFilter) -> Result<Option<u32>, HwError> {
     })
 }
 
-/// Whether a frame stamped by the hardware keeps its stamp under `filter`.
-pub fn keeps_rx_stamp(filter: RxFilter, frame: &[u8]) -> bool {
-    use ptp_ipc::frame::{Transport, classify};
-    let info = classify(frame);
-    let event_v2 = |t: fn(&Transport) -> bool| {
-        info.is_some_and(|i| i.version == 2 && i.is_event() && t(&i.transport))
-    };
-    match filter {
-        RxFilter::None | RxFilter::PtpV1L4Event => false,
-        RxFilter::All => true,
-        RxFilter::PtpV2Event => {
-            event_v2(|t| matches!(t, Transport::L2 | Transport::Udp4 { dst_port: 319 }))
-        }
-        RxFilter::PtpV2L2Event => event_v2(|t| matches!(t, Transport::L2)),
-        RxFilter::PtpV2L4Event => event_v2(|t| matches!(t, Transport::Udp4 { dst_port: 319 })),
-    }
-}
-
 /// Applies an RX filter without touching the link or the rings (§8.1 enable/disable order):
 /// reconfiguring timestamping never takes the link down (seed 003).
 pub fn apply_rx_filter<M: Mmio>(regs: &Regs<M>, filter: RxFilter) -> Result<(), HwError> {
@@ -371,15 +355,6 @@ pub fn apply_rx_filter<M: Mmio>(regs: &Regs<M>, filter: RxFilter) -> Result<(), 
         }
     }
     Ok(())
-}
-
-/// What the driver does with one received buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RxFrame<'a> {
-    /// A PTP frame for ptpd, with its RX timestamp (latency-compensated) if the filter keeps it.
-    Ptp { rx_ns: Option<u64>, frame: &'a [u8] },
-    /// Anything else (counted; the netstack's, once one is attached).
-    Other { frame: &'a [u8] },
 }
 
 /// Classifies one received buffer: strips the timestamp header, keeps the stamp only when
@@ -406,6 +381,127 @@ pub fn split_rx_stamp(status: u32, buf: &[u8]) -> (Option<u64>, &[u8]) {
     let ns = dw(3) as u64 * NS_PER_S + dw(2) as u64;
     (Some(ns), &buf[r::TS_HDR_LEN..])
 }
+
+/// The i225/i226 as a [`Family`]: four TX sets with the TXSTMPH_0 quirk, s:ns SYSTIM latched
+/// by SYSTIML, stamps in the RX buffer, a TXTS interrupt, the igc latency table.
+impl Family for Igc {
+    type Clock = Igc;
+    const DAEMON: &'static str = "igcd";
+    const SHORT: &'static str = "igc";
+    const MODELS: &'static [&'static str] = &["i225", "i226"];
+    const MAX_TX_SETS: u8 = 4;
+
+    fn probe(vendor: u16, device: u16) -> Result<(&'static Part, Self), HwError> {
+        Ok((probe(vendor, device)?, Igc))
+    }
+    fn clock(&self) -> Igc {
+        Igc
+    }
+    fn reset<M: Mmio>(&self, regs: &Regs<M>) -> Result<(), HwError> {
+        reset(regs)
+    }
+    fn link_up<M: Mmio>(&self, regs: &Regs<M>, wait: Duration) -> Link {
+        link_up(regs, wait)
+    }
+    fn link<M: Mmio>(&self, regs: &Regs<M>) -> Link {
+        link_from_status(regs.read(r::STATUS))
+    }
+    fn read_mac<M: Mmio>(&self, regs: &Regs<M>) -> [u8; 6] {
+        read_mac(regs)
+    }
+    fn setup_tx<M: Mmio>(&self, regs: &Regs<M>, ring: &TxRing) {
+        setup_tx(regs, ring)
+    }
+    fn setup_rx<M: Mmio>(&self, regs: &Regs<M>, ring: &RxRing) {
+        setup_rx(regs, ring)
+    }
+    fn tdt(&self) -> u32 {
+        r::tdt(0)
+    }
+    fn rdt(&self) -> u32 {
+        r::rdt(0)
+    }
+    fn enable_irqs<M: Mmio>(&self, regs: &Regs<M>, layout: IrqLayout) {
+        match layout {
+            IrqLayout::Split => {
+                enable_msix(regs);
+                enable_queue_irqs(regs);
+            }
+            IrqLayout::SingleMsix => enable_single_msix(regs),
+            IrqLayout::Shared => enable_shared_irqs(regs),
+        }
+    }
+    fn rearm<M: Mmio>(&self, regs: &Regs<M>, which: Rearm) {
+        match which {
+            Rearm::Other => rearm_other(regs),
+            Rearm::Queues => rearm_queues(regs),
+            Rearm::Single => rearm_single_msix(regs),
+        }
+    }
+    fn read_causes<M: Mmio>(&self, regs: &Regs<M>) -> Causes {
+        let c = read_other_causes(regs);
+        Causes {
+            time_sync: c.icr & icr::TS != 0,
+            tx_stamp: c.tsicr & r::tsicr::TXTS != 0,
+            link: c.icr & icr::LSC != 0,
+            other: c.icr & OTHER_CAUSES != 0,
+            any: c.icr & (SHARED_CAUSES | icr::TS) != 0,
+        }
+    }
+    fn kick<M: Mmio>(&self, _regs: &Regs<M>, _layout: IrqLayout) {
+        // TX stamps raise TXTS: nothing to wake by hand.
+    }
+    fn ptp_reset<M: Mmio>(&self, regs: &Regs<M>, now_ns: u64) {
+        ptp_reset(regs, now_ns)
+    }
+    fn ts_regs(&self) -> TsRegs {
+        TS_REGS
+    }
+    fn tsynctxctl_on(&self) -> u32 {
+        TSYNCTXCTL_ON
+    }
+    fn tx_tstamp_cmd(&self, set: u8) -> u32 {
+        tx_tstamp_cmd(set)
+    }
+    fn has_tx_ts_irq(&self) -> bool {
+        true
+    }
+    fn tx_stamp_ns(&self, raw: u64) -> u64 {
+        raw
+    }
+    fn rx_filters(&self) -> &'static [RxFilter] {
+        &[
+            RxFilter::None,
+            RxFilter::All,
+            RxFilter::PtpV2Event,
+            RxFilter::PtpV2L2Event,
+            RxFilter::PtpV2L4Event,
+        ]
+    }
+    fn check_rx_filter(&self, filter: RxFilter) -> Result<(), HwError> {
+        rx_filter_type(filter).map(|_| ())
+    }
+    fn apply_rx_filter<M: Mmio>(&self, regs: &Regs<M>, filter: RxFilter) -> Result<(), HwError> {
+        apply_rx_filter(regs, filter)
+    }
+    fn rx_frame<'a, M: Mmio>(
+        &self,
+        _regs: &Regs<M>,
+        filter: RxFilter,
+        status: u32,
+        buf: &'a [u8],
+        rx_latency_ns: u64,
+    ) -> RxFrame<'a> {
+        rx_frame(filter, status, buf, rx_latency_ns)
+    }
+    fn latency_ns(&self, speed_mbps: u32) -> (u64, u64) {
+        let (tx, rx) = r::latency_ns(speed_mbps);
+        (tx as u64, rx as u64)
+    }
+}
+
+/// ICR causes of the "other" vector (enabled by [`enable_msix`] and [`ptp_reset`]).
+const OTHER_CAUSES: u32 = icr::LSC | icr::TS | icr::DOUTSYNC | icr::DRSTA;
 
 #[cfg(test)]
 mod tests {

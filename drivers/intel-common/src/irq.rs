@@ -93,10 +93,21 @@ impl Pacer {
 
     /// Waits on `irq` (or sleeps, without a vector) for [`Self::timeout`].
     pub fn wait<I: IrqVector + ?Sized>(&self, irq: Option<&I>) -> IrqWait {
+        self.wait_at_most(irq, None)
+    }
+
+    /// [`Self::wait`], but no longer than `cap` when given (a thread with a deadline of its
+    /// own, such as a pending TX stamp it must poll for).
+    pub fn wait_at_most<I: IrqVector + ?Sized>(
+        &self,
+        irq: Option<&I>,
+        cap: Option<Duration>,
+    ) -> IrqWait {
+        let t = cap.map_or(self.timeout(), |c| c.min(self.timeout()));
         match irq {
-            Some(v) => v.wait(self.timeout()),
+            Some(v) => v.wait(t),
             None => {
-                std::thread::sleep(self.timeout());
+                std::thread::sleep(t);
                 IrqWait::TimedOut
             }
         }

@@ -2,9 +2,13 @@
 //! register polls, PHC operations over a per-family [`clock::ClockHw`], and the request
 //! dispatcher that turns typed IPC requests into clock operations.
 //!
-//! Family specifics live in one module each ([`igc`] for i225/i226); the daemons are thin.
+//! Family specifics live in one module each ([`igc`] for i225/i226, [`igb`] for i210/i211,
+//! i350 and 82576) behind [`family::Family`]; the daemon itself ([`daemon`]) is written once
+//! and generic over it, so igcd and igbd are thin.
 
 pub mod clock;
+pub mod daemon;
+pub mod family;
 pub mod funnel;
 pub mod igc;
 pub mod irq;

@@ -70,7 +70,7 @@ impl DataPath for NoDataPath {
 }
 
 /// Dispatches one request.
-pub fn dispatch<M: Mmio, H: ClockHw<M>, D: DataPath>(
+pub fn dispatch<M: Mmio, H: ClockHw, D: DataPath>(
     phc: &Phc<M, H>,
     caps: &Caps,
     counters: &Counters,

@@ -28,6 +28,18 @@ pub struct TsRegs {
     /// Whether a TXSTMPH_0 read clears every valid bit, not only TXTT_0 (igc driver comments,
     /// reference §7.1 [U]). When set, pending sets are checked for stamps whose bit was lost.
     pub h0_clears_all: bool,
+    /// How TXSTMPL/H encode a stamp.
+    pub format: StampFormat,
+}
+
+/// How a TXSTMPL/TXSTMPH pair encodes a stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StampFormat {
+    /// L = ns, H = s (i225, i210): [`Delivered::raw_ns`] is the time in ns.
+    SecNs,
+    /// A raw counter, H:L (i350 40-bit ns, 82576 cycles): [`Delivered::raw_ns`] is that count,
+    /// which the family's clock converts.
+    Raw,
 }
 
 /// What the transmit path should do with a frame that wants a timestamp.
@@ -45,7 +57,7 @@ pub enum Reservation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Delivered {
     pub cookie: u64,
-    /// Raw stamp in ns, before latency compensation.
+    /// The stamp in ns (or the raw count, see [`StampFormat`]), before latency compensation.
     pub raw_ns: u64,
     /// Host monotonic ns when the request was made (for latency figures).
     pub requested_mono_ns: u64,
@@ -237,7 +249,7 @@ impl TxTimestamps {
             if valid & (1 << i) != 0 {
                 let l = regs.read(self.regs.low[i]);
                 let h = regs.read(self.regs.high[i]);
-                Self::take(st, i, l, h, &mut out);
+                self.take(st, i, l, h, &mut out);
             }
         }
 
@@ -246,7 +258,7 @@ impl TxTimestamps {
         if valid & 1 != 0 {
             let l = regs.read(self.regs.low[0]);
             let h = regs.read(self.regs.high[0]);
-            Self::take(st, 0, l, h, &mut out);
+            self.take(st, 0, l, h, &mut out);
         } else if self.regs.txstmph0_quirk {
             if pending0 {
                 // A stamp can land in set 0 after the TSYNCTXCTL read without its valid bit
@@ -258,14 +270,14 @@ impl TxTimestamps {
                 if l != st.slots[0].last_low {
                     let h = regs.read(self.regs.high[0]);
                     out.recovered += 1;
-                    Self::take(st, 0, l, h, &mut out);
+                    self.take(st, 0, l, h, &mut out);
                 } else {
                     let _ = regs.read(self.regs.high[0]);
                     let again = regs.read(self.regs.low[0]);
                     if again != l {
                         let h = regs.read(self.regs.high[0]);
                         out.recovered += 1;
-                        Self::take(st, 0, again, h, &mut out);
+                        self.take(st, 0, again, h, &mut out);
                     }
                 }
             } else {
@@ -285,7 +297,7 @@ impl TxTimestamps {
                     if l != st.slots[i].last_low {
                         let h = regs.read(self.regs.high[i]);
                         out.recovered += 1;
-                        Self::take(st, i, l, h, &mut out);
+                        self.take(st, i, l, h, &mut out);
                     }
                 }
             }
@@ -293,13 +305,16 @@ impl TxTimestamps {
         out
     }
 
-    fn take(st: &mut State, i: usize, low: u32, high: u32, out: &mut Retrieval) {
+    fn take(&self, st: &mut State, i: usize, low: u32, high: u32, out: &mut Retrieval) {
         let slot = &mut st.slots[i];
         slot.last_low = low;
         match slot.cookie.take() {
             Some(cookie) => out.push(Delivered {
                 cookie,
-                raw_ns: high as u64 * NS_PER_S + low as u64,
+                raw_ns: match self.regs.format {
+                    StampFormat::SecNs => high as u64 * NS_PER_S + low as u64,
+                    StampFormat::Raw => (high as u64) << 32 | low as u64,
+                },
                 requested_mono_ns: slot.start_ns,
             }),
             None => out.stale += 1,

@@ -1,4 +1,5 @@
-//! The driver channel on Redox: scheme `ptpdrv.<pci name>_igc`, path `ptp` (DESIGN.md §2).
+//! The driver channel on Redox: scheme `ptpdrv.<pci name>_<family>` (`_igc`, `_igb`), path
+//! `ptp` (DESIGN.md §2).
 //!
 //! ptpd opens `/scheme/ptpdrv.<pci name>_igc/ptp` (uid 0 only) and speaks the same messages as
 //! over a Linux SOCK_SEQPACKET socket: one `write` = one encoded `PtpdToDriver`, one `read` =
@@ -30,8 +31,9 @@ use syscall::error::{EAGAIN, EBADF, EMSGSIZE, ENOENT, EPERM, EPIPE, EWOULDBLOCK,
 use syscall::flag::{EventFlags, O_NONBLOCK};
 use syscall::schemev2::NewFdFlags;
 
-use crate::access::ChannelAccess;
-use crate::daemon::{Device, EventSink};
+use super::super::access::ChannelAccess;
+use super::super::{Device, EventSink};
+use crate::family::Family;
 
 /// A self-pipe: any thread may wake the main event loop without blocking (§10: `pipe` stays
 /// available after `setrens(0, 0)`).
@@ -153,8 +155,8 @@ impl SchemeHandle for Handle {
 }
 
 /// The driver channel scheme.
-pub struct ChannelScheme<F: PciFunction> {
-    dev: Arc<Device<F>>,
+pub struct ChannelScheme<F: PciFunction, Fam: Family> {
+    dev: Arc<Device<F, Fam>>,
     sink: Arc<Sink>,
     name: String,
     generation: u64,
@@ -162,9 +164,9 @@ pub struct ChannelScheme<F: PciFunction> {
     handles: Handles<Handle>,
 }
 
-impl<F: PciFunction> ChannelScheme<F> {
+impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
     pub fn new(
-        dev: Arc<Device<F>>,
+        dev: Arc<Device<F, Fam>>,
         sink: Arc<Sink>,
         name: String,
         generation: u64,
@@ -213,7 +215,7 @@ impl<F: PciFunction> ChannelScheme<F> {
     }
 }
 
-impl<F: PciFunction> SchemeSync for ChannelScheme<F> {
+impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
     fn scheme_root(&mut self) -> Result<usize> {
         Ok(self.handles.open_root())
     }

@@ -3,7 +3,7 @@
 //! connect (Linux: SO_PEERCRED and SO_PEERGROUPS) or at open (Redox: the scheme caller's ids),
 //! so a user who starts a ptpd of their own cannot reach the hardware clock.
 
-use crate::Options;
+use super::Options;
 
 /// The driver channel's access rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,7 +15,7 @@ pub struct ChannelAccess {
 
 impl ChannelAccess {
     /// The rule for a daemon running as `own_uid` with `opts`.
-    pub fn new(own_uid: u32, opts: &Options) -> Self {
+    pub fn new<Fam>(own_uid: u32, opts: &Options<Fam>) -> Self {
         Self {
             own_uid,
             allow_uid: opts.allow_uid,
@@ -24,7 +24,7 @@ impl ChannelAccess {
     }
 
     /// The rule for this process (its effective uid).
-    pub fn for_this_process(opts: &Options) -> Self {
+    pub fn for_this_process<Fam>(opts: &Options<Fam>) -> Self {
         // Safety: geteuid has no preconditions and touches no memory.
         Self::new(unsafe { libc::geteuid() }, opts)
     }

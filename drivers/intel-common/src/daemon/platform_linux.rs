@@ -8,12 +8,12 @@ use ptp_ipc::clockpage::ClockPageWriter;
 use ptp_ipc::transport::SeqpacketListener;
 use ptp_pci::PciFunction;
 
-use crate::access::ChannelAccess;
-use crate::daemon::{ClockPageSlot, Device};
-use crate::linux_channel::{self, Sink};
-use crate::{Error, Options};
+use super::access::ChannelAccess;
+use super::linux_channel::{self, Sink};
+use super::{ClockPageSlot, Device, Error, Options};
+use crate::family::Family;
 
-pub fn run<F: PciFunction>(func: F, opts: Options) -> Result<(), Error> {
+pub fn run<F: PciFunction, Fam: Family>(func: F, opts: Options<Fam>) -> Result<(), Error> {
     let channel_path = opts
         .channel
         .clone()
@@ -26,7 +26,7 @@ pub fn run<F: PciFunction>(func: F, opts: Options) -> Result<(), Error> {
         ),
         None => ClockPageSlot::default(),
     };
-    let dev = Device::bring_up(func, &opts, Arc::new(page), generation)?;
+    let dev = Device::<F, Fam>::bring_up(func, &opts, Arc::new(page), generation)?;
     let sink = Arc::new(Sink::default());
     let stop = Arc::new(AtomicBool::new(false));
     let _threads = dev.start_threads(sink.clone(), stop);

@@ -11,7 +11,12 @@ use ptp_ipc::{DriverEvent, DriverReply, DriverRequest};
 use ptp_pci::emulated::EmuFunction;
 use ptp_pci::{Capability, DmaRegion, PciError, PciFunction, PciIds};
 
-use super::*;
+use intel_common::daemon::startup::*;
+use intel_common::daemon::{Error, EventSink};
+use intel_common::igc::Igc;
+
+use crate::Options;
+use crate::daemon::Device;
 
 const S: u64 = 1_000_000_000;
 
@@ -107,6 +112,7 @@ fn exists(from: Option<u32>, tries: &mut u32) -> bool {
 
 impl Platform for Fake {
     type Func = Recorded;
+    type Fam = Igc;
     type Readiness = ();
     type Sink = Events;
     type Serving = ();

@@ -25,8 +25,8 @@ use std::time::Duration;
 use ptp_ipc::clockpage::ClockPageWriter;
 use ptp_pci::PciFunction;
 
-use crate::daemon::{ClockPageSlot, Device, EventSink};
-use crate::{Error, Options};
+use super::{ClockPageSlot, Device, Error, EventSink, Options};
+use crate::family::Family;
 
 /// How long igcd stays outside the sandbox waiting for `/scheme/shm` and `/scheme/logging`.
 pub const SANDBOX_GRACE: Duration = Duration::from_secs(30);
@@ -35,6 +35,7 @@ pub const SANDBOX_GRACE: Duration = Duration::from_secs(30);
 /// namespace is called before [`Platform::enter_sandbox`], and none after it.
 pub trait Platform {
     type Func: PciFunction;
+    type Fam: Family;
     type Readiness;
     /// Where the driver threads' events go.
     type Sink: EventSink;
@@ -52,7 +53,7 @@ pub trait Platform {
     /// Creates and registers the schemes with their request queues, and the loop's descriptors.
     fn serving(
         &mut self,
-        dev: &Arc<Device<Self::Func>>,
+        dev: &Arc<Device<Self::Func, Self::Fam>>,
     ) -> Result<(Self::Serving, Arc<Self::Sink>), Error>;
     /// Drops every scheme but `memory` and `pipe` from the namespace.
     fn enter_sandbox(&mut self) -> Result<(), Error>;
@@ -121,7 +122,7 @@ impl Deferred {
 
 /// A started driver: what the serve loop runs on.
 pub struct Started<P: Platform> {
-    pub dev: Arc<Device<P::Func>>,
+    pub dev: Arc<Device<P::Func, P::Fam>>,
     pub serving: P::Serving,
     pub sink: Arc<P::Sink>,
     pub deferred: Deferred,
@@ -132,7 +133,7 @@ pub struct Started<P: Platform> {
 /// Runs the start-up sequence (module documentation). `now_ns` reads the monotonic clock.
 pub fn start<P: Platform>(
     p: &mut P,
-    opts: &Options,
+    opts: &Options<P::Fam>,
     generation: u64,
     now_ns: impl Fn() -> u64,
 ) -> Result<Started<P>, Error> {
@@ -161,6 +162,3 @@ pub fn start<P: Platform>(
         threads,
     })
 }
-
-#[cfg(all(test, feature = "emulate"))]
-mod tests;

@@ -1,5 +1,5 @@
 //! Log output on Redox: stderr, plus a file in the `logging` scheme once the PCI name is known
-//! (`/scheme/logging/net/pci/<name>_igc.log`, the category NIC drivers use, reference §11).
+//! (`/scheme/logging/net/pci/<name>_<family>.log`, the category NIC drivers use, reference §11).
 //! The file must be opened before `setrens` (§10). `/scheme/logging` may appear after igcd starts,
 //! so opening is retried until the sandbox is entered (`startup::Deferred`); without it, stderr
 //! alone remains.
@@ -29,11 +29,11 @@ impl Write for Tee {
 
 /// Opens the log file for function `name`; false (retried from the serve loop's timer) while
 /// the logging scheme is not there. `first` logs the failure, later attempts stay quiet.
-pub fn open(name: &str, first: bool) -> bool {
+pub fn open(name: &str, short: &str, first: bool) -> bool {
     if FILE.get().is_some() {
         return true;
     }
-    let path = format!("/scheme/logging/net/pci/{name}_igc.log");
+    let path = format!("/scheme/logging/net/pci/{name}_{short}.log");
     match OpenOptions::new().create(true).append(true).open(&path) {
         Ok(f) => {
             let _ = FILE.set(Mutex::new(f));

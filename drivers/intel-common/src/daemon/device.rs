@@ -5,7 +5,10 @@
 //! - the caller's thread serves ptpd's requests ([`Device::handle`]), including `SendPtp`, which
 //!   reserves a TX timestamp set and posts the frame;
 //! - `irq-other` blocks on the "other" MSI-X vector: link changes and TX timestamps, retrieved
-//!   right there (seed 000 patch 3/4), never in a deferred worker;
+//!   right there (seed 000 patch 3/4, seed 001), never in a deferred worker. On a part without
+//!   a TX timestamp interrupt (82576) the same thread polls the stamp registers every
+//!   `--tx-poll-us` while a request is pending; the transmit path raises the vector by software
+//!   to start it;
 //! - `queues` blocks on the queue vector: received frames to ptpd, TX descriptor reclaim;
 //! - without two MSI-X vectors (one MSI-X entry, MSI, the legacy line, or none) one `irq`
 //!   thread does both;
@@ -13,27 +16,26 @@
 //!
 //! Interrupts are taken in the first mode of [`ptp_pci::irq_modes`] that works (MSI-X, MSI,
 //! legacy line, polled). An IRQ thread whose interrupts stop arriving polls its cause registers
-//! at `--irq-poll-us` ([`intel_common::irq::Pacer`]); `--poll-irq` polls from the start.
+//! at `--irq-poll-us` ([`crate::irq::Pacer`]); `--poll-irq` polls from the start.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use intel_common::Regs;
-use intel_common::clock::{PageSample, Phc};
-use intel_common::igc::{self, Igc, Link};
-use intel_common::irq::Pacer;
-use intel_common::ring::{BUF_LEN, RxRing, TxRing};
-use intel_common::service::{self, Counters, DataPath};
-use intel_common::txts::{Reservation, TxTimestamps};
 use intel_regs::ids::Part;
-use intel_regs::igc as r;
 use ptp_ipc::clockpage::{ClockPageWriter, ClockSample};
 use ptp_ipc::time::mono_ns;
 use ptp_ipc::{Caps, DriverError, DriverEvent, DriverReply, DriverRequest, LostReason, RxFilter};
 use ptp_pci::{IrqMode, IrqVector, IrqWait, PciFunction};
 
-use crate::{Error, Options};
+use super::{Error, Options};
+use crate::Regs;
+use crate::clock::{ClockHw, PageSample, Phc};
+use crate::family::{Family, IrqLayout, Link, Rearm, RxFrame};
+use crate::irq::Pacer;
+use crate::ring::{BUF_LEN, RxRing, TxRing};
+use crate::service::{self, Counters, DataPath};
+use crate::txts::{Reservation, TxTimestamps};
 
 /// Where the driver's threads send events (the current ptpd connection, if any).
 pub trait EventSink: Send + Sync + 'static {
@@ -103,22 +105,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A brought-up i225/i226.
-pub struct Device<F: PciFunction> {
+/// A brought-up NIC of family `Fam`.
+pub struct Device<F: PciFunction, Fam: Family> {
     /// Kept so the mappings, vectors and DMA stay valid for the daemon's life.
     pub func: F,
     pub part: &'static Part,
     pub regs: Arc<Regs<F::Bar>>,
-    pub phc: Arc<Phc<F::Bar, Igc>>,
+    pub phc: Arc<Phc<F::Bar, Fam::Clock>>,
     pub counters: Arc<Counters>,
     pub caps: Caps,
-    pub data: Arc<Data<F::Bar>>,
+    pub data: Arc<Data<F::Bar, Fam>>,
     /// How interrupts are taken, and the vectors.
     pub irq_mode: IrqMode,
     irqs: Irqs<F::Irq>,
     irq_priority: Option<i32>,
     poll_irq: bool,
     irq_poll: Duration,
+    tx_poll: Duration,
     /// Set once an IRQ thread polls its cause registers.
     polling: Arc<AtomicBool>,
     page: Arc<ClockPageSlot>,
@@ -132,12 +135,26 @@ enum Irqs<I> {
     Shared { irq: Option<Arc<I>>, msix: bool },
 }
 
+/// MSI-X vector assignment (every family): queues on 0, the "other" causes (link, time sync)
+/// on their own vector so the timestamp IRQ thread is woken only by time-sync work.
+pub const VECTOR_QUEUES: u16 = 0;
+pub const VECTOR_OTHER: u16 = 1;
+pub const VECTORS: u16 = 2;
+
 impl<I> Irqs<I> {
+    fn layout(&self) -> IrqLayout {
+        match self {
+            Irqs::Split { .. } => IrqLayout::Split,
+            Irqs::Shared { msix: true, .. } => IrqLayout::SingleMsix,
+            Irqs::Shared { msix: false, .. } => IrqLayout::Shared,
+        }
+    }
+
     fn new(mode: IrqMode, mut v: Vec<I>) -> Self {
         match mode {
-            IrqMode::MsiX { vectors } if vectors >= igc::VECTORS && v.len() >= 2 => {
-                let other = Arc::new(v.swap_remove(igc::VECTOR_OTHER as usize));
-                let queues = Arc::new(v.swap_remove(igc::VECTOR_QUEUES as usize));
+            IrqMode::MsiX { vectors } if vectors >= VECTORS && v.len() >= 2 => {
+                let other = Arc::new(v.swap_remove(VECTOR_OTHER as usize));
+                let queues = Arc::new(v.swap_remove(VECTOR_QUEUES as usize));
                 Irqs::Split { other, queues }
             }
             _ => Irqs::Shared {
@@ -151,7 +168,7 @@ impl<I> Irqs<I> {
 /// Allocates interrupts in the first mode of [`ptp_pci::irq_modes`] that succeeds (polling
 /// always does).
 fn alloc_irqs<F: PciFunction>(func: &mut F, poll: bool) -> (IrqMode, Vec<F::Irq>) {
-    for mode in ptp_pci::irq_modes(func.irq_support(), igc::VECTORS, poll) {
+    for mode in ptp_pci::irq_modes(func.irq_support(), VECTORS, poll) {
         match func.alloc_irq_mode(mode) {
             Ok(v) if v.len() == usize::from(mode.vectors()) => return (mode, v),
             Ok(v) => log::warn!("interrupts: {mode} gave {} vectors", v.len()),
@@ -162,7 +179,9 @@ fn alloc_irqs<F: PciFunction>(func: &mut F, poll: bool) -> (IrqMode, Vec<F::Irq>
 }
 
 /// The data path state shared by the request thread and the IRQ threads.
-pub struct Data<M: ptp_pci::Mmio> {
+pub struct Data<M: ptp_pci::Mmio, Fam> {
+    fam: Arc<Fam>,
+    layout: IrqLayout,
     regs: Arc<Regs<M>>,
     counters: Arc<Counters>,
     tx: Mutex<TxRing>,
@@ -187,8 +206,8 @@ const NET_RX_QUEUE: usize = 256;
 
 /// The general frame path for a network stack (smolnetd on Redox): any frame out, every
 /// non-PTP frame in. PTP frames keep going to ptpd.
-pub struct NetPort<M: ptp_pci::Mmio> {
-    data: Arc<Data<M>>,
+pub struct NetPort<M: ptp_pci::Mmio, Fam> {
+    data: Arc<Data<M, Fam>>,
     rx: crossbeam_channel::Receiver<Vec<u8>>,
 }
 
@@ -208,7 +227,7 @@ impl EventSink for NoEvents {
     fn send(&self, _ev: DriverEvent) {}
 }
 
-impl<M: ptp_pci::Mmio> NetPort<M> {
+impl<M: ptp_pci::Mmio, Fam: Family> NetPort<M, Fam> {
     /// Sends one frame (no FCS), without a timestamp.
     pub fn send(&self, frame: &[u8]) -> Result<(), NetSendError> {
         match self.data.send(0, false, frame, &NoEvents) {
@@ -235,17 +254,18 @@ impl<M: ptp_pci::Mmio> NetPort<M> {
     }
 }
 
-impl<F: PciFunction> Device<F> {
+impl<F: PciFunction, Fam: Family> Device<F, Fam> {
     /// Probes, resets and initialises the NIC (reference §10.2), with bounded waits. PHC samples
     /// go to the clock page in `page` (when there is one), stamped with `generation`.
     pub fn bring_up(
         mut func: F,
-        opts: &Options,
+        opts: &Options<Fam>,
         page: Arc<ClockPageSlot>,
         generation: u64,
     ) -> Result<Self, Error> {
         let ids = func.ids();
-        let part = igc::probe(ids.vendor, ids.device)?;
+        let (part, fam) = Fam::probe(ids.vendor, ids.device)?;
+        let fam = Arc::new(fam);
         log::info!(
             "{} ({:04x}:{:04x} rev {}) at {}",
             part.name,
@@ -256,11 +276,11 @@ impl<F: PciFunction> Device<F> {
         );
         let bar = func.map_bar(0)?;
         let regs = Arc::new(Regs::new(bar));
-        igc::reset(&regs)?;
+        fam.reset(&regs)?;
         let (irq_mode, vectors) = alloc_irqs(&mut func, opts.poll_irq);
         log::info!("interrupts: {irq_mode}");
         let irqs = Irqs::new(irq_mode, vectors);
-        let link = igc::link_up(&regs, opts.link_wait);
+        let link = fam.link_up(&regs, opts.link_wait);
         log::info!(
             "link {} {} Mb/s",
             if link.up { "up" } else { "down" },
@@ -268,49 +288,36 @@ impl<F: PciFunction> Device<F> {
         );
         let tx = TxRing::new(&mut func, RING_LEN)?;
         let rx = RxRing::new(&mut func, RING_LEN)?;
-        igc::setup_tx(&regs, &tx);
-        igc::setup_rx(&regs, &rx);
-        match &irqs {
-            Irqs::Split { .. } => {
-                igc::enable_msix(&regs);
-                igc::enable_queue_irqs(&regs);
-            }
-            Irqs::Shared { msix: true, .. } => igc::enable_single_msix(&regs),
-            Irqs::Shared { msix: false, .. } => igc::enable_shared_irqs(&regs),
-        }
+        fam.setup_tx(&regs, &tx);
+        fam.setup_rx(&regs, &rx);
+        fam.enable_irqs(&regs, irqs.layout());
         // The PHC starts at the host's wall-clock time, as Linux's igc_ptp_reset does.
-        igc::ptp_reset(&regs, ptp_ipc::time::realtime_ns());
+        fam.ptp_reset(&regs, ptp_ipc::time::realtime_ns());
         let publish = {
             let page = page.clone();
             move |s: &PageSample| page.publish(s, generation)
         };
-        let phc = Arc::new(Phc::new(regs.clone(), Igc).with_publisher(publish));
+        let clock = fam.clock();
+        let max_adj_ppb = clock.max_adj_ppb();
+        let phc = Arc::new(Phc::new(regs.clone(), clock).with_publisher(publish));
         log::info!("PHC running, {} ns", phc.gettime().phc_ns);
         let counters = Arc::new(Counters::default());
-        let txts = TxTimestamps::new(igc::TS_REGS, opts.tx_ts_sets);
+        let txts = TxTimestamps::new(fam.ts_regs(), opts.tx_ts_sets);
         // TX timestamping is on from the start, as a PTP NIC is used; RX stays NONE until asked
         // for (seed 002: stamping every frame costs throughput).
-        txts.enable(&regs, igc::TSYNCTXCTL_ON);
-        igc::apply_rx_filter(&regs, RxFilter::None)?;
+        txts.enable(&regs, fam.tsynctxctl_on());
+        fam.apply_rx_filter(&regs, RxFilter::None)?;
         let caps = Caps {
             part: part.name.to_string(),
             vendor_id: ids.vendor,
             device_id: ids.device,
-            mac: igc::read_mac(&regs),
-            max_adj_ppb: r::MAX_ADJ_PPB,
+            mac: fam.read_mac(&regs),
+            max_adj_ppb,
             tx_ts_sets: txts.sets(),
-            rx_filters: [
-                RxFilter::None,
-                RxFilter::All,
-                RxFilter::PtpV2Event,
-                RxFilter::PtpV2L2Event,
-                RxFilter::PtpV2L4Event,
-            ]
-            .iter()
-            .fold(0, |m, f| m | 1 << *f as u8),
+            rx_filters: fam.rx_filters().iter().fold(0, |m, f| m | 1 << *f as u8),
             n_ext_ts: 0,
             n_per_out: 0,
-            cross_timestamp: true,
+            cross_timestamp: fam.cross_timestamp(),
             // Filled in per `Caps` request: the page may be attached later.
             clock_page: String::new(),
         };
@@ -320,6 +327,8 @@ impl<F: PciFunction> Device<F> {
             if txts.sets() == 1 { "" } else { "s" }
         );
         let data = Arc::new(Data {
+            fam,
+            layout: irqs.layout(),
             regs: regs.clone(),
             counters: counters.clone(),
             tx: Mutex::new(tx),
@@ -344,6 +353,7 @@ impl<F: PciFunction> Device<F> {
             irq_priority: opts.irq_priority,
             poll_irq: opts.poll_irq,
             irq_poll: opts.irq_poll,
+            tx_poll: opts.tx_poll,
             polling: Arc::new(AtomicBool::new(false)),
             page,
         })
@@ -354,7 +364,7 @@ impl<F: PciFunction> Device<F> {
     pub fn attach_netstack(
         &self,
         notify: impl Fn() + Send + Sync + 'static,
-    ) -> Option<NetPort<F::Bar>> {
+    ) -> Option<NetPort<F::Bar, Fam>> {
         let (tx, rx) = crossbeam_channel::bounded(NET_RX_QUEUE);
         self.data
             .netstack
@@ -373,6 +383,11 @@ impl<F: PciFunction> Device<F> {
     /// did not arrive).
     pub fn irq_polling(&self) -> bool {
         self.polling.load(Ordering::Relaxed)
+    }
+
+    /// RX stamps the part took that no frame got (82576's held latch), so far.
+    pub fn rx_stamps_lost(&self) -> u64 {
+        self.data.fam.rx_stamps_lost()
     }
 
     /// The link as last seen.
@@ -435,6 +450,7 @@ impl<F: PciFunction> Device<F> {
         };
         // One thread per vector (or one for all causes): each gets its own handles to the
         // shared state and its own pacer.
+        let tx_poll = self.tx_poll;
         let irq_thread = |name: &'static str, irq: Option<&Arc<F::Irq>>, role: Role| {
             let (data, irq, sink, stop) =
                 (self.data.clone(), irq.cloned(), sink.clone(), stop.clone());
@@ -455,7 +471,7 @@ impl<F: PciFunction> Device<F> {
                     if !matches!(role, Role::Queues) {
                         irq_prio(name);
                     }
-                    irq_thread_body(&data, irq.as_deref(), &*sink, &stop, role, pacer)
+                    irq_thread_body(&data, irq.as_deref(), &*sink, &stop, role, pacer, tx_poll)
                 }),
             )
         };
@@ -481,7 +497,9 @@ impl<F: PciFunction> Device<F> {
                             log::warn!("TX timestamp for cookie {} timed out", lost.cookie);
                             data.lost(&*sink, lost.cookie, lost.reason);
                         }
-                        // A fresh sample keeps the clock page and its rate estimate current.
+                        data.fam.watchdog(&data.regs, mono_ns());
+                        // A fresh sample keeps the clock page and its rate estimate current
+                        // (and a timecounter family's count extended across its wrap).
                         phc.gettime();
                         std::thread::sleep(WATCHDOG_PERIOD);
                     }
@@ -492,7 +510,7 @@ impl<F: PciFunction> Device<F> {
     }
 }
 
-impl<M: ptp_pci::Mmio> Data<M> {
+impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
     fn lost<S: EventSink + ?Sized>(&self, sink: &S, cookie: u64, reason: LostReason) {
         Counters::bump(&self.counters.tx_lost);
         sink.send(DriverEvent::TxTimestampLost { cookie, reason });
@@ -510,8 +528,7 @@ impl<M: ptp_pci::Mmio> Data<M> {
 
     /// Latency compensation for the current link speed (reference §8.4).
     fn latency(&self) -> (u64, u64) {
-        let (tx, rx) = r::latency_ns(self.speed_mbps.load(Ordering::Relaxed));
-        (tx as u64, rx as u64)
+        self.fam.latency_ns(self.speed_mbps.load(Ordering::Relaxed))
     }
 
     /// Sends one frame, asking for a TX timestamp when `want_ts`.
@@ -531,15 +548,16 @@ impl<M: ptp_pci::Mmio> Data<M> {
             }
             return DriverReply::Error(DriverError::Busy);
         }
-        let (cmd, lost) = if want_ts {
+        let (set, lost) = if want_ts {
             match self.txts.reserve(cookie, mono_ns()) {
-                Reservation::Set(s) => (igc::tx_tstamp_cmd(s), None),
-                Reservation::Skipped => (0, Some(LostReason::NoFreeSlot)),
-                Reservation::Disabled => (0, Some(LostReason::Disabled)),
+                Reservation::Set(s) => (Some(s), None),
+                Reservation::Skipped => (None, Some(LostReason::NoFreeSlot)),
+                Reservation::Disabled => (None, Some(LostReason::Disabled)),
             }
         } else {
-            (0, None)
+            (None, None)
         };
+        let cmd = set.map_or(0, |s| self.fam.tx_tstamp_cmd(s));
         let posted = {
             let mut tx = lock(&self.tx);
             tx.reclaim();
@@ -547,17 +565,21 @@ impl<M: ptp_pci::Mmio> Data<M> {
         };
         match posted {
             Ok(tail) => {
-                self.regs.write(r::tdt(0), tail);
+                self.regs.write(self.fam.tdt(), tail);
                 Counters::bump(&self.counters.tx_frames);
                 if let Some(reason) = lost {
                     self.lost(sink, cookie, reason);
                 }
+                if set.is_some() && !self.fam.has_tx_ts_irq() {
+                    // No interrupt will announce the stamp: wake the time-sync thread so it
+                    // polls while the request is pending.
+                    self.fam.kick(&self.regs, self.layout);
+                }
                 DriverReply::Done
             }
             Err(_) => {
-                if cmd != 0 {
-                    self.txts
-                        .cancel(((cmd >> r::txd::TSTAMP_REG_SHIFT) & 3) as u8, cookie);
+                if let Some(s) = set {
+                    self.txts.cancel(s, cookie);
                 }
                 if want_ts {
                     self.lost(sink, cookie, LostReason::NotSent);
@@ -574,15 +596,15 @@ impl<M: ptp_pci::Mmio> Data<M> {
         sink: &S,
     ) -> DriverReply {
         // Validate before touching anything: a refused filter changes nothing.
-        if let Err(e) = igc::rx_filter_type(filter) {
+        if let Err(e) = self.fam.check_rx_filter(filter) {
             return DriverReply::Error(e.into());
         }
-        if let Err(e) = igc::apply_rx_filter(&self.regs, filter) {
+        if let Err(e) = self.fam.apply_rx_filter(&self.regs, filter) {
             return DriverReply::Error(e.into());
         }
         self.rx_filter.store(filter as u8, Ordering::Relaxed);
         if tx_on && !self.txts.enabled() {
-            self.txts.enable(&self.regs, igc::TSYNCTXCTL_ON);
+            self.txts.enable(&self.regs, self.fam.tsynctxctl_on());
         } else if !tx_on && self.txts.enabled() {
             for l in self.txts.disable(&self.regs) {
                 self.lost(sink, l.cookie, l.reason);
@@ -598,15 +620,39 @@ impl<M: ptp_pci::Mmio> Data<M> {
             rx_filter: filter,
         }
     }
+
+    /// Retrieves the TX stamps the registers hold and sends them on.
+    fn retrieve_tx<S: EventSink + ?Sized>(&self, sink: &S) {
+        let got = self.txts.retrieve(&self.regs);
+        let (tx_lat, _) = self.latency();
+        for d in got.delivered() {
+            Counters::bump(&self.counters.tx_delivered);
+            sink.send(DriverEvent::TxTimestamp {
+                cookie: d.cookie,
+                ns: self.fam.tx_stamp_ns(d.raw_ns) + tx_lat,
+            });
+        }
+        if got.recovered > 0 {
+            self.counters
+                .quirk_recoveries
+                .fetch_add(got.recovered, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the time-sync thread must poll the TX stamp registers: the part has no TX
+    /// stamp interrupt and a request is pending.
+    fn tx_poll_due(&self) -> bool {
+        !self.fam.has_tx_ts_irq() && self.txts.pending() > 0
+    }
 }
 
 /// The data-path half of request handling, with the sink for the events it causes.
-struct Requests<'a, M: ptp_pci::Mmio, S: EventSink> {
-    data: &'a Data<M>,
+struct Requests<'a, M: ptp_pci::Mmio, Fam, S: EventSink> {
+    data: &'a Data<M, Fam>,
     sink: &'a S,
 }
 
-impl<M: ptp_pci::Mmio, S: EventSink> DataPath for Requests<'_, M, S> {
+impl<M: ptp_pci::Mmio, Fam: Family, S: EventSink> DataPath for Requests<'_, M, Fam, S> {
     fn handle(&self, req: DriverRequest) -> DriverReply {
         match req {
             DriverRequest::SendPtp {
@@ -633,40 +679,50 @@ enum Role {
     All { msix: bool },
 }
 
-/// ICR causes of the "other" vector (enabled by `igc::enable_msix` and `igc::ptp_reset`).
-const OTHER_CAUSES: u32 = r::icr::LSC | r::icr::TS | r::icr::DOUTSYNC | r::icr::DRSTA;
+impl Role {
+    fn serves_time_sync(self) -> bool {
+        !matches!(self, Role::Queues)
+    }
+}
 
-/// One IRQ thread: waits on its vector (or not, when polling, see `intel_common::irq`), handles
-/// its causes after every wait, re-arms the vector after it fired or left work behind, and
-/// acknowledges an interrupt that was its device's.
-fn irq_thread_body<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
-    data: &Data<M>,
+/// One IRQ thread: waits on its vector (or not, when polling, see `crate::irq`), handles its
+/// causes after every wait, re-arms the vector after it fired or left work behind, and
+/// acknowledges an interrupt that was its device's. The time-sync thread of a part without a
+/// TX stamp interrupt waits at most `tx_poll` while a stamp is pending and then reads the stamp
+/// registers; that poll is not a missed interrupt to the pacer.
+fn irq_thread_body<M: ptp_pci::Mmio, Fam: Family, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
+    data: &Data<M, Fam>,
     irq: Option<&I>,
     sink: &S,
     stop: &AtomicBool,
     role: Role,
     mut pacer: Pacer,
+    tx_poll: Duration,
 ) {
     let regs = &*data.regs;
     while !stop.load(Ordering::Relaxed) {
-        let woke = pacer.wait(irq);
+        let poll_tx = role.serves_time_sync() && data.tx_poll_due();
+        let woke = pacer.wait_at_most(irq, poll_tx.then_some(tx_poll));
         if woke == IrqWait::Closed {
             break;
         }
         let work = match role {
-            Role::Other => other_causes(data, sink) & OTHER_CAUSES != 0,
+            Role::Other => other_causes(data, sink).other,
             Role::Queues => queue_pass(data, sink),
             Role::All { .. } => {
-                let icr = other_causes(data, sink);
+                let causes = other_causes(data, sink);
                 let frames = queue_pass(data, sink);
-                icr & (igc::SHARED_CAUSES | r::icr::TS) != 0 || frames
+                causes.any || frames
             }
         };
+        if role.serves_time_sync() && data.tx_poll_due() {
+            data.retrieve_tx(sink);
+        }
         if woke == IrqWait::Fired || work {
             match role {
-                Role::Other => igc::rearm_other(regs),
-                Role::Queues => igc::rearm_queues(regs),
-                Role::All { msix: true } => igc::rearm_single_msix(regs),
+                Role::Other => data.fam.rearm(regs, Rearm::Other),
+                Role::Queues => data.fam.rearm(regs, Rearm::Queues),
+                Role::All { msix: true } => data.fam.rearm(regs, Rearm::Single),
                 Role::All { msix: false } => {}
             }
         }
@@ -677,31 +733,21 @@ fn irq_thread_body<M: ptp_pci::Mmio, I: IrqVector + ?Sized, S: EventSink + ?Size
     }
 }
 
-/// Handles the "other" causes (link changes, TX timestamps); returns the ICR read.
-fn other_causes<M: ptp_pci::Mmio, S: EventSink + ?Sized>(data: &Data<M>, sink: &S) -> u32 {
+/// Handles the "other" causes (link changes, TX timestamps); returns what was found.
+fn other_causes<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized>(
+    data: &Data<M, Fam>,
+    sink: &S,
+) -> crate::family::Causes {
     let regs = &*data.regs;
-    let causes = igc::read_other_causes(regs);
-    if causes.icr & r::icr::TS != 0 {
+    let causes = data.fam.read_causes(regs);
+    if causes.time_sync {
         Counters::bump(&data.counters.interrupts);
     }
-    if causes.tsicr & r::tsicr::TXTS != 0 {
-        let got = data.txts.retrieve(regs);
-        let (tx_lat, _) = data.latency();
-        for d in got.delivered() {
-            Counters::bump(&data.counters.tx_delivered);
-            sink.send(DriverEvent::TxTimestamp {
-                cookie: d.cookie,
-                ns: d.raw_ns + tx_lat,
-            });
-        }
-        if got.recovered > 0 {
-            data.counters
-                .quirk_recoveries
-                .fetch_add(got.recovered, Ordering::Relaxed);
-        }
+    if causes.tx_stamp {
+        data.retrieve_tx(sink);
     }
-    if causes.icr & r::icr::LSC != 0 {
-        let link = igc::link_from_status(regs.read(r::STATUS));
+    if causes.link {
+        let link = data.fam.link(regs);
         data.link_up.store(link.up, Ordering::Relaxed);
         data.speed_mbps.store(link.speed_mbps, Ordering::Relaxed);
         log::info!(
@@ -714,12 +760,15 @@ fn other_causes<M: ptp_pci::Mmio, S: EventSink + ?Sized>(data: &Data<M>, sink: &
             speed_mbps: link.speed_mbps,
         });
     }
-    causes.icr
+    causes
 }
 
 /// Received frames go to ptpd (PTP) or the network stack; TX descriptors are reclaimed.
 /// Returns whether any frame was received.
-fn queue_pass<M: ptp_pci::Mmio, S: EventSink + ?Sized>(data: &Data<M>, sink: &S) -> bool {
+fn queue_pass<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized>(
+    data: &Data<M, Fam>,
+    sink: &S,
+) -> bool {
     let regs = &*data.regs;
     let filter = data.rx_filter();
     let (_, rx_lat) = data.latency();
@@ -728,8 +777,9 @@ fn queue_pass<M: ptp_pci::Mmio, S: EventSink + ?Sized>(data: &Data<M>, sink: &S)
         let tail = lock(&data.rx).poll(RX_BUDGET, |meta, buf| {
             frames = true;
             Counters::bump(&data.counters.rx_frames);
-            match igc::rx_frame(filter, meta.status, &buf[..meta.len.min(BUF_LEN)], rx_lat) {
-                igc::RxFrame::Other { frame } => {
+            let buf = &buf[..meta.len.min(BUF_LEN)];
+            match data.fam.rx_frame(regs, filter, meta.status, buf, rx_lat) {
+                RxFrame::Other { frame } => {
                     Counters::bump(&data.counters.rx_other);
                     if let Some(q) = data.netstack.get() {
                         // A full queue drops the frame, as a full RX ring would.
@@ -738,7 +788,7 @@ fn queue_pass<M: ptp_pci::Mmio, S: EventSink + ?Sized>(data: &Data<M>, sink: &S)
                         }
                     }
                 }
-                igc::RxFrame::Ptp { rx_ns, frame } => {
+                RxFrame::Ptp { rx_ns, frame } => {
                     if rx_ns.is_some() {
                         Counters::bump(&data.counters.rx_timestamped);
                     }
@@ -750,7 +800,7 @@ fn queue_pass<M: ptp_pci::Mmio, S: EventSink + ?Sized>(data: &Data<M>, sink: &S)
             }
         });
         match tail {
-            Some(t) => regs.write(r::rdt(0), t),
+            Some(t) => regs.write(data.fam.rdt(), t),
             None => break,
         }
     }

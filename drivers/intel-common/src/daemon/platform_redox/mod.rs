@@ -1,7 +1,9 @@
-//! Redox: igcd as a driver daemon, on the function pcid-spawner hands it or on an emulated i225
-//! (`--emulate`, loopback wire), through one serve loop (shared/reference/redox-platform.md).
+//! Redox: a driver daemon (igcd, igbd), on the function pcid-spawner hands it or on an
+//! emulated NIC (`--emulate`, loopback wire), through one serve loop
+//! (shared/reference/redox-platform.md). Scheme, clock page and log names carry the family's
+//! short name ([`Family::SHORT`]): `ptpdrv.<name>_igc`, `ptpdrv.<name>_igb`.
 //!
-//! Start-up is [`crate::startup::start`] over [`RedoxPlatform`]: readiness, the function, log
+//! Start-up is [`super::startup::start`] over [`RedoxPlatform`]: readiness, the function, log
 //! file and clock page (retried until their schemes exist), bring-up, the scheme sockets with
 //! their request queues, event queue, timer and wake pipe, the driver threads, then
 //! `setrens(0, 0)` once nothing is missing (or after the grace period), and readiness. After
@@ -33,11 +35,11 @@ use redox_scheme::wrappers::ReadinessBased;
 use redox_scheme::{Response, SignalBehavior, Socket};
 
 pub use logging::Tee as LogTarget;
-pub use net::{IgcNet, NetAdapter, NetError, NetScheme};
+pub use net::{NetAdapter, NetError, NetScheme, PortNet};
 
-use crate::daemon::{Device, WATCHDOG_PERIOD};
-use crate::startup::{self, Platform};
-use crate::{Error, Options};
+use super::startup::{self, Platform};
+use super::{Device, Error, Options, WATCHDOG_PERIOD};
+use crate::family::Family;
 use channel::{ChannelScheme, Sink, WakePipe};
 
 /// Requests read from a scheme socket per pass.
@@ -118,20 +120,23 @@ impl<S: SchemeSync> Served<S> {
 }
 
 /// The schemes and descriptors the serve loop runs on.
-pub struct Serving<F: PciFunction> {
-    chan: Served<ChannelScheme<F>>,
-    net: Option<Served<NetScheme<IgcNet<F::Bar>>>>,
+/// The network scheme smolnetd uses, over the data path's frame port.
+type NetServed<M, Fam> = Served<NetScheme<PortNet<M, Fam>>>;
+
+pub struct Serving<F: PciFunction, Fam: Family> {
+    chan: Served<ChannelScheme<F, Fam>>,
+    net: Option<NetServed<F::Bar, Fam>>,
     queue: EventQueue<Source>,
     timer: Timer,
 }
 
 /// Opens the function and names it (the name in scheme, page and log paths).
-type MakeFunction<F> = Box<dyn FnOnce(&Options) -> Result<(F, String), Error>>;
+type MakeFunction<F, Fam> = Box<dyn FnOnce(&Options<Fam>) -> Result<(F, String), Error>>;
 
 /// Redox's side of the start-up sequence, for a function made by `make`.
-pub struct RedoxPlatform<F> {
-    make: Option<MakeFunction<F>>,
-    opts: Options,
+pub struct RedoxPlatform<F, Fam> {
+    make: Option<MakeFunction<F, Fam>>,
+    opts: Options<Fam>,
     /// The name in scheme, page and log paths (`pci-…` or the emulated NIC's).
     name: String,
     generation: u64,
@@ -143,11 +148,12 @@ pub struct RedoxPlatform<F> {
     tries: u32,
 }
 
-impl<F: PciFunction> Platform for RedoxPlatform<F> {
+impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
     type Func = F;
     type Readiness = Readiness;
     type Sink = Sink;
-    type Serving = Serving<F>;
+    type Serving = Serving<F, Fam>;
+    type Fam = Fam;
 
     fn readiness(&mut self) -> Result<Readiness, Error> {
         Readiness::start(self.waits_for_exit).map_err(|e| os("readiness", e))
@@ -164,13 +170,13 @@ impl<F: PciFunction> Platform for RedoxPlatform<F> {
     }
 
     fn open_log(&mut self) -> bool {
-        logging::open(&self.name, self.tries == 0)
+        logging::open(&self.name, Fam::SHORT, self.tries == 0)
     }
 
     fn open_clock_page(&mut self) -> Option<(Arc<ClockPageWriter>, String)> {
         let path = match &self.opts.clock_page {
             Some(p) => p.display().to_string(),
-            None => format!("/scheme/shm/ptp-igc-{}", self.name),
+            None => format!("/scheme/shm/ptp-{}-{}", Fam::SHORT, self.name),
         };
         let first = self.tries == 0;
         self.tries = self.tries.saturating_add(1);
@@ -185,10 +191,13 @@ impl<F: PciFunction> Platform for RedoxPlatform<F> {
         }
     }
 
-    fn serving(&mut self, dev: &Arc<Device<F>>) -> Result<(Serving<F>, Arc<Sink>), Error> {
+    fn serving(
+        &mut self,
+        dev: &Arc<Device<F, Fam>>,
+    ) -> Result<(Serving<F, Fam>, Arc<Sink>), Error> {
         let sink = Arc::new(Sink::new(WakePipe::new().map_err(|e| os("pipe", e))?));
-        let chan_name = format!("ptpdrv.{}_igc", self.name);
-        let access = crate::access::ChannelAccess::for_this_process(&self.opts);
+        let chan_name = format!("ptpdrv.{}_{}", self.name, Fam::SHORT);
+        let access = super::access::ChannelAccess::for_this_process(&self.opts);
         let chan = ChannelScheme::new(
             dev.clone(),
             sink.clone(),
@@ -198,7 +207,7 @@ impl<F: PciFunction> Platform for RedoxPlatform<F> {
         );
         let chan = Served::register(&chan_name, chan)?;
         let net = if self.netstack {
-            let net_name = format!("network.{}_igc", self.name);
+            let net_name = format!("network.{}_{}", self.name, Fam::SHORT);
             // Non-PTP frames go to smolnetd through this scheme; each one wakes the loop.
             let waker = sink.clone();
             let port = dev
@@ -207,7 +216,7 @@ impl<F: PciFunction> Platform for RedoxPlatform<F> {
             let mac = dev.caps.mac;
             Some(Served::register(
                 &net_name,
-                NetScheme::new(IgcNet { port, mac }, net_name.clone()),
+                NetScheme::new(PortNet { port, mac }, net_name.clone()),
             )?)
         } else {
             log::info!("no network scheme: an emulated NIC is not offered to smolnetd");
@@ -247,9 +256,9 @@ impl<F: PciFunction> Platform for RedoxPlatform<F> {
     }
 }
 
-/// Runs igcd on the function pcid handed us, until a fatal error.
-pub fn run_pcid(opts: Options) -> Result<(), Error> {
-    let make = |_: &Options| {
+/// Runs the daemon on the function pcid handed us, until a fatal error.
+pub fn run_pcid<Fam: Family>(opts: Options<Fam>) -> Result<(), Error> {
+    let make = |_: &Options<Fam>| {
         let mut func = RedoxPciFunction::from_env().map_err(ptp_pci::PciError::from)?;
         let name = func.name();
         log::info!("{name}: {:?}", func.info().full_device_id);
@@ -260,11 +269,11 @@ pub fn run_pcid(opts: Options) -> Result<(), Error> {
     serve(Box::new(make), opts, started_by_pcid(), true)
 }
 
-/// Runs igcd on a function `make` builds (an emulated NIC): no fork protocol (init units wait
+/// Runs the daemon on a function `make` builds (an emulated NIC): no fork protocol (init units wait
 /// for `INIT_NOTIFY`), no network scheme.
-pub fn run_emulated<F: PciFunction + 'static>(
-    make: impl FnOnce(&Options) -> Result<F, Error> + 'static,
-    opts: Options,
+pub fn run_emulated<F: PciFunction + 'static, Fam: Family>(
+    make: impl FnOnce(&Options<Fam>) -> Result<F, Error> + 'static,
+    opts: Options<Fam>,
 ) -> Result<(), Error> {
     let name = if opts.name.is_empty() {
         "emu0".to_string()
@@ -272,7 +281,7 @@ pub fn run_emulated<F: PciFunction + 'static>(
         opts.name.clone()
     };
     serve(
-        Box::new(move |o: &Options| Ok((make(o)?, name))),
+        Box::new(move |o: &Options<Fam>| Ok((make(o)?, name))),
         opts,
         false,
         false,
@@ -280,9 +289,9 @@ pub fn run_emulated<F: PciFunction + 'static>(
 }
 
 /// The serve loop over any function: start-up, then one event loop until a fatal error.
-fn serve<F: PciFunction>(
-    make: MakeFunction<F>,
-    opts: Options,
+fn serve<F: PciFunction, Fam: Family>(
+    make: MakeFunction<F, Fam>,
+    opts: Options<Fam>,
     waits_for_exit: bool,
     netstack: bool,
 ) -> Result<(), Error> {

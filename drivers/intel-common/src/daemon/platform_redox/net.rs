@@ -6,7 +6,8 @@
 //! frame answers EAGAIN to an O_NONBLOCK caller and parks (EWOULDBLOCK) otherwise; the event
 //! loop retries parked reads and posts EVENT_READ to every data handle while a frame is pending.
 
-use crate::daemon::{NetPort, NetSendError};
+use super::super::{NetPort, NetSendError};
+use crate::family::Family;
 use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path};
 use redox_scheme::scheme::SchemeSync;
 use redox_scheme::{CallerCtx, OpenResult};
@@ -54,15 +55,15 @@ pub trait NetAdapter {
     fn rx_pending(&self) -> bool;
 }
 
-/// igcd's adapter: the data path's general frame port ([`NetPort`]): frames from smolnetd go
+/// The daemon's adapter: the data path's general frame port ([`NetPort`]): frames from smolnetd go
 /// out through the TX ring without a timestamp; every received non-PTP frame is queued here
 /// (PTP frames keep going to ptpd).
-pub struct IgcNet<M: ptp_pci::Mmio> {
-    pub port: NetPort<M>,
+pub struct PortNet<M: ptp_pci::Mmio, Fam> {
+    pub port: NetPort<M, Fam>,
     pub mac: [u8; 6],
 }
 
-impl<M: ptp_pci::Mmio> NetAdapter for IgcNet<M> {
+impl<M: ptp_pci::Mmio, Fam: Family> NetAdapter for PortNet<M, Fam> {
     fn mac(&self) -> [u8; 6] {
         self.mac
     }

@@ -23,9 +23,10 @@ use ptp_ipc::transport::{
 use ptp_ipc::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver};
 use ptp_pci::PciFunction;
 
-use crate::Error;
-use crate::access::ChannelAccess;
-use crate::daemon::{Device, EventSink};
+use super::Error;
+use super::access::ChannelAccess;
+use super::{Device, EventSink};
+use crate::family::Family;
 
 pub type DriverChannel = Channel<SeqpacketConn, DriverToPtpd, PtpdToDriver>;
 
@@ -91,8 +92,8 @@ struct Pending {
 }
 
 /// The channel's state on the main thread.
-struct Server<'a, F: PciFunction> {
-    dev: &'a Device<F>,
+struct Server<'a, F: PciFunction, Fam: Family> {
+    dev: &'a Device<F, Fam>,
     sink: &'a Sink,
     access: &'a ChannelAccess,
     generation: u64,
@@ -102,8 +103,8 @@ struct Server<'a, F: PciFunction> {
 }
 
 /// Serves the driver channel on `listener` until accepting fails.
-pub fn serve<F: PciFunction>(
-    dev: &Device<F>,
+pub fn serve<F: PciFunction, Fam: Family>(
+    dev: &Device<F, Fam>,
     listener: &SeqpacketListener,
     access: &ChannelAccess,
     sink: &Sink,
@@ -166,7 +167,7 @@ fn poll_readable(fds: &[RawFd], wait: Duration) -> Result<Vec<bool>, Error> {
     Ok(p.iter().map(|p| rc > 0 && p.revents != 0).collect())
 }
 
-impl<F: PciFunction> Server<'_, F> {
+impl<F: PciFunction, Fam: Family> Server<'_, F, Fam> {
     /// Accepts one connection: refuses it, or queues it for its hello.
     fn accept(&mut self, listener: &SeqpacketListener) -> Result<(), Error> {
         let (conn, cred) = match listener.accept(Some(Duration::ZERO)) {

@@ -1,0 +1,540 @@
+//! Command line of a driver daemon (igcd, igbd): the same options for every family, with the
+//! family's `--emulate` models and TX set count.
+
+use std::ffi::OsString;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::Error;
+use crate::family::Family;
+
+/// The usage text of `Fam`'s daemon.
+pub fn usage<Fam: Family>() -> String {
+    USAGE
+        .replace("igcd", Fam::DAEMON)
+        .replace("MODELS", &format!("{:<16}", Fam::MODELS.join("|")))
+        .replace("1..4 (default 4)", &{
+            let n = Fam::MAX_TX_SETS;
+            format!("1..{n} (default {n})")
+        })
+}
+
+const USAGE: &str = "\
+usage: igcd [options]
+  --emulate MODELS run on an emulated NIC (host builds)
+  --channel PATH          driver channel socket ptpd connects to (required on Linux hosts)
+  --clock-page PATH       publish the clock page at PATH
+  --allow-uid UID         besides root and igcd's own uid, let UID drive the NIC over the
+                          channel (ptpd's uid when it does not run as root); on Linux the
+                          socket file is then owned by UID
+  --allow-gid GID         also let members of GID drive the NIC; on Linux the socket file is
+                          then group GID, mode 0660 (without: mode 0600)
+  --name NAME             name used in logs
+  --osc-ppm PPM           emulated oscillator frequency error (default 0)
+  --wire WIRE             what the emulated port is cabled to: none (default: link up, frames
+                          go nowhere), loopback, bind:PATH or connect:PATH (a Unix datagram
+                          wire to another emulated NIC or a benchmark peer; Linux hosts)
+  --cable-delay-ns NS     emulated cable delay towards this port, ≤ 1 s (default 50). Each end
+                          delays the frames it receives, so two ends with different delays
+                          make an asymmetric path
+  --cable-jitter-ns NS    emulated cable jitter: each arrival moves by a uniform ±NS, never
+                          before departure; ≤ 1 s (default 0)
+  --cable-loss P          emulated random frame loss probability, 0 <= P < 1 (default 0)
+  --stamp-quantum-ns NS   emulated timestamp resolution: TX/RX stamps truncated to multiples
+                          of NS, ≤ 1000000 (default 0 = exact; e.g. 8 for a 125 MHz counter)
+  --stamp-jitter-ns NS    emulated TX/RX timestamp jitter, uniform ±NS, ≤ 1000000 (default 0)
+  --seed N                seed of the emulated noise and loss (u64; default: the process id,
+                          logged at start); give each emulated NIC its own
+  --truth PATH            with --emulate: publish the emulated PHC's exact law and the model's
+                          BAR/cable-loss counters at PATH (the lab's ground truth, ptp_emu::truth)
+  --poll-irq              take no interrupt: poll the cause registers every --irq-poll-us
+                          (without it igcd takes MSI-X, else MSI, else the legacy line, and
+                          polls only when interrupts do not arrive)
+  --irq-poll-us US        poll interval when polling, 50..=100000 (default 1000)
+  --irq-priority PRIO     run the IRQ threads (and an emulated NIC's model thread) SCHED_FIFO at
+                          PRIO (Linux threaded IRQs use 50); default: normal priority
+  --link-wait-ms MS       how long bring-up waits for link (default 2000)
+  --tx-ts-sets N          TX timestamp register sets to use, 1..4 (default 4)
+  --tx-ts-timeout-ms MS   free a TX timestamp set after MS without a stamp (default 1000)
+  --tx-poll-us US         parts without a TX timestamp interrupt (82576): how often the
+                          time-sync IRQ thread polls while a stamp is pending, 10..=10000
+                          (default 100)
+  --help
+";
+
+/// What an emulated port is cabled to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wire {
+    None,
+    Loopback,
+    Bind(PathBuf),
+    Connect(PathBuf),
+}
+
+impl std::str::FromStr for Wire {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "none" => Wire::None,
+            "loopback" => Wire::Loopback,
+            _ => match s.split_once(':') {
+                Some(("bind", p)) if !p.is_empty() => Wire::Bind(p.into()),
+                Some(("connect", p)) if !p.is_empty() => Wire::Connect(p.into()),
+                _ => {
+                    return Err(format!(
+                        "bad --wire {s:?} (none, loopback, bind:PATH, connect:PATH)"
+                    ));
+                }
+            },
+        })
+    }
+}
+
+/// Largest `--stamp-quantum-ns` / `--stamp-jitter-ns`: 1 ms, far beyond any real part.
+const MAX_STAMP_NOISE_NS: u32 = 1_000_000;
+
+/// The options of `Fam`'s daemon.
+#[derive(Debug, Clone)]
+pub struct Options<Fam> {
+    /// The model to emulate: one of the family's [`Family::MODELS`].
+    pub emulate: Option<&'static str>,
+    pub channel: Option<PathBuf>,
+    pub clock_page: Option<PathBuf>,
+    pub name: String,
+    pub osc_ppm: f64,
+    pub link_wait: Duration,
+    pub tx_ts_sets: u8,
+    pub tx_ts_timeout: Duration,
+    pub wire: Wire,
+    pub cable_delay_ns: u64,
+    /// Emulated cable jitter, ± ns.
+    pub cable_jitter_ns: u64,
+    /// Emulated random loss probability per frame, in [0, 1).
+    pub cable_loss: f64,
+    /// Emulated timestamp quantum, ns (0: exact).
+    pub stamp_quantum_ns: u32,
+    /// Emulated timestamp jitter, ± ns.
+    pub stamp_jitter_ns: u32,
+    /// Seed of the emulated noise; `None`: derived from the process id.
+    pub seed: Option<u64>,
+    pub irq_priority: Option<i32>,
+    /// Take no interrupt: poll the cause registers (`--poll-irq`).
+    pub poll_irq: bool,
+    /// Poll interval when polling.
+    pub irq_poll: Duration,
+    /// Ground-truth record of the emulated model (`--truth`, only with `--emulate`).
+    pub truth: Option<PathBuf>,
+    /// A uid besides root and igcd's own that may use the driver channel (`--allow-uid`).
+    pub allow_uid: Option<u32>,
+    /// A group whose members may use the driver channel (`--allow-gid`).
+    pub allow_gid: Option<u32>,
+    /// Poll interval of a pending TX stamp on parts without its interrupt (`--tx-poll-us`).
+    pub tx_poll: Duration,
+    _family: PhantomData<fn() -> Fam>,
+}
+
+impl<Fam: Family> Options<Fam> {
+    /// Parses arguments; `Ok(None)` means `--help`.
+    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Self>, Error> {
+        use lexopt::prelude::*;
+        let mut o = Options {
+            emulate: None,
+            channel: None,
+            clock_page: None,
+            name: String::new(),
+            osc_ppm: 0.0,
+            link_wait: Duration::from_millis(2000),
+            tx_ts_sets: Fam::MAX_TX_SETS,
+            tx_ts_timeout: Duration::from_millis(1000),
+            wire: Wire::None,
+            cable_delay_ns: 50,
+            cable_jitter_ns: 0,
+            cable_loss: 0.0,
+            stamp_quantum_ns: 0,
+            stamp_jitter_ns: 0,
+            seed: None,
+            irq_priority: None,
+            poll_irq: false,
+            irq_poll: Duration::from_millis(1),
+            truth: None,
+            allow_uid: None,
+            allow_gid: None,
+            tx_poll: Duration::from_micros(100),
+            _family: PhantomData,
+        };
+        let mut p = lexopt::Parser::from_args(args);
+        let bad = |e: lexopt::Error| Error::Usage(e.to_string());
+        while let Some(arg) = p.next().map_err(bad)? {
+            match arg {
+                Long("emulate") => {
+                    let m = p.value().map_err(bad)?.string().map_err(bad)?;
+                    match Fam::MODELS.iter().find(|&&k| k == m) {
+                        Some(k) => o.emulate = Some(k),
+                        None => return Err(Error::Usage(format!("unknown model {m:?}"))),
+                    }
+                }
+                Long("channel") => o.channel = Some(p.value().map_err(bad)?.into()),
+                Long("clock-page") => o.clock_page = Some(p.value().map_err(bad)?.into()),
+                Long("name") => o.name = p.value().map_err(bad)?.string().map_err(bad)?,
+                Long("osc-ppm") => o.osc_ppm = p.value().map_err(bad)?.parse().map_err(bad)?,
+                Long("link-wait-ms") => {
+                    o.link_wait =
+                        Duration::from_millis(p.value().map_err(bad)?.parse().map_err(bad)?)
+                }
+                Long("tx-ts-sets") => {
+                    o.tx_ts_sets = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if !(1..=Fam::MAX_TX_SETS).contains(&o.tx_ts_sets) {
+                        return Err(Error::Usage(format!(
+                            "--tx-ts-sets must be 1..={}",
+                            Fam::MAX_TX_SETS
+                        )));
+                    }
+                }
+                Long("tx-ts-timeout-ms") => {
+                    let ms: u64 = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if !(1..=600_000).contains(&ms) {
+                        return Err(Error::Usage("--tx-ts-timeout-ms must be 1..=600000".into()));
+                    }
+                    o.tx_ts_timeout = Duration::from_millis(ms);
+                }
+                Long("wire") => {
+                    o.wire = p
+                        .value()
+                        .map_err(bad)?
+                        .string()
+                        .map_err(bad)?
+                        .parse()
+                        .map_err(Error::Usage)?
+                }
+                Long("cable-delay-ns") => {
+                    o.cable_delay_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.cable_delay_ns > 1_000_000_000 {
+                        return Err(Error::Usage("--cable-delay-ns must be ≤ 1 s".into()));
+                    }
+                }
+                Long("cable-jitter-ns") => {
+                    o.cable_jitter_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.cable_jitter_ns > 1_000_000_000 {
+                        return Err(Error::Usage("--cable-jitter-ns must be ≤ 1 s".into()));
+                    }
+                }
+                Long("cable-loss") => {
+                    o.cable_loss = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    // Also rejects NaN.
+                    if !(0.0..1.0).contains(&o.cable_loss) {
+                        return Err(Error::Usage(
+                            "--cable-loss must be a probability, 0 <= P < 1".into(),
+                        ));
+                    }
+                }
+                Long("stamp-quantum-ns") => {
+                    o.stamp_quantum_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.stamp_quantum_ns > MAX_STAMP_NOISE_NS {
+                        return Err(Error::Usage(
+                            "--stamp-quantum-ns must be ≤ 1000000 (1 ms)".into(),
+                        ));
+                    }
+                }
+                Long("stamp-jitter-ns") => {
+                    o.stamp_jitter_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.stamp_jitter_ns > MAX_STAMP_NOISE_NS {
+                        return Err(Error::Usage(
+                            "--stamp-jitter-ns must be ≤ 1000000 (1 ms)".into(),
+                        ));
+                    }
+                }
+                Long("truth") => o.truth = Some(p.value().map_err(bad)?.into()),
+                Long("allow-uid") => {
+                    let uid = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.allow_uid.replace(uid).is_some() {
+                        return Err(Error::Usage(
+                            "--allow-uid may be given once (a socket file has one owner; use \
+                             --allow-gid for several users)"
+                                .into(),
+                        ));
+                    }
+                }
+                Long("allow-gid") => {
+                    let gid = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if o.allow_gid.replace(gid).is_some() {
+                        return Err(Error::Usage("--allow-gid may be given once".into()));
+                    }
+                }
+                Long("seed") => o.seed = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
+                Long("poll-irq") => o.poll_irq = true,
+                Long("irq-poll-us") => {
+                    let us: u64 = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if !(50..=100_000).contains(&us) {
+                        return Err(Error::Usage("--irq-poll-us must be 50..=100000".into()));
+                    }
+                    o.irq_poll = Duration::from_micros(us);
+                }
+                Long("tx-poll-us") => {
+                    let us: u64 = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if !(10..=10_000).contains(&us) {
+                        return Err(Error::Usage("--tx-poll-us must be 10..=10000".into()));
+                    }
+                    o.tx_poll = Duration::from_micros(us);
+                }
+                Long("irq-priority") => {
+                    let p: i32 = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if !(1..=98).contains(&p) {
+                        return Err(Error::Usage("--irq-priority must be 1..=98".into()));
+                    }
+                    o.irq_priority = Some(p);
+                }
+                Long("help") | Short('h') => return Ok(None),
+                _ => return Err(bad(arg.unexpected())),
+            }
+        }
+        if o.truth.is_some() && o.emulate.is_none() {
+            return Err(Error::Usage(
+                "--truth needs --emulate: only an emulated NIC knows its exact clock".into(),
+            ));
+        }
+        if !o.osc_ppm.is_finite() || o.osc_ppm.abs() > 1000.0 {
+            return Err(Error::Usage("--osc-ppm must be within ±1000".into()));
+        }
+        Ok(Some(o))
+    }
+}
+
+/// What every emulated NIC shares, whatever its family: a locally administered MAC derived
+/// from the process id (so two emulated hosts differ), its name, the seed, the wire `--wire`
+/// names with `--cable-*` noise, and the `--truth` writer.
+#[cfg(feature = "emulate")]
+pub struct EmulatedSetup {
+    pub mac: [u8; 6],
+    pub name: String,
+    pub seed: u64,
+    pub wire: Option<Box<dyn ptp_emu::wire::WirePort>>,
+    pub truth: Option<ptp_emu::truth::SharedObserver>,
+}
+
+#[cfg(feature = "emulate")]
+impl<Fam: Family> Options<Fam> {
+    /// The family-independent part of an emulated NIC for `model` (logged).
+    pub fn emulated_setup(&self, model: &str) -> Result<EmulatedSetup, Error> {
+        use ptp_emu::wire::{Cable, Loopback, WirePort};
+        let pid = std::process::id();
+        let mac = [
+            0x02,
+            0x1b,
+            0x21,
+            (pid >> 16) as u8,
+            (pid >> 8) as u8,
+            pid as u8,
+        ];
+        let seed = self.seed.unwrap_or(pid.into());
+        let name = if self.name.is_empty() {
+            model.to_string()
+        } else {
+            self.name.clone()
+        };
+        log::info!(
+            "{name}: emulated cable {} ns ± {} ns, loss {}; stamps quantum {} ns ± {} ns; seed \
+             {seed}",
+            self.cable_delay_ns,
+            self.cable_jitter_ns,
+            self.cable_loss,
+            self.stamp_quantum_ns,
+            self.stamp_jitter_ns,
+        );
+        // The NIC and its cable draw from different streams of the one seed.
+        let cable = Cable::new(self.cable_delay_ns)
+            .with_jitter(self.cable_jitter_ns)
+            .with_loss(self.cable_loss)
+            .with_seed(seed);
+        let wire: Option<Box<dyn WirePort>> = match &self.wire {
+            Wire::None => None,
+            Wire::Loopback => Some(Box::new(Loopback::default().with_cable(cable))),
+            w => Some(socket_wire(w, cable)?),
+        };
+        let truth = match &self.truth {
+            Some(p) => {
+                let w = ptp_emu::truth::TruthWriter::create(p)
+                    .map_err(|e| Error::Other(format!("--truth {}: {e}", p.display())))?;
+                log::info!("{name}: ground truth published at {}", p.display());
+                Some(std::sync::Arc::new(w) as ptp_emu::truth::SharedObserver)
+            }
+            None => None,
+        };
+        Ok(EmulatedSetup {
+            mac,
+            name,
+            seed,
+            wire,
+            truth,
+        })
+    }
+
+    /// Wraps a model in a PCI function whose model thread runs in real time.
+    pub fn emulated_function<D: ptp_pci::emulated::Device + Send + 'static>(
+        &self,
+        nic: D,
+        name: String,
+    ) -> ptp_pci::emulated::EmuFunction<D> {
+        let mut f = ptp_pci::emulated::EmuFunction::new(nic, name);
+        // The model thread also polls the wire; 1 ms bounds how late an arriving frame is
+        // noticed when nothing else wakes the model (arrival stamps do not depend on it).
+        f.start_model_thread_with_priority(
+            Duration::from_millis(1),
+            self.irq_priority.map(|p| p + 10),
+        );
+        f
+    }
+}
+
+/// A `bind:`/`connect:` wire: a Unix datagram socket, which only Linux hosts have.
+#[cfg(all(feature = "emulate", target_os = "linux"))]
+fn socket_wire(
+    wire: &Wire,
+    cable: ptp_emu::wire::Cable,
+) -> Result<Box<dyn ptp_emu::wire::WirePort>, Error> {
+    use ptp_emu::wire::UnixDatagramWire;
+    let io = |what: &str, p: &std::path::Path, e: std::io::Error| {
+        Error::Other(format!("wire {what} {}: {e}", p.display()))
+    };
+    Ok(match wire {
+        Wire::Bind(p) => Box::new(
+            UnixDatagramWire::bind(p)
+                .map_err(|e| io("bind", p, e))?
+                .with_cable(cable),
+        ),
+        Wire::Connect(p) => Box::new(
+            UnixDatagramWire::connect(p)
+                .map_err(|e| io("connect", p, e))?
+                .with_cable(cable),
+        ),
+        Wire::None | Wire::Loopback => {
+            return Err(Error::Other(format!("{wire:?} is not a socket wire")));
+        }
+    })
+}
+
+/// Elsewhere (Redox) an emulated port can be cabled to itself only.
+#[cfg(all(feature = "emulate", not(target_os = "linux")))]
+fn socket_wire(
+    wire: &Wire,
+    _cable: ptp_emu::wire::Cable,
+) -> Result<Box<dyn ptp_emu::wire::WirePort>, Error> {
+    Err(Error::Usage(format!(
+        "--wire {wire:?} needs a Linux host; use --wire loopback or none here"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Options<crate::igc::Igc>, String> {
+        match Options::<crate::igc::Igc>::parse(args.iter().map(OsString::from)) {
+            Ok(Some(o)) => Ok(o),
+            Ok(None) => Err("help".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn noise_options_default_to_exact() {
+        let o = parse(&["--emulate", "i225"]).unwrap();
+        assert_eq!(
+            (o.cable_delay_ns, o.cable_jitter_ns, o.cable_loss),
+            (50, 0, 0.0)
+        );
+        assert_eq!(
+            (o.stamp_quantum_ns, o.stamp_jitter_ns, o.seed),
+            (0, 0, None)
+        );
+    }
+
+    #[test]
+    fn noise_options_parse() {
+        let o = parse(&[
+            "--cable-delay-ns",
+            "120",
+            "--cable-jitter-ns",
+            "15",
+            "--cable-loss",
+            "0.01",
+            "--stamp-quantum-ns",
+            "8",
+            "--stamp-jitter-ns",
+            "4",
+            "--seed",
+            "18446744073709551615",
+        ])
+        .unwrap();
+        assert_eq!(
+            (o.cable_delay_ns, o.cable_jitter_ns, o.cable_loss),
+            (120, 15, 0.01)
+        );
+        assert_eq!(
+            (o.stamp_quantum_ns, o.stamp_jitter_ns, o.seed),
+            (8, 4, Some(u64::MAX))
+        );
+        assert_eq!(parse(&["--cable-loss", "0"]).unwrap().cable_loss, 0.0);
+    }
+
+    #[test]
+    fn truth_needs_emulate() {
+        let o = parse(&["--emulate", "i226", "--truth", "/tmp/t"]).unwrap();
+        assert_eq!(o.truth, Some(PathBuf::from("/tmp/t")));
+        assert_eq!(parse(&["--emulate", "i225"]).unwrap().truth, None);
+        let e = parse(&["--truth", "/tmp/t"]).unwrap_err();
+        assert!(e.contains("--truth needs --emulate"), "{e}");
+        assert!(parse(&["--emulate", "i225", "--truth"]).is_err());
+    }
+
+    #[test]
+    fn channel_access_options() {
+        let o = parse(&[]).unwrap();
+        assert_eq!((o.allow_uid, o.allow_gid), (None, None));
+        let o = parse(&["--allow-uid", "1000", "--allow-gid", "4242"]).unwrap();
+        assert_eq!((o.allow_uid, o.allow_gid), (Some(1000), Some(4242)));
+        for args in [
+            &["--allow-uid", "-1"][..],
+            &["--allow-uid", "ptpd"],
+            &["--allow-gid", "4294967296"],
+            &["--allow-uid"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?}");
+        }
+        let e = parse(&["--allow-uid", "1", "--allow-uid", "2"]).unwrap_err();
+        assert!(e.contains("once"), "{e}");
+        assert!(parse(&["--allow-gid", "1", "--allow-gid", "2"]).is_err());
+    }
+
+    #[test]
+    fn noise_options_are_range_checked() {
+        for (args, msg) in [
+            (&["--cable-loss", "1"][..], "--cable-loss must be"),
+            (&["--cable-loss", "-0.1"], "--cable-loss must be"),
+            (&["--cable-loss", "NaN"], "--cable-loss must be"),
+            (
+                &["--cable-jitter-ns", "1000000001"],
+                "--cable-jitter-ns must be",
+            ),
+            (
+                &["--stamp-quantum-ns", "1000001"],
+                "--stamp-quantum-ns must be",
+            ),
+            (
+                &["--stamp-jitter-ns", "1000001"],
+                "--stamp-jitter-ns must be",
+            ),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert!(e.contains(msg), "{args:?}: {e}");
+        }
+        for args in [
+            &["--cable-loss", "often"][..],
+            &["--stamp-jitter-ns", "-1"],
+            &["--seed", "-1"],
+            &["--seed"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?}");
+        }
+    }
+}

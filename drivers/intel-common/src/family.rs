@@ -1,0 +1,192 @@
+//! What differs between the Intel families a daemon drives (DESIGN.md §5): [`Family`] is the
+//! seam between the shared daemon ([`crate::daemon`]) and one family module ([`crate::igc`] for
+//! i225/i226, [`crate::igb`] for i210/i211, i350 and 82576).
+//!
+//! A family says how many TX timestamp sets it has and where they are, how SYSTIM is latched,
+//! read and written and how adjfine becomes TIMINCA (its [`Family::Clock`]), where RX stamps
+//! come from (in the buffer or in RXSTMPL/H), whether TX stamps raise an interrupt, its
+//! latency table, and how reset, link and interrupts are programmed. Everything else — rings,
+//! threads, the TX slot table, requests, the channel and the clock page — is written once.
+
+use std::time::Duration;
+
+use intel_regs::ids::Part;
+use ptp_ipc::RxFilter;
+use ptp_pci::Mmio;
+
+use crate::clock::ClockHw;
+use crate::ring::{RxRing, TxRing};
+use crate::txts::TsRegs;
+use crate::{HwError, Regs};
+
+/// Link state decoded from STATUS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    pub up: bool,
+    pub speed_mbps: u32,
+}
+
+/// How the interrupt causes are spread over vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IrqLayout {
+    /// MSI-X: "other" causes (link, time sync) on one vector, queue 0 on another.
+    Split,
+    /// One MSI-X vector for every cause.
+    SingleMsix,
+    /// MSI, the legacy line or none: every cause in ICR.
+    Shared,
+}
+
+/// Which vector to re-arm after its causes were handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rearm {
+    Other,
+    Queues,
+    Single,
+}
+
+/// What one read of the "other" causes found, decoded by the family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Causes {
+    /// ICR.TS: a time-sync interrupt.
+    pub time_sync: bool,
+    /// TSICR.TXTS: the TX stamp registers hold a stamp.
+    pub tx_stamp: bool,
+    /// ICR.LSC: the link changed.
+    pub link: bool,
+    /// Any cause of the "other" vector.
+    pub other: bool,
+    /// Any cause a single-vector driver enabled.
+    pub any: bool,
+}
+
+/// What the driver does with one received buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxFrame<'a> {
+    /// A PTP frame for ptpd, with its RX timestamp (latency-compensated) if the filter keeps it.
+    Ptp { rx_ns: Option<u64>, frame: &'a [u8] },
+    /// Anything else (counted; the netstack's, once one is attached).
+    Other { frame: &'a [u8] },
+}
+
+/// One NIC family's behaviour. Methods take `&self`: one daemon may drive MACs that differ
+/// (igbd: i210, i350, 82576), and a family may keep state shared with its clock (the igb
+/// timecounter that TX and RX stamps are converted through).
+pub trait Family: Send + Sync + Sized + Clone + std::fmt::Debug + 'static {
+    /// The SYSTIM clock, handed to [`crate::clock::Phc`].
+    type Clock: ClockHw + 'static;
+
+    /// The daemon's name (`igcd`, `igbd`): logs and usage.
+    const DAEMON: &'static str;
+    /// The short name in scheme, clock page and log paths (`igc`, `igb`).
+    const SHORT: &'static str;
+    /// The `--emulate` names this daemon accepts.
+    const MODELS: &'static [&'static str];
+    /// The most TX timestamp sets any part of the family has.
+    const MAX_TX_SETS: u8;
+
+    /// Identifies the part behind `vendor:device` and the behaviour it needs.
+    fn probe(vendor: u16, device: u16) -> Result<(&'static Part, Self), HwError>;
+    /// The clock of this part (sharing the family's state where it has any).
+    fn clock(&self) -> Self::Clock;
+
+    /// Resets the port with bounded waits.
+    fn reset<M: Mmio>(&self, regs: &Regs<M>) -> Result<(), HwError>;
+    /// Takes ownership from firmware, asks for link and waits at most `wait` for it.
+    fn link_up<M: Mmio>(&self, regs: &Regs<M>, wait: Duration) -> Link;
+    /// The link as STATUS shows it now.
+    fn link<M: Mmio>(&self, regs: &Regs<M>) -> Link;
+    /// The MAC address the NVM preloaded.
+    fn read_mac<M: Mmio>(&self, regs: &Regs<M>) -> [u8; 6];
+    /// Programs TX queue 0 over `ring` and enables the transmitter.
+    fn setup_tx<M: Mmio>(&self, regs: &Regs<M>, ring: &TxRing);
+    /// Programs RX queue 0 over `ring` and enables the receiver.
+    fn setup_rx<M: Mmio>(&self, regs: &Regs<M>, ring: &RxRing);
+    /// TX tail register of queue 0.
+    fn tdt(&self) -> u32;
+    /// RX tail register of queue 0.
+    fn rdt(&self) -> u32;
+
+    /// Routes and enables the causes for `layout`.
+    fn enable_irqs<M: Mmio>(&self, regs: &Regs<M>, layout: IrqLayout);
+    /// Re-enables a vector after its causes were handled.
+    fn rearm<M: Mmio>(&self, regs: &Regs<M>, which: Rearm);
+    /// Reads (and so clears) the causes of the "other" vector.
+    fn read_causes<M: Mmio>(&self, regs: &Regs<M>) -> Causes;
+    /// Raises the vector the time-sync thread waits on, by software, so that it wakes now.
+    fn kick<M: Mmio>(&self, regs: &Regs<M>, layout: IrqLayout);
+
+    /// PTP reset: the clock counting, time-sync causes enabled, the time set to `now_ns`.
+    fn ptp_reset<M: Mmio>(&self, regs: &Regs<M>, now_ns: u64);
+    /// Where the TX stamp sets are.
+    fn ts_regs(&self) -> TsRegs;
+    /// TSYNCTXCTL value that enables TX timestamping.
+    fn tsynctxctl_on(&self) -> u32;
+    /// Descriptor command bits that ask for a stamp in `set`.
+    fn tx_tstamp_cmd(&self, set: u8) -> u32;
+    /// Whether a TX stamp raises TSICR.TXTS; without it the time-sync thread polls while a
+    /// request is pending.
+    fn has_tx_ts_irq(&self) -> bool;
+    /// A raw TX stamp (as [`crate::txts::Delivered::raw_ns`]) in PHC ns.
+    fn tx_stamp_ns(&self, raw: u64) -> u64;
+
+    /// The RX filters this part can serve.
+    fn rx_filters(&self) -> &'static [RxFilter];
+    /// Whether `filter` can be served (checked before anything is touched).
+    fn check_rx_filter(&self, filter: RxFilter) -> Result<(), HwError>;
+    /// Applies an RX filter without touching the link or the rings.
+    fn apply_rx_filter<M: Mmio>(&self, regs: &Regs<M>, filter: RxFilter) -> Result<(), HwError>;
+    /// Classifies one received buffer and finds its stamp (in the buffer, or in RXSTMPL/H).
+    fn rx_frame<'a, M: Mmio>(
+        &self,
+        regs: &Regs<M>,
+        filter: RxFilter,
+        status: u32,
+        buf: &'a [u8],
+        rx_latency_ns: u64,
+    ) -> RxFrame<'a>;
+    /// RX stamps the part took but no frame got (82576: a held latch), so far.
+    fn rx_stamps_lost(&self) -> u64 {
+        0
+    }
+    /// Periodic upkeep from the watchdog (82576: release an RX latch held too long).
+    fn watchdog<M: Mmio>(&self, _regs: &Regs<M>, _now_ns: u64) {}
+
+    /// (TX, RX) latency compensation at a link speed, ns.
+    fn latency_ns(&self, speed_mbps: u32) -> (u64, u64);
+    /// Whether gettimex brackets are tight enough to offer cross timestamps.
+    fn cross_timestamp(&self) -> bool {
+        true
+    }
+}
+
+/// Whether a frame stamped by the hardware keeps its stamp under `filter` (a part stamps more
+/// than asked when its hardware filter is wider, e.g. TYPE_ALL).
+pub fn keeps_rx_stamp(filter: RxFilter, frame: &[u8]) -> bool {
+    use ptp_ipc::frame::{Transport, classify};
+    let info = classify(frame);
+    let event_v2 = |t: fn(&Transport) -> bool| {
+        info.is_some_and(|i| i.version == 2 && i.is_event() && t(&i.transport))
+    };
+    match filter {
+        RxFilter::None | RxFilter::PtpV1L4Event => false,
+        RxFilter::All => true,
+        RxFilter::PtpV2Event => {
+            event_v2(|t| matches!(t, Transport::L2 | Transport::Udp4 { dst_port: 319 }))
+        }
+        RxFilter::PtpV2L2Event => event_v2(|t| matches!(t, Transport::L2)),
+        RxFilter::PtpV2L4Event => event_v2(|t| matches!(t, Transport::Udp4 { dst_port: 319 })),
+    }
+}
+
+/// The 16-byte timestamp header the in-buffer mode puts before a frame (TSIP, §8.1): its
+/// dwords 2–3 as one little-endian u64 (igc and i210: ns | s << 32; i350: the raw count).
+pub fn split_ts_header(status: u32, tsip: u32, buf: &[u8]) -> (Option<u64>, &[u8]) {
+    const HDR: usize = 16;
+    if status & tsip == 0 || buf.len() < HDR {
+        return (None, buf);
+    }
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&buf[8..16]);
+    (Some(u64::from_le_bytes(b)), &buf[HDR..])
+}
