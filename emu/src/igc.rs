@@ -14,7 +14,8 @@
 //! - `tsync`: SYSTIM (the [`Phc`](crate::phc::Phc)), TIMINCA, TSAUXC, TSICR/TSIM and the
 //!   §7.2 TXTS interrupt gate;
 //! - `txstamp`: TSYNCTXCTL and the four TXSTMPL/H sets (§7);
-//! - `tx` / `rx`: the queue-0 engines (§9, §10; RX stamps with TSYNCRXCTL.TYPE = ALL, §8);
+//! - `tx` / `rx`: the queue-0 engines (§9, §10); `stamping`: how i225 stamps frames there
+//!   (TX sets by TSTAMP_REG, RX header with TSYNCRXCTL.TYPE = ALL, §7, §8);
 //! - `addrfilter`: the RX destination-address filter; `hwstats`: the statistics block;
 //! - `phy`, `nvm`: the PHY behind MDIC, NVM/semaphores/PHPM; `known`: implemented offsets;
 //! - `noise`: jitter and quantisation of the stamps they latch ([`I225Config::stamp_jitter_ns`],
@@ -56,20 +57,9 @@
 //! - INTx: the legacy line is a level, `ICR & IMS` outside MSI-X mode
 //!   ([`I225::intx_level`]); an asserted ICR read clears it and auto-masks IMS by IAM.
 
-mod addrfilter;
-mod csum;
-mod hooks;
-mod hwstats;
-mod irq;
 mod known;
-mod link;
-mod noise;
-mod nvm;
-mod phy;
-mod regfile;
-mod rx;
+mod stamping;
 mod tsync;
-mod tx;
 mod txstamp;
 
 #[cfg(test)]
@@ -85,22 +75,17 @@ use intel_regs::igc::*;
 use ptp_pci::PciIds;
 use ptp_pci::emulated::{Device, DeviceHost};
 
-pub use hooks::{MAX_ARMED_READS, ReadAction};
-pub use irq::OTHER_CAUSES;
-pub use known::UnimplementedAccess;
-pub use link::LinkSpeed;
-pub use tx::MAX_TX_FRAME;
+pub use crate::nic::irq::OTHER_CAUSES;
+pub use crate::nic::{LinkSpeed, MAX_ARMED_READS, MAX_TX_FRAME, ReadAction, UnimplementedAccess};
 pub use txstamp::TX_STAMP_SETS;
 
 use crate::clock::TimeSource;
+use crate::nic::link::Link;
+use crate::nic::regfile::{Counters, RegFile};
+use crate::nic::{CtrlWrite, IrqMap, NicStats, Port, PortSetup, QueueMap, noise, nvm, rx, tx};
 use crate::phc::SysTime;
 use crate::truth::SharedObserver;
 use crate::wire::{WirePort, WireStats};
-use hooks::ReadHooks;
-use irq::Interrupts;
-use link::Link;
-use phy::Phy;
-use regfile::{Counters, RegFile};
 use tsync::TimeSync;
 use txstamp::TxStamps;
 
@@ -227,106 +212,34 @@ impl I225Config {
 }
 
 /// Data-path and fault counters of an [`I225`] (model-side; survive port resets).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct I225Stats {
-    /// Frames that left the MAC (to the wire or, without one, nowhere).
-    pub tx_frames: u64,
-    /// Their bytes (after padding).
-    pub tx_bytes: u64,
-    /// Frames sent with no wire attached (dropped).
-    pub tx_no_wire: u64,
-    /// Malformed TX frames dropped (bad buffer address, zero length, no EOP in a full ring,
-    /// ...).
-    pub tx_malformed: u64,
-    /// Frames whose checksums were inserted (POPTS.IXSM/TXSM with a context).
-    pub tx_csum_inserted: u64,
-    /// Frames whose checksum request the model could not honour (offsets outside the frame,
-    /// SCTP): sent unchanged.
-    pub tx_csum_skipped: u64,
-    /// TSO frames (DCMD.TSE) dropped: segmentation is not modelled.
-    pub tx_tso_unmodelled: u64,
-    /// Polls at which the TX queue stalled on a descriptor DMA could not read.
-    pub tx_dma_errors: u64,
-    /// Frames written to an RX buffer.
-    pub rx_frames: u64,
-    /// Their bytes (the frame only, without header or FCS).
-    pub rx_bytes: u64,
-    /// Of those, frames with a timestamp header (TSIP).
-    pub rx_stamped: u64,
-    /// Frames dropped for want of a free RX descriptor (RX missed).
-    pub rx_missed: u64,
-    /// Frames dropped as larger than the RX buffer.
-    pub rx_too_big: u64,
-    /// Frames dropped as shorter than an Ethernet header.
-    pub rx_runt: u64,
-    /// Frames dropped because RX was disabled or the link down.
-    pub rx_not_ready: u64,
-    /// Frames dropped by the destination-address filter (RAL/RAH, MTA, RCTL.UPE/MPE/BAM).
-    pub rx_filtered: u64,
-    /// RX descriptors or buffers DMA could not reach.
-    pub rx_dma_errors: u64,
-    /// TX stamps latched into a set.
-    pub tx_stamps_latched: u64,
-    /// TX stamps lost because their set still held an unread stamp.
-    pub tx_stamps_lost: u64,
-    /// TX stamps swallowed by [`I225::drop_tx_stamps`] (injected).
-    pub tx_stamps_dropped: u64,
-    /// Releasing TXSTMPH reads a stuck TXTT bit survived ([`I225::stick_txtt`], injected).
-    pub txtt_stuck_reads: u64,
-    /// Time-sync interrupts swallowed by [`I225::drop_ts_interrupts`] (injected).
-    pub ts_irqs_dropped: u64,
-    /// TX stamps whose TXTS interrupt the closed §7.2 gate held back.
-    pub txts_held_by_quirk: u64,
-}
+pub type I225Stats = NicStats;
 
 /// The i225/i226 model. See the module docs for what is modelled and assumed.
 pub struct I225 {
     ids: PciIds,
     mac: [u8; 6],
     tsauxc_power_on: u32,
-    clock: Arc<dyn TimeSource>,
-    /// BAR0 storage for every offset without behaviour of its own.
-    regs: RegFile,
+    /// Registers, link, interrupts, queue-0 engines and wire (shared with igb, `nic`).
+    port: Port,
     /// BAR3: MSI-X table and PBA, storage only (the backend delivers vectors itself).
     msix: RegFile,
-    link: Link,
-    phy: Phy,
-    nvm: nvm::Nvm,
-    irq: Interrupts,
     tsync: TimeSync,
     txs: TxStamps,
-    hooks: ReadHooks,
-    wire: Option<Box<dyn WirePort>>,
-    /// See [`I225Config::tx_pipeline_ns`].
-    tx_pipeline_ns: u64,
-    /// TX context slots of queue 0 (`csum`).
-    tx_ctx: [csum::TxContext; csum::SLOTS],
-    /// The wire is busy with earlier frames until this instant.
-    tx_busy_until: u64,
-    /// Jitter and quantisation of latched stamps (model-side; survives port resets).
-    noise: noise::StampNoise,
     /// Time-sync interrupts still to be swallowed (fault injection).
     drop_ts_irqs: u64,
-    stats: I225Stats,
-    /// The part's clear-on-read statistics block (0x4000–0x4138).
-    hwstats: hwstats::HwStats,
-    /// Accesses to offsets the model does not implement (`known`).
-    unimpl: known::Unimplemented,
     counters: Counters,
     port_resets: u64,
     /// Where PHC law changes and register/wire counters are reported (the ground-truth
     /// record); `None` in deterministic tests.
     observer: Option<SharedObserver>,
-    /// Cable losses last reported to the observer.
-    reported_lost: u64,
 }
 
 impl std::fmt::Debug for I225 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("I225")
             .field("device", &format_args!("{:#06x}", self.ids.device))
-            .field("link_up", &self.link.up)
-            .field("wire", &self.wire.is_some())
+            .field("link_up", &self.port.link.up)
+            .field("wire", &self.port.wire.is_some())
             .field("phc_ns", &self.phc_now_ns())
             .finish_non_exhaustive()
     }
@@ -349,16 +262,34 @@ impl I225 {
             },
             mac: cfg.mac,
             tsauxc_power_on: cfg.tsauxc_power_on,
-            regs: RegFile::new(BAR0_LEN),
+            port: Port::new(PortSetup {
+                name: "i225",
+                clock: cfg.clock,
+                bar0_len: BAR0_LEN,
+                link: Link {
+                    cable: cfg.cable_connected,
+                    speed: cfg.link_speed,
+                    up: false,
+                },
+                noise: noise::StampNoise::new(cfg.stamp_quantum_ns, cfg.stamp_jitter_ns, cfg.seed),
+                tx_pipeline_ns: cfg.tx_pipeline_ns,
+                map: QueueMap {
+                    rx0: rdbal(0),
+                    tx0: tdbal(0),
+                    ivar0: IVAR0,
+                },
+                irqmap: IrqMap {
+                    icr: ICR,
+                    ics: ICS,
+                    ims: IMS,
+                    imc: IMC,
+                    iam: IAM,
+                    eerd: EERD,
+                },
+                phy_id: I225_I_PHY_ID,
+                mac: cfg.mac,
+            }),
             msix: RegFile::new(BAR3_LEN),
-            link: Link {
-                cable: cfg.cable_connected,
-                speed: cfg.link_speed,
-                up: false,
-            },
-            phy: Phy::new(),
-            nvm: nvm::Nvm::new(cfg.mac),
-            irq: Interrupts::default(),
             tsync: TimeSync::new(
                 t,
                 cfg.initial_systim_ns,
@@ -366,24 +297,13 @@ impl I225 {
                 cfg.tsauxc_power_on,
             ),
             txs: TxStamps::new(cfg.txstmph0_clears_all),
-            hooks: ReadHooks::default(),
-            wire: None,
-            tx_pipeline_ns: cfg.tx_pipeline_ns,
-            tx_ctx: Default::default(),
-            tx_busy_until: 0,
-            noise: noise::StampNoise::new(cfg.stamp_quantum_ns, cfg.stamp_jitter_ns, cfg.seed),
             drop_ts_irqs: 0,
-            stats: I225Stats::default(),
-            hwstats: hwstats::HwStats::default(),
-            unimpl: known::Unimplemented::default(),
             counters: Counters::new(BAR0_LEN),
             port_resets: 0,
             observer: None,
-            reported_lost: 0,
-            clock: cfg.clock,
         };
         dev.tsync.set_txts_quirk(cfg.tx_stamp_quirk);
-        dev.load_power_on();
+        dev.port.load_power_on(dev.mac);
         // PCIe: MSI-X vector control = masked at reset (storage only, see `msix`).
         for n in 0..MSIX_VECTORS as u32 {
             dev.msix.set(n * 16 + 12, 1);
@@ -407,93 +327,36 @@ impl I225 {
     }
 
     fn now(&self) -> u64 {
-        self.clock.now_ns()
+        self.port.clock.now_ns()
     }
 
     /// Reports PHC law changes and BAR/cable counters to `observer` from now on (the
     /// ground-truth record, [`crate::truth`]); the law in force is published at once.
     pub fn set_observer(&mut self, observer: Option<SharedObserver>) {
         self.observer = observer;
-        self.reported_lost = 0;
+        self.port.reported_lost = 0;
         self.change_phc(|_, _| {});
     }
 
-    /// Applies a PHC law change at the current true time. With an observer the change runs
-    /// inside its update, so the time of the change is read after readers were warned and the
-    /// new law is published before the driver's access returns.
+    /// Applies a PHC law change at the current true time (`nic::change_law`).
     fn change_phc(&mut self, f: impl FnOnce(&mut TimeSync, u64)) {
-        let Some(obs) = self.observer.clone() else {
-            let t = self.now();
-            f(&mut self.tsync, t);
-            return;
-        };
-        let mut f = Some(f);
-        obs.phc_law_update(&mut || {
-            let t = self.clock.now_ns();
-            if let Some(f) = f.take() {
-                f(&mut self.tsync, t);
-            }
-            self.tsync.phc.law()
-        });
-    }
-
-    /// Reports the cable's loss count if it moved.
-    fn report_wire_lost(&mut self) {
-        if let Some(obs) = &self.observer {
-            let lost = self.wire.as_ref().map_or(0, |w| w.stats().lost);
-            if lost != self.reported_lost {
-                self.reported_lost = lost;
-                obs.wire_lost(lost);
-            }
-        }
-    }
-
-    /// Non-zero register values after power-on or port reset (§10.1): the NVM MAC in
-    /// RAL0/RAH0 with RAH.AV, EECD.AUTO_RD (NVM read done).
-    fn load_power_on(&mut self) {
-        let m = self.mac;
-        self.regs
-            .set(ral(0), u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
-        self.regs
-            .set(rah(0), u32::from_le_bytes([m[4], m[5], 0, 0]) | rah::AV);
-        self.regs.set(EECD, eecd::PRES | eecd::AUTO_RD);
+        let clock = self.port.clock.clone();
+        let obs = self.observer.clone();
+        crate::nic::change_law(obs.as_ref(), &*clock, &mut self.tsync, |ts| &ts.phc, f);
     }
 
     /// CTRL.RST / CTRL.DEV_RST: see the module docs for what survives.
     fn port_reset(&mut self) {
-        self.regs.clear();
-        self.load_power_on();
-        self.hwstats = hwstats::HwStats::default();
-        self.tx_ctx = Default::default();
-        self.irq.reset();
+        self.port.port_reset(self.mac);
         self.tsync.port_reset();
         self.txs.port_reset();
-        // CTRL.SLU is now clear, so the link drops; ICR was just reset, so no LSC is left
-        // pending for it (the driver sees LSC when it brings the link back up).
-        self.link.update(false);
         self.port_resets += 1;
     }
 
     fn write_ctrl(&mut self, v: u32, host: &mut dyn DeviceHost) {
-        if v & (ctrl::RST | ctrl::DEV_RST) != 0 {
-            // The reset wipes CTRL too, so the other bits of this write do not stick.
+        // The reset wipes CTRL too, so the other bits of this write do not stick.
+        if self.port.write_ctrl(v, ctrl::RST | ctrl::DEV_RST, host) == CtrlWrite::Reset {
             self.port_reset();
-            return;
-        }
-        if v & ctrl::PHY_RST != 0 {
-            self.phy.reset();
-        }
-        // PHY_RST self-clears: the PHY reset completes at once.
-        self.regs.set(CTRL, v & !ctrl::PHY_RST);
-        self.update_link(host);
-    }
-
-    /// Re-evaluates STATUS.LU: CTRL.SLU, the cable flag and, with a wire, its link partner.
-    fn update_link(&mut self, host: &mut dyn DeviceHost) {
-        let partner = self.wire.as_ref().is_none_or(|w| w.link_up());
-        let slu = self.regs.get(CTRL) & ctrl::SLU != 0;
-        if self.link.update(slu && partner) {
-            self.irq.cause(icr::LSC, host);
         }
     }
 
@@ -504,10 +367,10 @@ impl I225 {
         if self.tsync.take_ts_edge() {
             if self.drop_ts_irqs > 0 {
                 self.drop_ts_irqs -= 1;
-                self.stats.ts_irqs_dropped += 1;
-                self.irq.cause_silent(icr::TS);
+                self.port.stats.ts_irqs_dropped += 1;
+                self.port.irq.cause_silent(icr::TS);
             } else {
-                self.irq.cause(icr::TS, host);
+                self.port.irq.cause(icr::TS, host);
             }
         }
     }
@@ -517,38 +380,15 @@ impl I225 {
         regs.iter().position(|&r| r == offset)
     }
 
-    /// STATUS: link bits plus GIO_MASTER_ENABLE, which stays set until the driver writes
-    /// CTRL.GIO_MASTER_DISABLE (no DMA is ever in flight, so it clears at once).
-    fn status(&self) -> u32 {
-        let gio = if self.regs.get(CTRL) & ctrl::GIO_MASTER_DISABLE == 0 {
-            status::GIO_MASTER_ENABLE
-        } else {
-            0
-        };
-        self.link.status_bits() | gio
-    }
-
     /// What a read of BAR0 `offset` would return now, without its side effects (no
     /// read-to-clear, no SYSTIM latch). For tests and inspection.
     pub fn peek(&self, offset: u32) -> u32 {
         let offset = offset & !3;
+        if let Some(v) = self.port.peek_common(offset) {
+            return v;
+        }
         match offset {
-            STATUS => self.status(),
-            MDIC => self.phy.mdic(),
-            EECD => nvm::eecd_value(self.regs.get(EECD)),
-            EERD => self.nvm.eerd(),
-            o if (hwstats::FIRST..=hwstats::LAST).contains(&o) => self.hwstats.peek(o),
-            PHPM => nvm::phpm_value(self.regs.get(PHPM)),
-            ICR => self.irq.icr_value(),
-            ICS | IMC | EICS | EIMC => 0,
-            IMS => self.irq.ims,
-            IAM => self.irq.iam,
-            GPIE => self.irq.gpie,
-            EICR => self.irq.eicr,
-            EIMS => self.irq.eims,
-            EIAC => self.irq.eiac,
-            EIAM => self.irq.eiam,
-            IVAR_MISC => self.irq.ivar_misc,
+            PHPM => nvm::phpm_value(self.port.regs.get(PHPM)),
             SYSTIML => self.tsync.peek_systiml(self.now()),
             SYSTIMH => self.tsync.systimh(),
             TIMINCA => self.tsync.phc.timinca(),
@@ -563,7 +403,7 @@ impl I225 {
             o if Self::stamp_set(o, &TXSTMPH).is_some() => {
                 Self::stamp_set(o, &TXSTMPH).map_or(0, |n| self.txs.set(n).sec)
             }
-            o if o < BAR0_LEN => self.regs.get(o),
+            o if o < BAR0_LEN => self.port.regs.get(o),
             _ => u32::MAX,
         }
     }
@@ -579,15 +419,10 @@ impl I225 {
             }
             return v;
         }
+        if let Some(v) = self.port.read_common(offset, host) {
+            return v;
+        }
         match offset {
-            ICR => self.irq.read_icr(host),
-            EICR => self.irq.read_eicr(),
-            o if (hwstats::FIRST..=hwstats::LAST).contains(&o) => self.hwstats.read(o),
-            SWSM => {
-                let (v, after) = nvm::swsm_read(self.regs.get(SWSM));
-                self.regs.set(SWSM, after);
-                v
-            }
             SYSTIML => {
                 let t = self.now();
                 self.tsync.read_systiml(t)
@@ -602,31 +437,14 @@ impl I225 {
     }
 
     fn write_bar0(&mut self, offset: u32, v: u32, host: &mut dyn DeviceHost) {
+        if offset == CTRL {
+            return self.write_ctrl(v, host);
+        }
+        if self.port.write_common(offset, v, host) {
+            return;
+        }
         match offset {
-            CTRL => self.write_ctrl(v, host),
-            // Read-only.
-            STATUS => {}
-            o if (hwstats::FIRST..=hwstats::LAST).contains(&o) => {}
-            // AUTO_RD is read-only status: the NVM read is always complete.
-            // PRES/AUTO_RD read-only set, FLASH_DETECTED read-only clear (`nvm`).
-            EECD => self.regs.set(EECD, nvm::eecd_value(v)),
-            EERD => self.nvm.write_eerd(v),
-            SWSM => self.regs.set(SWSM, nvm::swsm_write(v)),
-            PHPM => self.regs.set(PHPM, v & !phpm::RST_COMP),
-            MDIC => self.phy.write_mdic(v, self.link.up),
-            ICR => self.irq.write_icr(v, host),
-            ICS => self.irq.cause(v, host),
-            IMS => self.irq.set_ims(v, host),
-            IMC => self.irq.clear_ims(v, host),
-            IAM => self.irq.iam = v,
-            GPIE => self.irq.gpie = v,
-            EICS => self.irq.set_eics(v, host),
-            EIMS => self.irq.set_eims(v, host),
-            EIMC => self.irq.clear_eims(v),
-            EIAC => self.irq.eiac = v,
-            EIAM => self.irq.eiam = v,
-            EICR => self.irq.write_eicr(v),
-            IVAR_MISC => self.irq.ivar_misc = v,
+            PHPM => self.port.regs.set(PHPM, v & !phpm::RST_COMP),
             SYSTIML => self.tsync.write_systiml(v),
             SYSTIMH => self.change_phc(|ts, t| ts.write_systimh(t, v)),
             TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
@@ -634,7 +452,7 @@ impl I225 {
             TSYNCTXCTL => self.txs.write_ctl(v),
             o if o == TSYNCRXCTL || (0..4).any(|n| o == srrctl(n)) => {
                 self.record_rx_ts_config(o, v);
-                self.regs.set(o, v);
+                self.port.regs.set(o, v);
             }
             o if Self::stamp_set(o, &TXSTMPL).is_some()
                 || Self::stamp_set(o, &TXSTMPH).is_some() => {}
@@ -650,42 +468,35 @@ impl I225 {
             // Everything else is storage, including the ring registers (TDH/RDH are also
             // written by the engines; TDT/RDT writes take effect at the next poll),
             // TSYNCRXCTL, RXPBS, SRRCTL and IVAR0, which the engines read when they run.
-            o => self.regs.set(o, v),
+            o => self.port.regs.set(o, v),
         }
     }
 
     // --- Model-side hooks (the "hardware" a test controls) ---
 
-    /// Plugs (true) or unplugs the cable. A resulting link change raises ICR.LSC.
+    /// See [`NicPort::set_cable`](crate::NicPort::set_cable).
     pub fn set_cable(&mut self, connected: bool, host: &mut dyn DeviceHost) {
-        self.link.cable = connected;
-        self.update_link(host);
+        self.port.set_cable(connected, host)
     }
 
-    /// Whether the cable is plugged in.
+    /// See [`NicPort::cable`](crate::NicPort::cable).
     pub fn cable(&self) -> bool {
-        self.link.cable
+        self.port.cable()
     }
 
-    /// Changes the negotiated speed; with the link up this is a renegotiation and raises
-    /// ICR.LSC.
+    /// See [`NicPort::set_link_speed`](crate::NicPort::set_link_speed).
     pub fn set_link_speed(&mut self, speed: LinkSpeed, host: &mut dyn DeviceHost) {
-        if speed != self.link.speed {
-            self.link.speed = speed;
-            if self.link.up {
-                self.irq.cause(icr::LSC, host);
-            }
-        }
+        self.port.set_link_speed(speed, host)
     }
 
-    /// The speed the link runs (or would run) at.
+    /// See [`NicPort::link_speed`](crate::NicPort::link_speed).
     pub fn link_speed(&self) -> LinkSpeed {
-        self.link.speed
+        self.port.link_speed()
     }
 
-    /// Whether STATUS.LU is set.
+    /// See [`NicPort::link_up`](crate::NicPort::link_up).
     pub fn link_up(&self) -> bool {
-        self.link.up
+        self.port.link_up()
     }
 
     /// Sets TSICR cause `bits` as a time-sync event would; an enabled cause raises ICR.TS and
@@ -768,35 +579,29 @@ impl I225 {
         self.counters.total_writes
     }
 
-    /// The INTx line as a level: true while `ICR & IMS != 0` outside MSI-X mode (GPIE.MSIX_MODE
-    /// clear). A device host serving the model over INTx (QEMU's x-pci-proxy-dev) polls it
-    /// after every access and every [`poll`](Device::poll) and signals the guest while it is
-    /// true; an ICR read (clear-on-read, and IAM auto-mask) drops it.
+    /// See [`NicPort::intx_level`](crate::NicPort::intx_level).
     pub fn intx_level(&self) -> bool {
-        self.irq.intx_level()
+        self.port.intx_level()
     }
 
-    /// MSI-X messages sent on `vector` (0 for a vector outside 0..32).
+    /// See [`NicPort::msix_raised`](crate::NicPort::msix_raised).
     pub fn msix_raised(&self, vector: u16) -> u64 {
-        self.irq.raised.get(vector as usize).copied().unwrap_or(0)
+        self.port.msix_raised(vector)
     }
 
-    /// MSI-X messages sent on all vectors.
+    /// See [`NicPort::total_msix_raised`](crate::NicPort::total_msix_raised).
     pub fn total_msix_raised(&self) -> u64 {
-        self.irq.raised.iter().sum()
+        self.port.total_msix_raised()
     }
 
-    /// Every BAR0 offset outside the model's implemented set that was read or written since
-    /// power-on (or [`clear_unimplemented_accesses`](Self::clear_unimplemented_accesses)),
-    /// with counts, in offset order. Each offset's first access is also logged (warn). Port
-    /// resets and [`reset_counters`](Self::reset_counters) keep the record.
+    /// See [`NicPort::unimplemented_accesses`](crate::NicPort::unimplemented_accesses).
     pub fn unimplemented_accesses(&self) -> Vec<UnimplementedAccess> {
-        self.unimpl.list()
+        self.port.unimplemented_accesses()
     }
 
-    /// Forgets the unimplemented-access record.
+    /// See [`NicPort::clear_unimplemented_accesses`](crate::NicPort::clear_unimplemented_accesses).
     pub fn clear_unimplemented_accesses(&mut self) {
-        self.unimpl.clear();
+        self.port.clear_unimplemented_accesses()
     }
 
     /// Whether the model implements BAR0 `offset` (behaviour, or the part's plain
@@ -808,47 +613,39 @@ impl I225 {
     /// Zeroes the MMIO and interrupt counters.
     pub fn reset_counters(&mut self) {
         self.counters.reset();
-        self.irq.raised = [0; 32];
+        self.port.irq.raised = [0; 32];
     }
 
     // --- Wire ---
 
-    /// Attaches the MAC/PHY to `wire`, returning the previous one. The link is re-evaluated
-    /// (and ICR.LSC raised if it changed) at the next [`poll`](Device::poll).
+    /// See [`NicPort::attach_wire`](crate::NicPort::attach_wire).
     pub fn attach_wire(&mut self, wire: Box<dyn WirePort>) -> Option<Box<dyn WirePort>> {
-        self.wire.replace(wire)
+        self.port.attach_wire(wire)
     }
 
-    /// Detaches the wire: back to the part-1 link behaviour, frames sent are dropped.
+    /// See [`NicPort::detach_wire`](crate::NicPort::detach_wire).
     pub fn detach_wire(&mut self) -> Option<Box<dyn WirePort>> {
-        self.wire.take()
+        self.port.detach_wire()
     }
 
-    /// The attached wire, if any.
+    /// See [`NicPort::wire`](crate::NicPort::wire).
     pub fn wire(&self) -> Option<&dyn WirePort> {
-        self.wire.as_deref()
+        self.port.wire()
     }
 
-    /// The attached wire, mutably (for its cable's fault injection).
+    /// See [`NicPort::wire_mut`](crate::NicPort::wire_mut).
     pub fn wire_mut(&mut self) -> Option<&mut (dyn WirePort + 'static)> {
-        self.wire.as_deref_mut()
+        self.port.wire_mut()
     }
 
-    /// The attached wire's counters (zero without a wire).
+    /// See [`NicPort::wire_stats`](crate::NicPort::wire_stats).
     pub fn wire_stats(&self) -> WireStats {
-        self.wire.as_ref().map(|w| w.stats()).unwrap_or_default()
+        self.port.wire_stats()
     }
 
-    /// Loses the next `n` frames on the attached wire's cable. False if there is no wire or
-    /// it has no cable.
+    /// See [`NicPort::wire_drop_next`](crate::NicPort::wire_drop_next).
     pub fn wire_drop_next(&mut self, n: u64) -> bool {
-        match self.wire.as_mut().and_then(|w| w.cable_mut()) {
-            Some(c) => {
-                c.drop_next(n);
-                true
-            }
-            None => false,
-        }
+        self.port.wire_drop_next(n)
     }
 
     // --- TX timestamps (§7) ---
@@ -893,24 +690,24 @@ impl I225 {
     /// Arms `action` for right after the `nth` (≥ 1) next read of BAR0 `offset` (see
     /// [`ReadAction`]).
     pub fn after_read(&mut self, offset: u32, nth: u32, action: ReadAction) -> bool {
-        self.hooks.arm(offset, nth, action)
+        self.port.hooks.arm(offset, nth, action)
     }
 
     /// Actions armed and not yet run.
     pub fn armed_reads(&self) -> usize {
-        self.hooks.len()
+        self.port.hooks.len()
     }
 
     /// Disarms every armed action (a held TX engine resumes at the next poll).
     pub fn disarm_reads(&mut self) {
-        self.hooks.clear();
+        self.port.hooks.clear();
     }
 
     /// Runs the actions due after a read of `offset`.
     fn run_read_hooks(&mut self, offset: u32, host: &mut dyn DeviceHost) {
-        for action in self.hooks.on_read(offset) {
+        for action in self.port.hooks.on_read(offset) {
             match action {
-                ReadAction::ReleaseTx => self.run_tx(host, true),
+                ReadAction::ReleaseTx => tx::run_tx(self, host, true),
             }
         }
     }
@@ -947,7 +744,7 @@ impl I225 {
             tx_stamps_lost: self.txs.lost,
             tx_stamps_dropped: self.txs.dropped,
             txtt_stuck_reads: self.txs.stuck_reads,
-            ..self.stats
+            ..self.port.stats
         }
     }
 }
@@ -979,7 +776,7 @@ impl Device for I225 {
                 self.counters.total_reads += 1;
                 self.counters.count_read(offset);
                 if !known::implemented(offset) {
-                    self.unimpl.record(offset, false);
+                    self.port.unimpl.record(offset, false);
                 }
                 let v = self.read_bar0(offset, host);
                 self.run_read_hooks(offset, host);
@@ -1004,7 +801,7 @@ impl Device for I225 {
                 self.counters.total_writes += 1;
                 self.counters.count_write(offset);
                 if !known::implemented(offset) {
-                    self.unimpl.record(offset, true);
+                    self.port.unimpl.record(offset, true);
                 }
                 self.write_bar0(offset, value, host);
             }
@@ -1027,21 +824,10 @@ impl Device for I225 {
     /// Link (a wire may have come or gone), then the TX engine, then frames that have
     /// arrived. Returns the time until the next frame arrives, or the wire's poll interval.
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
-        self.update_link(host);
-        self.run_tx(host, false);
-        let busy = self.run_rx(host);
-        self.report_wire_lost();
-        if busy {
-            return Some(Duration::ZERO);
-        }
-        let w = self.wire.as_ref()?;
-        let now = self.now();
-        let arrival = w
-            .next_arrival()
-            .map(|a| Duration::from_nanos(a.saturating_sub(now)));
-        match (arrival, w.poll_interval()) {
-            (Some(a), Some(i)) => Some(a.min(i)),
-            (a, i) => a.or(i),
-        }
+        self.port.update_link(host);
+        tx::run_tx(self, host, false);
+        let busy = rx::run_rx(self, host);
+        self.port.report_wire_lost(self.observer.as_ref());
+        self.port.next_poll(busy)
     }
 }

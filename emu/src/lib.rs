@@ -5,7 +5,9 @@
 //! a [`clock::VirtualClock`] that tests advance by hand, or a [`clock::HostClock`] in real time.
 //!
 //! - [`phc`]: the PHC/oscillator arithmetic (SYSTIM, TIMINCA, crystal error), exact.
-//! - [`igc`]: the i225/i226 model.
+//! - [`igc`]: the i225/i226 model; [`igb`]: the i210/i211, i350 and 82576 models.
+//! - `nic`: what the two families share (register file, interrupts, link, PHY, NVM, the
+//!   queue-0 TX/RX engines, stamp noise), with [`NicStats`].
 //! - [`wire`]: what a NIC model is attached to (loopback, nothing, a Unix datagram socket).
 //! - [`truth`]: the ground-truth record: each PHC's exact law published for other processes,
 //!   with the model's BAR and cable-loss counters.
@@ -18,7 +20,9 @@
 
 pub mod clock;
 pub mod host;
+pub mod igb;
 pub mod igc;
+mod nic;
 pub mod phc;
 #[cfg(target_os = "linux")]
 pub mod proxy;
@@ -27,6 +31,8 @@ pub mod truth;
 pub mod wire;
 
 pub use clock::{HostClock, TimeSource, VirtualClock};
+pub use igb::{Igb, IgbConfig, IgbPart};
 pub use igc::{I225, I225Config, I225Stats, LinkSpeed, ReadAction};
-pub use phc::{Phc, SysTime};
+pub use nic::{NicStats, Port as NicPort, UnimplementedAccess};
+pub use phc::{Phc, SysTime, TimeFormat, WrapExtender};
 pub use wire::{Cable, Disconnected, Loopback, WireFrame, WirePort};

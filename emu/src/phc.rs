@@ -1,5 +1,6 @@
-//! The PTP hardware clock (SYSTIM timer 0) of i225/i226: an oscillator with a frequency error,
-//! corrected by TIMINCA, stoppable by TSAUXC.DISABLE0.
+//! The PTP hardware clock (SYSTIM timer 0) of the igc and igb parts: an oscillator with a
+//! frequency error, corrected by TIMINCA, stoppable by TSAUXC.DISABLE0. [`TimeFormat`] says
+//! which family's SYSTIM format and TIMINCA meaning a clock has (§3, §4).
 //!
 //! Pure and deterministic: every method takes the true time `t` (ns, from the model's
 //! [`TimeSource`](crate::clock::TimeSource)) explicitly, so the arithmetic can be tested without
@@ -13,12 +14,29 @@
 //!
 //! INCVALUE is a correction in 2^-32 ns per 3.2 ns tick (`TICK_PS`, \[D\] in §4), ISGN (TIMINCA
 //! b31) selects the sign, and TIMINCA = 0 is the nominal rate. `osc_ppb` is the crystal's own
-//! error, which the driver cannot see except through the servo.
+//! error, which the driver cannot see except through the servo. i210 and i350 have the same
+//! law with an 8 ns tick (§4 \[D\]).
+//!
+//! The 82576 counts cycles instead (§3, §4; Linux igb_ptp.c's format comment): every
+//! IncPeriod (TIMINCA b31:24) clock cycles of 16 ns the 64-bit SYSTIM adds IncValue
+//! (b23:0). Linux's 82576 value (IncPeriod 1, IncValue 16<<19) makes one count 2^-19 ns, so
+//! the model keeps the counter as `count << 13` in the same 2^-32 ns units and reads
+//! ns = count >> 19, wrapping at 2^45 ns:
+//!
+//! ```text
+//! count(t) = count(t0) + (t - t0) · (1 + osc_ppb·1e-9) · IncValue / (16 ns · IncPeriod)
+//! ```
+//!
+//! \[assumption\] The count advances continuously (it is not held for 16·IncPeriod ns between
+//! increments); stamp resolution is `stamp_quantum_ns`'s business. IncPeriod = 0 stops the
+//! counter \[U\]; TIMINCA = 0 (power-on) does too, until the driver programs it.
 //!
 //! # Exactness
 //!
 //! The rate is the rational `N / D` in units of 2^-32 ns per true ns, with
-//! `N = (1e9 + osc_ppb) · (2^32·TICK_PS ± INCVALUE·1000)` and the constant `D = 1e9 · TICK_PS`.
+//! `N = (1e9 + osc_ppb) · (2^32·TICK_PS ± INCVALUE·1000)` and the constant `D = 1e9 · TICK_PS`
+//! (82576: `N = (1e9 + osc_ppb) · IncValue · 2^9`, `D = 1e9 · IncPeriod`; a new IncPeriod
+//! rescales the remainder, losing under 2^-32 ns).
 //! SYSTIM is kept as `base` (2^-32 ns) plus `rem / D` (2^-32 ns) at the last rebase; a rebase
 //! (rate change, settime, stop/start) carries `rem` over, so no rounding error accumulates no
 //! matter how often the driver writes TIMINCA. Reading SYSTIM truncates to whole ns, like the
@@ -36,11 +54,103 @@ const FRAC_BITS: u32 = 32;
 
 /// SYSTIMH holds 32-bit seconds, so timer 0 wraps after 2^32 s (~136 years).
 const WRAP_NS: u128 = (1u128 << 32) * NS_PER_S as u128;
-/// [`WRAP_NS`] in 2^-32 ns units.
-const WRAP_FRAC: u128 = WRAP_NS << FRAC_BITS;
 
-/// Denominator of the rate (see the module docs): ppb scale × tick in ps.
-const RATE_DEN: u128 = NS_PER_S as u128 * TICK_PS as u128;
+/// The i210/i350 clock period in ps: their INCVALUE is 2^-32 ns per 8 ns tick (§4 \[D\]:
+/// the driver's (scaled_ppm << 13) / 15625 is |ppb|·1e-9 · 8 ns · 2^32).
+pub const IGB_TICK_PS: u64 = 8_000;
+/// 82576: IncPeriod is counted in clock cycles of this many ns (Linux igb_ptp.c: "the
+/// nominal 16 nanosecond period").
+pub const E82576_CYCLE_NS: u64 = 16;
+/// 82576: counts per ns at Linux's TIMINCA (`IGB_82576_TSYNC_SHIFT`, §1).
+pub const E82576_SHIFT: u32 = 19;
+
+/// A family's SYSTIM format and TIMINCA meaning (intel-timesync.md §3, §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TimeFormat {
+    /// i225/i226: SYSTIMH = s, SYSTIML = ns; INCVALUE per 3.2 ns tick; wraps at 2^32 s.
+    #[default]
+    Igc,
+    /// i210/i211: s:ns like igc; INCVALUE per 8 ns tick; wraps at 2^32 s.
+    I210,
+    /// 82580/i350: a 40-bit ns counter (SYSTIMH b7:0 : SYSTIML); INCVALUE per 8 ns tick.
+    I350,
+    /// 82576: a 64-bit cycle counter (IncPeriod/IncValue); ns = count >> 19, 2^45 ns wrap.
+    E82576,
+}
+
+impl TimeFormat {
+    /// SYSTIM wraps after this many ns.
+    pub const fn wrap_ns(self) -> u64 {
+        match self {
+            Self::Igc | Self::I210 => WRAP_NS as u64,
+            Self::I350 => 1 << 40,
+            Self::E82576 => 1 << (64 - E82576_SHIFT),
+        }
+    }
+
+    /// The number the truth record stores for it.
+    pub const fn code(self) -> u64 {
+        match self {
+            Self::Igc => 0,
+            Self::I210 => 1,
+            Self::I350 => 2,
+            Self::E82576 => 3,
+        }
+    }
+
+    /// The format [`Self::code`] gave `c`.
+    pub const fn from_code(c: u64) -> Option<Self> {
+        match c {
+            0 => Some(Self::Igc),
+            1 => Some(Self::I210),
+            2 => Some(Self::I350),
+            3 => Some(Self::E82576),
+            _ => None,
+        }
+    }
+
+    /// `ns + delta` on this format's SYSTIM circle.
+    pub fn add_ns(self, ns: u64, delta: i64) -> u64 {
+        let w = self.wrap_ns() as i128;
+        (((ns as i128 + delta as i128) % w + w) % w) as u64
+    }
+
+    /// `a − b` on this format's SYSTIM circle (the shorter way round).
+    pub fn diff_ns(self, a: u64, b: u64) -> i64 {
+        let w = self.wrap_ns() as i128;
+        let d = ((a as i128 - b as i128) % w + w) % w;
+        (if d > w / 2 { d - w } else { d }) as i64
+    }
+
+    fn wrap_frac(self) -> u128 {
+        (self.wrap_ns() as u128) << FRAC_BITS
+    }
+
+    /// Rate numerator and denominator (module docs) for `timinca` and a crystal `osc_ppb`.
+    fn rate(self, timinca: u32, osc_ppb: i64) -> (u128, u128) {
+        let osc = (NS_PER_S as i64 + osc_ppb) as u128;
+        let tick_ps = match self {
+            Self::Igc => TICK_PS as u128,
+            Self::I210 | Self::I350 => IGB_TICK_PS as u128,
+            Self::E82576 => {
+                let period = (timinca >> 24) as u128;
+                let value = (timinca & 0x00FF_FFFF) as u128;
+                // count<<13 per crystal ns = value·2^13 / (16·period) = value·2^9 / period.
+                let num = if period == 0 { 0 } else { osc * (value << 9) };
+                return (num, NS_PER_S as u128 * period.max(1));
+            }
+        };
+        let nominal = tick_ps << FRAC_BITS;
+        let corr = (timinca & timinca::INCVALUE_MASK) as u128 * 1000;
+        // corr < 2^31·1000 < nominal = 2^32·3200, so the slowed rate stays positive.
+        let tick = if timinca & timinca::ISGN != 0 {
+            nominal - corr
+        } else {
+            nominal + corr
+        };
+        (osc * tick, NS_PER_S as u128 * tick_ps)
+    }
+}
 
 /// Largest |oscillator error| accepted, in ppb: keeps the rate strictly positive.
 pub const MAX_OSC_ERROR_PPB: i64 = 999_999_999;
@@ -76,9 +186,9 @@ impl SysTime {
 pub struct PhcLaw {
     /// True time of the last rebase.
     base_t: u64,
-    /// SYSTIM at `base_t`, in 2^-32 ns, below [`WRAP_FRAC`].
+    /// SYSTIM at `base_t`, in 2^-32 ns, below the format's wrap.
     base: u128,
-    /// Sub-unit remainder at `base_t`, in 1/RATE_DEN of 2^-32 ns (< RATE_DEN).
+    /// Sub-unit remainder at `base_t`, in 1/D of 2^-32 ns (< D, the rate denominator).
     rem: u128,
     /// TIMINCA as written (b31 ISGN, b30:0 INCVALUE).
     timinca: u32,
@@ -86,6 +196,8 @@ pub struct PhcLaw {
     osc_ppb: i64,
     /// False while TSAUXC.DISABLE0 is set: SYSTIM holds `base`.
     running: bool,
+    /// The family's format.
+    format: TimeFormat,
 }
 
 /// The parts of a [`PhcLaw`] (see its fields' meaning in the module docs): what the
@@ -104,6 +216,8 @@ pub struct LawParts {
     pub osc_ppb: i64,
     /// False while TSAUXC.DISABLE0 is set.
     pub running: bool,
+    /// The family's SYSTIM format (how `timinca` and `base` are read).
+    pub format: TimeFormat,
 }
 
 /// SYSTIM wraps after this many ns (2^32 s).
@@ -112,16 +226,71 @@ pub const SYSTIM_WRAP_NS: u64 = WRAP_NS as u64;
 /// `a − b` on the SYSTIM circle (both below [`SYSTIM_WRAP_NS`]): the difference of two clocks
 /// near each other, even when one has wrapped past 2^32 s and the other not.
 pub fn wrap_diff_ns(a: u64, b: u64) -> i64 {
-    let w = WRAP_NS as i128;
-    let d = ((a as i128 - b as i128) % w + w) % w;
-    (if d > w / 2 { d - w } else { d }) as i64
+    TimeFormat::Igc.diff_ns(a, b)
 }
 
 /// `ns + delta` on the SYSTIM circle (wrapping at 2^32 s like the registers): how the model
 /// applies the fixed PHY latencies to a timestamp.
 pub fn wrap_add_ns(ns: u64, delta: i64) -> u64 {
-    let w = WRAP_NS as i128;
-    (((ns as i128 + delta as i128) % w + w) % w) as u64
+    TimeFormat::Igc.add_ns(ns, delta)
+}
+
+/// A wrapping SYSTIM ns view extended to 64 bits, as a driver's timecounter extends the
+/// 82576's 45-bit or the i350's 40-bit count: each sample moves the total by the short way
+/// round from the previous one, so samples must come less than half a wrap apart (Linux checks
+/// every 9 minutes, §3). The ground truth's view of such a clock.
+#[derive(Debug, Clone)]
+pub struct WrapExtender {
+    format: TimeFormat,
+    last: Option<u64>,
+    total: u64,
+}
+
+impl WrapExtender {
+    /// An extender for `format`'s wrap; the first sample is taken as is.
+    pub fn new(format: TimeFormat) -> Self {
+        Self {
+            format,
+            last: None,
+            total: 0,
+        }
+    }
+
+    /// The 64-bit ns of the wrapping sample `ns`.
+    pub fn extend(&mut self, ns: u64) -> u64 {
+        self.total = match self.last {
+            None => ns,
+            Some(last) => self
+                .total
+                .wrapping_add_signed(self.format.diff_ns(ns, last)),
+        };
+        self.last = Some(ns);
+        self.total
+    }
+}
+
+/// The raw register value of a SYSTIM held as `frac` (2^-32 ns units) in `format`.
+fn raw_of(format: TimeFormat, frac: u128) -> u64 {
+    match format {
+        TimeFormat::Igc | TimeFormat::I210 => {
+            let t = SysTime::from_ns((frac >> FRAC_BITS) as u64);
+            (t.sec as u64) << 32 | t.nsec as u64
+        }
+        TimeFormat::I350 => (frac >> FRAC_BITS) as u64,
+        TimeFormat::E82576 => (frac >> (FRAC_BITS - E82576_SHIFT)) as u64,
+    }
+}
+
+/// The 2^-32 ns value of a raw register value in `format` (s:ns with ns ≥ 1e9 carries).
+fn frac_of_raw(format: TimeFormat, raw: u64) -> u128 {
+    match format {
+        TimeFormat::Igc | TimeFormat::I210 => {
+            let ns = (raw >> 32) as u128 * NS_PER_S as u128 + (raw & 0xFFFF_FFFF) as u128;
+            ns << FRAC_BITS
+        }
+        TimeFormat::I350 => ((raw & ((1 << 40) - 1)) as u128) << FRAC_BITS,
+        TimeFormat::E82576 => (raw as u128) << (FRAC_BITS - E82576_SHIFT),
+    }
 }
 
 /// The PHC state. See the module docs for the equation.
@@ -142,10 +311,13 @@ const HISTORY: usize = 16;
 
 impl PhcLaw {
     /// A law from its parts, as [`Self::parts`] gives them; `None` if a part is out of the
-    /// model's range (`base` ≥ 2^32 s in 2^-32 ns, `rem` ≥ the rate denominator, |`osc_ppb`| >
-    /// [`MAX_OSC_ERROR_PPB`]), since such a law could not be evaluated without overflow.
+    /// model's range (`base` ≥ the format's wrap in 2^-32 ns, `rem` ≥ the rate denominator,
+    /// |`osc_ppb`| > [`MAX_OSC_ERROR_PPB`]), since such a law could not be evaluated without
+    /// overflow.
     pub fn from_parts(p: LawParts) -> Option<Self> {
-        let ok = p.base < WRAP_FRAC && p.rem < RATE_DEN && p.osc_ppb.abs() <= MAX_OSC_ERROR_PPB;
+        let den = p.format.rate(p.timinca, 0).1;
+        let ok =
+            p.base < p.format.wrap_frac() && p.rem < den && p.osc_ppb.abs() <= MAX_OSC_ERROR_PPB;
         ok.then_some(Self {
             base_t: p.base_t,
             base: p.base,
@@ -153,6 +325,7 @@ impl PhcLaw {
             timinca: p.timinca,
             osc_ppb: p.osc_ppb,
             running: p.running,
+            format: p.format,
         })
     }
 
@@ -165,6 +338,7 @@ impl PhcLaw {
             timinca: self.timinca,
             osc_ppb: self.osc_ppb,
             running: self.running,
+            format: self.format,
         }
     }
 
@@ -174,18 +348,15 @@ impl PhcLaw {
         (self.at(t).0 >> FRAC_BITS) as u64
     }
 
-    /// Rate numerator `N` (2^-32 ns per true ns is `N / RATE_DEN`).
-    fn rate_num(&self) -> u128 {
-        let osc = (NS_PER_S as i64 + self.osc_ppb) as u128;
-        let nominal = (TICK_PS as u128) << FRAC_BITS;
-        let corr = (self.timinca & timinca::INCVALUE_MASK) as u128 * 1000;
-        // corr < 2^31·1000 < nominal = 2^32·3200, so the slowed rate stays positive.
-        let tick = if self.timinca & timinca::ISGN != 0 {
-            nominal - corr
-        } else {
-            nominal + corr
-        };
-        osc * tick
+    /// The SYSTIM registers' raw value at `t` (SYSTIMH << 32 | SYSTIML): s:ns (igc, i210),
+    /// 40-bit ns (i350), the cycle count (82576).
+    pub fn raw_at(&self, t: u64) -> u64 {
+        raw_of(self.format, self.at(t).0)
+    }
+
+    /// The family's format.
+    pub fn format(&self) -> TimeFormat {
+        self.format
     }
 
     /// SYSTIM at `t` in 2^-32 ns with the carried remainder. A `t` before the last rebase
@@ -195,30 +366,73 @@ impl PhcLaw {
             return (self.base, self.rem);
         }
         let dt = t.saturating_sub(self.base_t) as u128;
-        let n = self.rate_num();
+        let (n, d) = self.format.rate(self.timinca, self.osc_ppb);
         // dt·N can exceed u128 (2^64 · 2^77); split dt = q·D + r so every product fits:
-        // q < 2^23 and N < 2^77; r < D < 2^42.
-        let (q, r) = (dt / RATE_DEN, dt % RATE_DEN);
+        // q < 2^34 and N < 2^77 (82576: N < 2^65); r < D < 2^42.
+        let (q, r) = (dt / d, dt % d);
         let part = r * n + self.rem;
-        let frac = (self.base + q * n + part / RATE_DEN) % WRAP_FRAC;
-        (frac, part % RATE_DEN)
+        let frac = (self.base + q * n + part / d) % self.format.wrap_frac();
+        (frac, part % d)
     }
 }
 
 impl Phc {
-    /// A running PHC reading `systim_ns` at true time `t`, nominal TIMINCA.
+    /// A running i225 PHC reading `systim_ns` at true time `t`, nominal TIMINCA.
     pub fn new(t: u64, systim_ns: u64, osc_ppb: i64) -> Self {
+        Self::with_format(TimeFormat::Igc, t, systim_ns, osc_ppb)
+    }
+
+    /// A running PHC of `format` reading `systim_ns` (in its ns view) at true time `t`,
+    /// TIMINCA 0 (nominal rate; stopped on 82576 until TIMINCA is written).
+    pub fn with_format(format: TimeFormat, t: u64, systim_ns: u64, osc_ppb: i64) -> Self {
         Self {
             seg: PhcLaw {
                 base_t: t,
-                base: (systim_ns as u128 % WRAP_NS) << FRAC_BITS,
+                base: (systim_ns as u128 % format.wrap_ns() as u128) << FRAC_BITS,
                 rem: 0,
                 timinca: 0,
                 osc_ppb: osc_ppb.clamp(-MAX_OSC_ERROR_PPB, MAX_OSC_ERROR_PPB),
                 running: true,
+                format,
             },
             history: VecDeque::new(),
         }
+    }
+
+    /// The clock's format.
+    pub fn format(&self) -> TimeFormat {
+        self.seg.format
+    }
+
+    /// The SYSTIM registers' raw value at `t` ([`PhcLaw::raw_at`]).
+    pub fn raw_at(&self, t: u64) -> u64 {
+        self.seg.raw_at(t)
+    }
+
+    /// The raw value as it was at instant `t`, also before the last rebase
+    /// ([`Self::ns_at_instant`]).
+    pub fn raw_at_instant(&self, t: u64) -> u64 {
+        raw_of(self.seg.format, self.law_at_instant(t).at(t).0)
+    }
+
+    /// Sets the SYSTIM registers' raw value at `t` (a SYSTIML/SYSTIMH write pair in the
+    /// family's format); the fraction below it is zeroed.
+    pub fn set_raw(&mut self, t: u64, raw: u64) {
+        self.rebase(t);
+        self.seg.base = frac_of_raw(self.seg.format, raw) % self.seg.format.wrap_frac();
+        self.seg.rem = 0;
+    }
+
+    /// Adds `delta` raw units (ns; 82576: counts) to SYSTIM at `t`, keeping the fraction.
+    pub fn adjust_raw(&mut self, t: u64, delta: i128) {
+        self.rebase(t);
+        let unit: i128 = match self.seg.format {
+            TimeFormat::E82576 => 1 << (FRAC_BITS - E82576_SHIFT),
+            _ => 1 << FRAC_BITS,
+        };
+        let w = self.seg.format.wrap_frac() as i128;
+        let b = self.seg.base as i128 + delta.saturating_mul(unit) % w;
+        self.seg.base = ((b % w + w) % w) as u128;
     }
 
     fn at(&self, t: u64) -> (u128, u128) {
@@ -256,14 +470,20 @@ impl Phc {
         if t >= self.seg.base_t {
             return self.ns_at(t);
         }
-        let seg = self
-            .history
+        self.law_at_instant(t).ns_at(t)
+    }
+
+    /// The law in force at instant `t` (the oldest remembered one for older instants).
+    fn law_at_instant(&self, t: u64) -> &PhcLaw {
+        if t >= self.seg.base_t {
+            return &self.seg;
+        }
+        self.history
             .iter()
             .rev()
             .find(|s| s.base_t <= t)
             .or(self.history.front())
-            .unwrap_or(&self.seg);
-        seg.ns_at(t)
+            .unwrap_or(&self.seg)
     }
 
     /// The law in force now (since the last rebase).
@@ -276,10 +496,11 @@ impl Phc {
         SysTime::from_ns(self.ns_at(t))
     }
 
-    /// Sets SYSTIM to `ns` at `t` (settime; wraps at 2^32 s). The sub-ns fraction is zeroed.
+    /// Sets SYSTIM to `ns` at `t` (settime; wraps like the format). The sub-ns fraction is
+    /// zeroed.
     pub fn set_ns(&mut self, t: u64, ns: u64) {
         self.rebase(t);
-        self.seg.base = (ns as u128 % WRAP_NS) << FRAC_BITS;
+        self.seg.base = (ns as u128 % self.seg.format.wrap_ns() as u128) << FRAC_BITS;
         self.seg.rem = 0;
     }
 
@@ -291,6 +512,10 @@ impl Phc {
     /// Writes TIMINCA at `t`: time up to `t` accrues at the old rate.
     pub fn set_timinca(&mut self, t: u64, value: u32) {
         self.rebase(t);
+        let f = self.seg.format;
+        let (old, new) = (f.rate(self.seg.timinca, 0).1, f.rate(value, 0).1);
+        // Only the 82576's IncPeriod changes the denominator: carry the remainder over.
+        self.seg.rem = self.seg.rem * new / old;
         self.seg.timinca = value;
     }
 

@@ -26,8 +26,9 @@
 //! | 13 | bar_reads | outside the seqlock, relaxed increments |
 //! | 14 | bar_writes | outside the seqlock |
 //! | 15 | wire_lost | frames the cable towards this port lost (total) |
+//! | 16 | format | the family's SYSTIM format ([`TimeFormat::code`](crate::phc::TimeFormat::code)) |
 //!
-//! Words 3–12 are the seqlock-protected record; 13–15 are free-running counters.
+//! Words 3–12 and 16 are the seqlock-protected record; 13–15 are free-running counters.
 //!
 //! # Why the truth is exact
 //!

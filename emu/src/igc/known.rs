@@ -1,26 +1,9 @@
-//! Which BAR0 offsets the model implements, and the record of accesses to the others.
-//!
-//! "Implemented" means the model gives the register its behaviour (igc.rs, the engines) or
-//! the part's register is plain read/write configuration whose storage is what a driver sees
-//! (flow control, RSS, TSN schedule, wake-up, EEE/LTR, filters the engines do not consult).
-//! Offsets and names are Linux's igc_regs.h unless noted. Every access to any other offset
-//! still reads back what was written (DESIGN.md §4), but is counted per offset and logged
-//! once: what a driver touched there is the model's to-do list. Values the model does not
-//! implement at an implemented offset (a TSYNCRXCTL type other than ALL, an SRRCTL timer
-//! selection other than timer 0) are recorded the same way, as writes.
+//! Which BAR0 offsets the i225/i226 model implements (the record of accesses to the others is
+//! [`crate::nic::known`]). Offsets and names are Linux's igc_regs.h unless noted. Values the
+//! model does not implement at an implemented offset (a TSYNCRXCTL type other than ALL, an
+//! SRRCTL timer selection other than timer 0) are recorded as writes.
 
-use std::collections::BTreeMap;
-
-/// One unmodelled offset and how often it was accessed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UnimplementedAccess {
-    /// BAR0 byte offset (dword-aligned).
-    pub offset: u32,
-    /// Reads of it.
-    pub reads: u64,
-    /// Writes to it.
-    pub writes: u64,
-}
+use crate::nic::known::OffsetMap;
 
 /// Single registers (dword offsets) with behaviour or faithful storage.
 const SINGLE: &[u32] = &[
@@ -140,79 +123,9 @@ fn in_tables(offset: u32) -> bool {
         || queue(0xE000, TXQ)
 }
 
-/// BAR0 dwords covered by the bitmap (the 128 KiB BAR).
-const DWORDS: usize = 0x2_0000 / 4;
-
-/// One bit per BAR0 dword, built once: the check runs on every register access, so it must
-/// not cost the MMIO path a table walk.
-fn bitmap() -> &'static [u64] {
-    static MAP: std::sync::OnceLock<Box<[u64]>> = std::sync::OnceLock::new();
-    MAP.get_or_init(|| {
-        let mut m = vec![0u64; DWORDS / 64].into_boxed_slice();
-        for d in 0..DWORDS {
-            if in_tables(d as u32 * 4) {
-                m[d / 64] |= 1 << (d % 64);
-            }
-        }
-        m
-    })
-}
-
 /// Whether BAR0 `offset` (dword-aligned) is implemented.
 pub(super) fn implemented(offset: u32) -> bool {
-    let d = (offset / 4) as usize;
-    bitmap()
-        .get(d / 64)
-        .is_some_and(|w| w & (1 << (d % 64)) != 0)
-}
-
-/// Accesses to offsets outside [`implemented`], per offset.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Unimplemented {
-    seen: BTreeMap<u32, (u64, u64)>,
-}
-
-impl Unimplemented {
-    /// Counts an access; the first one to an offset is logged.
-    pub(super) fn record(&mut self, offset: u32, write: bool) {
-        let e = self.seen.entry(offset).or_insert_with(|| {
-            log::warn!(
-                "i225 model: {} of unmodelled BAR0 offset {offset:#07x}",
-                if write { "write" } else { "read" }
-            );
-            (0, 0)
-        });
-        if write {
-            e.1 += 1;
-        } else {
-            e.0 += 1;
-        }
-    }
-
-    /// Counts a register value the model does not implement (as a write to `offset`); the
-    /// first one at an offset is logged.
-    pub(super) fn record_value(&mut self, offset: u32, v: u32) {
-        let e = self.seen.entry(offset).or_insert_with(|| {
-            log::warn!(
-                "i225 model: unmodelled value {v:#010x} written to BAR0 offset {offset:#07x}"
-            );
-            (0, 0)
-        });
-        e.1 += 1;
-    }
-
-    pub(super) fn list(&self) -> Vec<UnimplementedAccess> {
-        self.seen
-            .iter()
-            .map(|(&offset, &(reads, writes))| UnimplementedAccess {
-                offset,
-                reads,
-                writes,
-            })
-            .collect()
-    }
-
-    pub(super) fn clear(&mut self) {
-        self.seen.clear();
-    }
+    static MAP: std::sync::OnceLock<OffsetMap> = std::sync::OnceLock::new();
+    MAP.get_or_init(|| OffsetMap::build(super::BAR0_LEN, in_tables))
+        .contains(offset)
 }

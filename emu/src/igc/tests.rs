@@ -520,7 +520,7 @@ fn mmd_registers_are_reached_through_13_and_14() {
     assert_eq!(xmdio(&mut r, 7, 0x20, None), 0x0080);
     assert_eq!(xmdio(&mut r, 7, 0x21, None), 0x1234);
     assert_eq!(xmdio(&mut r, 1, 0x20, None), 0x5555);
-    assert_eq!(r.dev.phy.mmd(7, 0x20), 0x0080);
+    assert_eq!(r.dev.port.phy.mmd(7, 0x20), 0x0080);
     // Function 2 post-increments the address on every data access.
     phy_wr(&mut r, 13, 7);
     phy_wr(&mut r, 14, 0x20);

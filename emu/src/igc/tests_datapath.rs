@@ -1176,7 +1176,7 @@ fn two_models_over_a_unix_datagram_wire() {
     );
     // One true time for both (as CLOCK_MONOTONIC is in real time).
     rb.clock = ra.clock.clone();
-    rb.dev.clock = ra.clock.source();
+    rb.dev.port.clock = ra.clock.source();
     ra.enable_ts(tsyncrxctl::TYPE_ALL);
     rb.enable_ts(tsyncrxctl::TYPE_ALL);
     let sync = eth(0x88F7, &ptp(0, 2));

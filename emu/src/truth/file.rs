@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 use super::{ModelObserver, TruthError};
 use crate::clock::{HostClock, TimeSource};
-use crate::phc::{LawParts, PhcLaw, wrap_diff_ns};
+use crate::phc::{LawParts, PhcLaw, TimeFormat};
 
 /// Size of the file and of its mapping.
 pub const TRUTH_FILE_LEN: usize = 4096;
 /// Word 0 of an initialised record: "PTPTRUTH" little-endian.
 pub const TRUTH_MAGIC: u64 = u64::from_le_bytes(*b"PTPTRUTH");
 /// Layout version; readers refuse any other.
-pub const TRUTH_VERSION: u64 = 1;
+pub const TRUTH_VERSION: u64 = 2;
 /// How long a reader waits for a writer inside an update before [`TruthError::Busy`]: an
 /// update is a few stores, so this only runs out when the writer was preempted for longer
 /// than any scheduler delay a busy host shows, or died mid-update.
@@ -47,6 +47,7 @@ struct Record {
     bar_reads: AtomicU64,
     bar_writes: AtomicU64,
     wire_lost: AtomicU64,
+    format: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Record>() <= TRUTH_FILE_LEN);
@@ -112,6 +113,7 @@ impl Record {
         self.timinca.store(u64::from(p.timinca), Ordering::Relaxed);
         self.osc_ppb.store(p.osc_ppb as u64, Ordering::Relaxed);
         self.running.store(u64::from(p.running), Ordering::Relaxed);
+        self.format.store(p.format.code(), Ordering::Relaxed);
     }
 
     /// The record's fields as loaded (possibly torn; the caller validates with `seq`).
@@ -125,6 +127,8 @@ impl Record {
             timinca: l(&self.timinca) as u32,
             osc_ppb: l(&self.osc_ppb) as i64,
             running: l(&self.running) != 0,
+            // Only a torn read (rejected by `seq`) sees a code this layout's writer never stores.
+            format: TimeFormat::from_code(l(&self.format)).unwrap_or_default(),
         };
         (l(&self.valid), l(&self.generation), parts)
     }
@@ -392,6 +396,18 @@ pub struct TrueOffset {
     pub at_t: u64,
 }
 
+/// `a − b` at `t` in the laws' ns views: on their common SYSTIM circle when they wrap alike,
+/// plainly otherwise.
+fn offset_between(a: &PhcLaw, b: &PhcLaw, t: u64) -> i64 {
+    let (fa, fb) = (a.format(), b.format());
+    let (na, nb) = (a.ns_at(t), b.ns_at(t));
+    if fa.wrap_ns() == fb.wrap_ns() {
+        fa.diff_ns(na, nb)
+    } else {
+        na as i64 - nb as i64
+    }
+}
+
 /// `PHC_a(t) − PHC_b(t)` at one host instant `t`, taken after both laws were read and checked
 /// still in force after it (see "Why the truth is exact").
 pub fn true_offset(a: &TruthReader, b: &TruthReader) -> Result<TrueOffset, TruthError> {
@@ -402,7 +418,7 @@ pub fn true_offset(a: &TruthReader, b: &TruthReader) -> Result<TrueOffset, Truth
         let t = HostClock::new().now_ns();
         if ra.unchanged(sa) && rb.unchanged(sb) {
             return Ok(TrueOffset {
-                offset_ns: wrap_diff_ns(la.ns_at(t), lb.ns_at(t)),
+                offset_ns: offset_between(&la, &lb, t),
                 at_t: t,
             });
         }

@@ -167,6 +167,7 @@ fn torn_reads_are_retried_under_a_busy_writer() {
             timinca: k as u32,
             osc_ppb: -(k as i64 % 1000),
             running: k % 2 == 0,
+            format: crate::phc::TimeFormat::Igc,
         })
         .unwrap()
     };

@@ -5,7 +5,7 @@ use intel_regs::igc::{IVAR_VALID, gpie, icr};
 
 /// The two causes of one queue in an IVAR0 entry (§6): RX at bits (q&1)·16, TX 8 bits above.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum QueueCause {
+pub(crate) enum QueueCause {
     /// ICR.RXT0: a received frame was written back.
     Rx,
     /// ICR.TXDW: a TX descriptor was written back.
@@ -27,27 +27,27 @@ const EICR_OTHER_NON_MSIX: u32 = 1 << 31;
 /// driver re-arms a vector whose EICR bit is still set), never merely because a level stays
 /// high. `asserted` remembers `ICR & IMS` as of the last evaluation to find those edges.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Interrupts {
-    pub(super) icr: u32,
-    pub(super) ims: u32,
+pub(crate) struct Interrupts {
+    pub(crate) icr: u32,
+    pub(crate) ims: u32,
     /// Auto-mask: outside MSI-X mode, an ICR read that finds INT_ASSERTED clears these IMS
     /// bits (Linux igc_main.c igc_intr: "upon reading ICR, interrupts are masked"; the legacy
     /// set-up igc_irq_enable writes IAM = IMS). MSI-X mode uses EIAM instead.
-    pub(super) iam: u32,
-    pub(super) gpie: u32,
-    pub(super) eicr: u32,
-    pub(super) eims: u32,
-    pub(super) eiac: u32,
-    pub(super) eiam: u32,
-    pub(super) ivar_misc: u32,
+    pub(crate) iam: u32,
+    pub(crate) gpie: u32,
+    pub(crate) eicr: u32,
+    pub(crate) eims: u32,
+    pub(crate) eiac: u32,
+    pub(crate) eiam: u32,
+    pub(crate) ivar_misc: u32,
     asserted: u32,
     /// Messages sent per vector (model-side counter, survives port resets).
-    pub(super) raised: [u64; 32],
+    pub(crate) raised: [u64; 32],
 }
 
 impl Interrupts {
     /// Power-on / port-reset state; the message counters are kept.
-    pub(super) fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         *self = Self {
             raised: self.raised,
             ..Self::default()
@@ -60,7 +60,7 @@ impl Interrupts {
 
     /// The "other" vector: IVAR_MISC b15:8 = vector | VALID (§6). The vector field is masked
     /// to 5 bits so it always names an EICR bit.
-    pub(super) fn other_vector(&self) -> Option<u32> {
+    pub(crate) fn other_vector(&self) -> Option<u32> {
         let byte = (self.ivar_misc >> 8) & 0xFF;
         (byte & IVAR_VALID != 0).then_some(byte & 0x1F)
     }
@@ -74,7 +74,7 @@ impl Interrupts {
     }
 
     /// ICR as a read returns it: the causes plus INT_ASSERTED when any is enabled.
-    pub(super) fn icr_value(&self) -> u32 {
+    pub(crate) fn icr_value(&self) -> u32 {
         let asserted = if self.icr & self.ims != 0 {
             icr::INT_ASSERTED
         } else {
@@ -86,7 +86,7 @@ impl Interrupts {
     /// Read of ICR: read-to-clear, and clears EICR's "other" bit (§6, igc_msix_other's
     /// comment). Clear-on-read is unconditional: GPIE.NSICR = 0 semantics (clear only while
     /// INT_ASSERTED) are not modelled \[U\]; igc always sets NSICR.
-    pub(super) fn read_icr(&mut self, host: &mut dyn DeviceHost) -> u32 {
+    pub(crate) fn read_icr(&mut self, host: &mut dyn DeviceHost) -> u32 {
         let v = self.icr_value();
         // igc_intr's comment: "IMS will not auto-mask if INT_ASSERTED is not set".
         if v & icr::INT_ASSERTED != 0 && !self.msix_mode() {
@@ -99,20 +99,20 @@ impl Interrupts {
     }
 
     /// Write of ICR: write-1-to-clear.
-    pub(super) fn write_icr(&mut self, v: u32, host: &mut dyn DeviceHost) {
+    pub(crate) fn write_icr(&mut self, v: u32, host: &mut dyn DeviceHost) {
         self.icr &= !v;
         self.update(host);
     }
 
     /// A cause becomes pending (hardware event or an ICS write).
-    pub(super) fn cause(&mut self, bits: u32, host: &mut dyn DeviceHost) {
+    pub(crate) fn cause(&mut self, bits: u32, host: &mut dyn DeviceHost) {
         self.icr |= bits & !icr::INT_ASSERTED;
         self.update(host);
     }
 
     /// A time-sync cause whose message a fault injection swallows: ICR shows the cause, but the
     /// edge is consumed without sending anything (and without setting EICR).
-    pub(super) fn cause_silent(&mut self, bits: u32) {
+    pub(crate) fn cause_silent(&mut self, bits: u32) {
         self.icr |= bits & !icr::INT_ASSERTED;
         self.asserted |= self.icr & self.ims;
     }
@@ -122,7 +122,7 @@ impl Interrupts {
     /// the EICR bit of the vector in its IVAR byte (when VALID) and sends that vector's message
     /// if EIMS enables it, with the same EIAC/EIAM side effects as the "other" vector; without
     /// MSI-X it is an ordinary ICR cause gated by IMS.
-    pub(super) fn queue_cause(
+    pub(crate) fn queue_cause(
         &mut self,
         q: u32,
         cause: QueueCause,
@@ -145,18 +145,18 @@ impl Interrupts {
         self.update(host);
     }
 
-    pub(super) fn set_ims(&mut self, v: u32, host: &mut dyn DeviceHost) {
+    pub(crate) fn set_ims(&mut self, v: u32, host: &mut dyn DeviceHost) {
         self.ims |= v;
         self.update(host);
     }
 
-    pub(super) fn clear_ims(&mut self, v: u32, host: &mut dyn DeviceHost) {
+    pub(crate) fn clear_ims(&mut self, v: u32, host: &mut dyn DeviceHost) {
         self.ims &= !v;
         self.update(host);
     }
 
     /// EICS: software-set extended causes; each enabled one sends its message.
-    pub(super) fn set_eics(&mut self, v: u32, host: &mut dyn DeviceHost) {
+    pub(crate) fn set_eics(&mut self, v: u32, host: &mut dyn DeviceHost) {
         self.eicr |= v;
         if self.msix_mode() {
             self.fire_pending(v, host);
@@ -166,30 +166,30 @@ impl Interrupts {
     /// EIMS: enable vectors. Re-arming a vector whose EICR bit is still pending sends the
     /// message now — how the driver's "EIMS = other" at the end of its handler catches a cause
     /// that arrived while the vector was auto-masked.
-    pub(super) fn set_eims(&mut self, v: u32, host: &mut dyn DeviceHost) {
+    pub(crate) fn set_eims(&mut self, v: u32, host: &mut dyn DeviceHost) {
         self.eims |= v;
         if self.msix_mode() {
             self.fire_pending(v, host);
         }
     }
 
-    pub(super) fn clear_eims(&mut self, v: u32) {
+    pub(crate) fn clear_eims(&mut self, v: u32) {
         self.eims &= !v;
     }
 
     /// The legacy interrupt line as a level: asserted while an enabled cause is pending
     /// (`ICR & IMS`) outside MSI-X mode, as INTx is level-triggered.
-    pub(super) fn intx_level(&self) -> bool {
+    pub(crate) fn intx_level(&self) -> bool {
         !self.msix_mode() && self.icr & self.ims != 0
     }
 
     /// Read of EICR: read-to-clear.
-    pub(super) fn read_eicr(&mut self) -> u32 {
+    pub(crate) fn read_eicr(&mut self) -> u32 {
         std::mem::take(&mut self.eicr)
     }
 
     /// Write of EICR: write-1-to-clear.
-    pub(super) fn write_eicr(&mut self, v: u32) {
+    pub(crate) fn write_eicr(&mut self, v: u32) {
         self.eicr &= !v;
     }
 

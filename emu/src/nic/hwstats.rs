@@ -10,8 +10,8 @@
 //! dword reads the high half and then clears both (low first, as Linux reads them) \[U\].
 
 /// First and last offsets of the block.
-pub(super) const FIRST: u32 = 0x4000;
-pub(super) const LAST: u32 = 0x415C;
+pub(crate) const FIRST: u32 = 0x4000;
+pub(crate) const LAST: u32 = 0x415C;
 
 const MPC: u32 = 0x4010;
 const PRC64: u32 = 0x405C;
@@ -38,7 +38,7 @@ const FCS: u64 = 4;
 
 /// Counter values, one u64 per dword of the block (pairs live in their low slot).
 #[derive(Debug, Clone)]
-pub(super) struct HwStats {
+pub(crate) struct HwStats {
     slots: [u64; ((LAST - FIRST) / 4 + 1) as usize],
 }
 
@@ -71,7 +71,7 @@ impl HwStats {
     }
 
     /// A frame (without FCS) that passed the address filter; `dst` its destination MAC.
-    pub(super) fn rx_accepted(&mut self, len: usize, dst: [u8; 6]) {
+    pub(crate) fn rx_accepted(&mut self, len: usize, dst: [u8; 6]) {
         let octets = len as u64 + FCS;
         for (c, n) in [(GPRC, 1), (TPR, 1), (GORCL, octets), (TORL, octets)] {
             self.add(c, n);
@@ -87,18 +87,18 @@ impl HwStats {
     }
 
     /// A frame dropped for want of a descriptor.
-    pub(super) fn rx_missed(&mut self) {
+    pub(crate) fn rx_missed(&mut self) {
         self.add(MPC, 1);
         self.add(RNBC, 1);
     }
 
     /// A frame dropped as longer than the buffer.
-    pub(super) fn rx_oversize(&mut self) {
+    pub(crate) fn rx_oversize(&mut self) {
         self.add(ROC, 1);
     }
 
     /// A frame (without FCS) that left the MAC.
-    pub(super) fn tx_sent(&mut self, frame: &[u8]) {
+    pub(crate) fn tx_sent(&mut self, frame: &[u8]) {
         let octets = frame.len() as u64 + FCS;
         for (c, n) in [(GPTC, 1), (TPT, 1), (GOTCL, octets), (TOTL, octets)] {
             self.add(c, n);
@@ -114,7 +114,7 @@ impl HwStats {
     }
 
     /// A read of `offset` in the block: its value, cleared (pairs: see the module docs).
-    pub(super) fn read(&mut self, offset: u32) -> u32 {
+    pub(crate) fn read(&mut self, offset: u32) -> u32 {
         let idx = |o: u32| ((o - FIRST) / 4) as usize;
         if PAIRS.contains(&offset) {
             return self.slots[idx(offset)] as u32;
@@ -129,7 +129,7 @@ impl HwStats {
     }
 
     /// What a read would return, without clearing.
-    pub(super) fn peek(&self, offset: u32) -> u32 {
+    pub(crate) fn peek(&self, offset: u32) -> u32 {
         let idx = |o: u32| ((o - FIRST) / 4) as usize;
         if PAIRS.contains(&(offset.wrapping_sub(4))) {
             return (self.slots[idx(offset - 4)] >> 32) as u32;

@@ -20,17 +20,17 @@ use intel_regs::igc::{eecd, eerd, phpm, swsm};
 /// Shadow-RAM words the model holds (0..=0x3F: the checksummed area).
 const NVM_WORDS: usize = 0x40;
 /// Checksum target of words 0..=0x3F (Linux igc_defines.h NVM_SUM).
-pub(super) const NVM_SUM: u16 = 0xBABA;
+pub(crate) const NVM_SUM: u16 = 0xBABA;
 
 /// The shadow RAM, loaded from the NVM MAC.
 #[derive(Debug, Clone)]
-pub(super) struct Nvm {
+pub(crate) struct Nvm {
     words: [u16; NVM_WORDS],
     eerd: u32,
 }
 
 impl Nvm {
-    pub(super) fn new(mac: [u8; 6]) -> Self {
+    pub(crate) fn new(mac: [u8; 6]) -> Self {
         let mut words = [0u16; NVM_WORDS];
         for (i, w) in words.iter_mut().take(3).enumerate() {
             *w = u16::from_le_bytes([mac[2 * i], mac[2 * i + 1]]);
@@ -43,7 +43,7 @@ impl Nvm {
     }
 
     /// EERD write: a START reads the word at once.
-    pub(super) fn write_eerd(&mut self, v: u32) {
+    pub(crate) fn write_eerd(&mut self, v: u32) {
         if v & eerd::START == 0 {
             self.eerd = v & !eerd::DONE;
             return;
@@ -54,27 +54,27 @@ impl Nvm {
             (word as u32) << eerd::DATA_SHIFT | (addr as u32) << eerd::ADDR_SHIFT | eerd::DONE;
     }
 
-    pub(super) fn eerd(&self) -> u32 {
+    pub(crate) fn eerd(&self) -> u32 {
         self.eerd
     }
 }
 
 /// EECD as read: PRES and AUTO_RD always set, FLASH_DETECTED never.
-pub(super) fn eecd_value(stored: u32) -> u32 {
+pub(crate) fn eecd_value(stored: u32) -> u32 {
     (stored & !eecd::FLASH_DETECTED) | eecd::PRES | eecd::AUTO_RD
 }
 
 /// SWSM read: (value returned, value left behind).
-pub(super) fn swsm_read(stored: u32) -> (u32, u32) {
+pub(crate) fn swsm_read(stored: u32) -> (u32, u32) {
     (stored, stored | swsm::SMBI)
 }
 
 /// SWSM write: only the two semaphore bits are kept.
-pub(super) fn swsm_write(v: u32) -> u32 {
+pub(crate) fn swsm_write(v: u32) -> u32 {
     v & (swsm::SMBI | swsm::SWESMBI)
 }
 
 /// PHPM as read: the PHY reset is always complete.
-pub(super) fn phpm_value(stored: u32) -> u32 {
+pub(crate) fn phpm_value(stored: u32) -> u32 {
     stored | phpm::RST_COMP
 }

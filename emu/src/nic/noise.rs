@@ -7,13 +7,14 @@
 //! the quantum, as a counter advancing in steps of the quantum would show it. Truncation
 //! biases stamps by −(quantum − 1)/2 ns on average (a real part's bias too; in a PTP exchange
 //! it mostly cancels between the two ends). \[assumption\] The grid is aligned to SYSTIM 0, in
-//! SYSTIM nanoseconds, also after software sets or adjusts SYSTIM.
+//! SYSTIM nanoseconds, also after software sets or adjusts SYSTIM. Jitter wraps on the
+//! family's SYSTIM circle (2^32 s for s:ns parts, 2^40 ns on i350, 2^45 ns on 82576).
 //!
 //! TX and RX draw from separate [`SplitMix64`] streams of [`I225Config::seed`](super::I225Config::seed),
 //! so the noise on one direction does not depend on how much traffic the other carried. With
 //! both knobs 0 (the default) stamps are exact and nothing is drawn.
 
-use crate::phc::wrap_add_ns;
+use crate::phc::TimeFormat;
 use crate::rng::SplitMix64;
 
 /// Stream ids of the two directions (see [`SplitMix64::stream`]).
@@ -22,38 +23,64 @@ const RX_STREAM: u64 = 0x7E57_0002;
 
 /// The noise applied to latched stamps.
 #[derive(Debug, Clone)]
-pub(super) struct StampNoise {
+pub(crate) struct StampNoise {
     quantum_ns: u32,
     jitter_ns: u32,
+    /// The SYSTIM circle the stamps live on.
+    format: TimeFormat,
     tx: SplitMix64,
     rx: SplitMix64,
 }
 
 impl StampNoise {
-    pub(super) fn new(quantum_ns: u32, jitter_ns: u32, seed: u64) -> Self {
+    /// Noise on the i225 circle (2^32 s).
+    pub(crate) fn new(quantum_ns: u32, jitter_ns: u32, seed: u64) -> Self {
+        Self::with_format(TimeFormat::Igc, quantum_ns, jitter_ns, seed)
+    }
+
+    /// Noise on `format`'s circle.
+    pub(crate) fn with_format(
+        format: TimeFormat,
+        quantum_ns: u32,
+        jitter_ns: u32,
+        seed: u64,
+    ) -> Self {
         Self {
             quantum_ns,
             jitter_ns,
+            format,
             tx: SplitMix64::stream(seed, TX_STREAM),
             rx: SplitMix64::stream(seed, RX_STREAM),
         }
     }
 
     /// A TX stamp as latched, from its exact value (PHC ns).
-    pub(super) fn tx(&mut self, exact_ns: u64) -> u64 {
-        Self::apply(exact_ns, self.quantum_ns, self.jitter_ns, &mut self.tx)
+    pub(crate) fn tx(&mut self, exact_ns: u64) -> u64 {
+        Self::apply(
+            exact_ns,
+            self.quantum_ns,
+            self.jitter_ns,
+            self.format,
+            &mut self.tx,
+        )
     }
 
     /// An RX stamp as written to the buffer header, from its exact value (PHC ns).
-    pub(super) fn rx(&mut self, exact_ns: u64) -> u64 {
-        Self::apply(exact_ns, self.quantum_ns, self.jitter_ns, &mut self.rx)
+    pub(crate) fn rx(&mut self, exact_ns: u64) -> u64 {
+        Self::apply(
+            exact_ns,
+            self.quantum_ns,
+            self.jitter_ns,
+            self.format,
+            &mut self.rx,
+        )
     }
 
-    fn apply(exact_ns: u64, quantum: u32, jitter: u32, rng: &mut SplitMix64) -> u64 {
+    fn apply(exact_ns: u64, quantum: u32, jitter: u32, f: TimeFormat, rng: &mut SplitMix64) -> u64 {
         let ns = if jitter == 0 {
             exact_ns
         } else {
-            wrap_add_ns(exact_ns, rng.symmetric(jitter.into()))
+            f.add_ns(exact_ns, rng.symmetric(jitter.into()))
         };
         match quantum {
             0 | 1 => ns,

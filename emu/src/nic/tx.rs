@@ -1,4 +1,5 @@
-//! The TX data path of queue 0 (intel-timesync.md §9 descriptors, §10 rings, §7 stamps).
+//! The TX data path of queue 0 (intel-timesync.md §9 descriptors, §10 rings, §7 stamps),
+//! shared by the igc and igb models: the stamp itself is the family's ([`Mac::tx_stamp`]).
 //!
 //! When TCTL.EN, TXDCTL(0).QUEUE_ENABLE and the link are up and TDT ≠ TDH, the engine fetches
 //! advanced TX descriptors by DMA from TDH on, gathers the buffers of one frame until EOP,
@@ -39,11 +40,9 @@
 use intel_regs::igc::*;
 use ptp_pci::emulated::DeviceHost;
 
-use super::I225;
 use super::csum;
 use super::irq::QueueCause;
-use super::txstamp::Latch;
-use crate::phc::{SysTime, wrap_add_ns};
+use super::{Mac, q};
 
 /// Largest frame the engine gathers (bytes); longer ones are malformed.
 pub const MAX_TX_FRAME: usize = 16 * 1024;
@@ -59,18 +58,18 @@ const LEN_MASK: u32 = 0x000F_FF80;
 
 /// A ring as its registers describe it.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Ring {
-    pub(super) base: u64,
+pub(crate) struct Ring {
+    pub(crate) base: u64,
     /// Descriptors.
-    pub(super) n: u32,
-    pub(super) head: u32,
-    pub(super) tail: u32,
+    pub(crate) n: u32,
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
 }
 
 impl Ring {
     /// The ring from BAL/BAH/LEN/H/T; `None` if it is unusable (no descriptors, pointers
     /// out of range).
-    pub(super) fn from_regs(bal: u32, bah: u32, len: u32, head: u32, tail: u32) -> Option<Self> {
+    pub(crate) fn from_regs(bal: u32, bah: u32, len: u32, head: u32, tail: u32) -> Option<Self> {
         let n = (len & LEN_MASK) / 16;
         (n > 0 && head < n && tail < n).then_some(Self {
             base: (bah as u64) << 32 | bal as u64,
@@ -81,12 +80,12 @@ impl Ring {
     }
 
     /// Bus address of descriptor `i`.
-    pub(super) fn desc_addr(&self, i: u32) -> Option<u64> {
+    pub(crate) fn desc_addr(&self, i: u32) -> Option<u64> {
         self.base.checked_add(i as u64 * 16)
     }
 
     /// Descriptors between head and tail.
-    pub(super) fn posted(&self) -> u32 {
+    pub(crate) fn posted(&self) -> u32 {
         (self.tail + self.n - self.head) % self.n
     }
 }
@@ -207,122 +206,112 @@ fn fetch(
     }
 }
 
-impl I225 {
-    /// Runs the TX engine of queue 0 until the posted descriptors are used up (bounded by the
-    /// ring size). `forced`: run even while an armed read holds the engine (the release).
-    pub(super) fn run_tx(&mut self, host: &mut dyn DeviceHost, forced: bool) {
-        if !forced && self.hooks.tx_held() {
-            return;
-        }
-        let tctl = self.regs.get(TCTL);
-        if tctl & tctl::EN == 0 || self.regs.get(txdctl(0)) & xdctl::QUEUE_ENABLE == 0 {
-            return;
-        }
-        if !self.link.up {
-            return;
-        }
-        let r = &self.regs;
-        let Some(mut ring) = Ring::from_regs(
-            r.get(tdbal(0)),
-            r.get(tdbah(0)),
-            r.get(tdlen(0)),
-            r.get(tdh(0)),
-            r.get(tdt(0)),
-        ) else {
-            return;
-        };
-        let mut wrote_back = false;
-        for _ in 0..ring.n {
-            let (consumed, rs) = match fetch(host, &ring, &mut self.tx_ctx) {
-                Fetch::Idle => break,
-                Fetch::Frame {
-                    first_cmd,
-                    consumed,
-                    rs,
-                    ..
-                } if first_cmd & TSE != 0 => {
-                    // TCP segmentation is not modelled: the frame is dropped, counted and
-                    // logged once rather than put on the cable as one oversized frame.
-                    if self.stats.tx_tso_unmodelled == 0 {
-                        log::warn!(
-                            "i225 model: TSO frame (TSE) dropped: segmentation is not modelled"
-                        );
-                    }
-                    self.stats.tx_tso_unmodelled += 1;
-                    (consumed, rs)
-                }
-                Fetch::Frame {
-                    mut data,
-                    first_cmd,
-                    olinfo,
-                    consumed,
-                    rs,
-                } => {
-                    let ctx = self.tx_ctx[csum::slot(olinfo)];
-                    match csum::insert(&mut data, olinfo, &ctx) {
-                        csum::Outcome::None => {}
-                        csum::Outcome::Inserted => self.stats.tx_csum_inserted += 1,
-                        csum::Outcome::Skipped => self.stats.tx_csum_skipped += 1,
-                    }
-                    if tctl & tctl::PSP != 0 && data.len() < MIN_FRAME {
-                        data.resize(MIN_FRAME, 0);
-                    }
-                    self.send_frame(&data, first_cmd, host);
-                    (consumed, rs)
-                }
-                Fetch::Malformed { consumed, rs } => {
-                    self.stats.tx_malformed += 1;
-                    (consumed, rs)
-                }
-                Fetch::Stalled => {
-                    self.stats.tx_dma_errors += 1;
-                    break;
-                }
-            };
-            for i in rs {
-                if let Some(a) = ring.desc_addr(i) {
-                    let _ = host.dma_write(a + 12, &txd::STA_DD.to_le_bytes());
-                    wrote_back = true;
-                }
-            }
-            ring.head = (ring.head + consumed) % ring.n;
-            self.regs.set(tdh(0), ring.head);
-        }
-        if wrote_back {
-            let ivar = self.regs.get(IVAR0);
-            self.irq.queue_cause(0, QueueCause::Tx, ivar, host);
-        }
+/// Runs the TX engine of queue 0 until the posted descriptors are used up (bounded by the
+/// ring size). `forced`: run even while an armed read holds the engine (the release).
+pub(crate) fn run_tx<M: Mac>(m: &mut M, host: &mut dyn DeviceHost, forced: bool) {
+    let p = m.port();
+    if !forced && p.hooks.tx_held() {
+        return;
     }
-
-    /// One frame leaves the MAC: departure instant, TX stamp, wire.
-    fn send_frame(&mut self, data: &[u8], first_cmd: u32, host: &mut dyn DeviceHost) {
-        let now = self.now();
-        let departure = now
-            .saturating_add(self.tx_pipeline_ns)
-            .max(self.tx_busy_until);
-        let bits = (data.len().max(MIN_FRAME) as u64 + WIRE_OVERHEAD) * 8;
-        let mbps = self.link.speed.mbps() as u64;
-        self.tx_busy_until = departure.saturating_add((bits * 1000).div_ceil(mbps));
-        self.stats.tx_frames += 1;
-        self.stats.tx_bytes += data.len() as u64;
-        self.hwstats.tx_sent(data);
-
-        if first_cmd & txd::MAC_TSTAMP != 0 && self.txs.enabled() {
-            let set = ((first_cmd >> txd::TSTAMP_REG_SHIFT) & 3) as usize;
-            let (tx_lat, _) = latency_ns(self.link.speed.mbps());
-            let exact = wrap_add_ns(self.tsync.phc.ns_at_instant(departure), -(tx_lat as i64));
-            let ns = self.noise.tx(exact);
-            if self.txs.latch(set, SysTime::from_ns(ns)) == Latch::Latched {
-                if self.tsync.raise_txts() {
-                    self.stats.txts_held_by_quirk += 1;
+    let tctl = p.regs.get(TCTL);
+    if tctl & tctl::EN == 0 || p.txq(q::DCTL) & xdctl::QUEUE_ENABLE == 0 || !p.link.up {
+        return;
+    }
+    let Some(mut ring) = Ring::from_regs(
+        p.txq(q::BAL),
+        p.txq(q::BAH),
+        p.txq(q::LEN),
+        p.txq(q::HEAD),
+        p.txq(q::TAIL),
+    ) else {
+        return;
+    };
+    let mut wrote_back = false;
+    for _ in 0..ring.n {
+        let p = m.port();
+        let (consumed, rs) = match fetch(host, &ring, &mut p.tx_ctx) {
+            Fetch::Idle => break,
+            Fetch::Frame {
+                first_cmd,
+                consumed,
+                rs,
+                ..
+            } if first_cmd & TSE != 0 => {
+                // TCP segmentation is not modelled: the frame is dropped, counted and logged
+                // once rather than put on the cable as one oversized frame.
+                if p.stats.tx_tso_unmodelled == 0 {
+                    log::warn!(
+                        "{} model: TSO frame (TSE) dropped: segmentation is not modelled",
+                        p.unimpl.name()
+                    );
                 }
-                self.update_ts(host);
+                p.stats.tx_tso_unmodelled += 1;
+                (consumed, rs)
+            }
+            Fetch::Frame {
+                mut data,
+                first_cmd,
+                olinfo,
+                consumed,
+                rs,
+            } => {
+                let ctx = p.tx_ctx[csum::slot(olinfo)];
+                match csum::insert(&mut data, olinfo, &ctx) {
+                    csum::Outcome::None => {}
+                    csum::Outcome::Inserted => p.stats.tx_csum_inserted += 1,
+                    csum::Outcome::Skipped => p.stats.tx_csum_skipped += 1,
+                }
+                if tctl & tctl::PSP != 0 && data.len() < MIN_FRAME {
+                    data.resize(MIN_FRAME, 0);
+                }
+                send_frame(m, &data, first_cmd, host);
+                (consumed, rs)
+            }
+            Fetch::Malformed { consumed, rs } => {
+                p.stats.tx_malformed += 1;
+                (consumed, rs)
+            }
+            Fetch::Stalled => {
+                p.stats.tx_dma_errors += 1;
+                break;
+            }
+        };
+        for i in rs {
+            if let Some(a) = ring.desc_addr(i) {
+                let _ = host.dma_write(a + 12, &txd::STA_DD.to_le_bytes());
+                wrote_back = true;
             }
         }
+        ring.head = (ring.head + consumed) % ring.n;
+        let p = m.port();
+        p.regs.set(p.map.tx0 + q::HEAD, ring.head);
+    }
+    if wrote_back {
+        let p = m.port();
+        let ivar = p.regs.get(p.map.ivar0);
+        p.irq.queue_cause(0, QueueCause::Tx, ivar, host);
+    }
+}
 
-        match self.wire.as_mut() {
-            Some(w) => w.transmit(data, departure),
-            None => self.stats.tx_no_wire += 1,
-        }
+/// One frame leaves the MAC: departure instant, TX stamp (the family's), wire.
+fn send_frame<M: Mac>(m: &mut M, data: &[u8], first_cmd: u32, host: &mut dyn DeviceHost) {
+    let p = m.port();
+    let departure = p
+        .now()
+        .saturating_add(p.tx_pipeline_ns)
+        .max(p.tx_busy_until);
+    let bits = (data.len().max(MIN_FRAME) as u64 + WIRE_OVERHEAD) * 8;
+    let mbps = p.link.speed.mbps() as u64;
+    p.tx_busy_until = departure.saturating_add((bits * 1000).div_ceil(mbps));
+    p.stats.tx_frames += 1;
+    p.stats.tx_bytes += data.len() as u64;
+    p.hwstats.tx_sent(data);
+    if first_cmd & txd::MAC_TSTAMP != 0 {
+        m.tx_stamp(departure, first_cmd, host);
+    }
+    let p = m.port();
+    match p.wire.as_mut() {
+        Some(w) => w.transmit(data, departure),
+        None => p.stats.tx_no_wire += 1,
     }
 }

@@ -26,7 +26,7 @@ struct Armed {
 
 /// Armed actions, in the order they were armed.
 #[derive(Debug, Clone, Default)]
-pub(super) struct ReadHooks {
+pub(crate) struct ReadHooks {
     armed: Vec<Armed>,
 }
 
@@ -37,7 +37,7 @@ pub const MAX_ARMED_READS: usize = 64;
 impl ReadHooks {
     /// Arms `action` for after the `nth` (≥ 1; 0 counts as 1) next read of `offset`.
     /// False if [`MAX_ARMED_READS`] are already armed.
-    pub(super) fn arm(&mut self, offset: u32, nth: u32, action: ReadAction) -> bool {
+    pub(crate) fn arm(&mut self, offset: u32, nth: u32, action: ReadAction) -> bool {
         if self.armed.len() >= MAX_ARMED_READS {
             return false;
         }
@@ -50,22 +50,22 @@ impl ReadHooks {
     }
 
     /// Whether the TX engine is held (a [`ReadAction::ReleaseTx`] is armed).
-    pub(super) fn tx_held(&self) -> bool {
+    pub(crate) fn tx_held(&self) -> bool {
         self.armed.iter().any(|a| a.action == ReadAction::ReleaseTx)
     }
 
     /// Actions armed and not yet run.
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.armed.len()
     }
 
     /// Drops every armed action (the engine is no longer held).
-    pub(super) fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.armed.clear();
     }
 
     /// Counts a read of `offset`; returns the actions due now, in arming order.
-    pub(super) fn on_read(&mut self, offset: u32) -> Vec<ReadAction> {
+    pub(crate) fn on_read(&mut self, offset: u32) -> Vec<ReadAction> {
         if self.armed.is_empty() {
             return Vec::new();
         }

@@ -55,21 +55,21 @@ impl LinkSpeed {
 
 /// The model-side wire: cable and negotiated speed.
 #[derive(Debug, Clone)]
-pub(super) struct Link {
-    pub(super) cable: bool,
-    pub(super) speed: LinkSpeed,
-    pub(super) up: bool,
+pub(crate) struct Link {
+    pub(crate) cable: bool,
+    pub(crate) speed: LinkSpeed,
+    pub(crate) up: bool,
 }
 
 impl Link {
     /// Recomputes link-up from CTRL.SLU; true if it changed (the caller raises ICR.LSC).
-    pub(super) fn update(&mut self, slu: bool) -> bool {
+    pub(crate) fn update(&mut self, slu: bool) -> bool {
         let up = slu && self.cable;
         std::mem::replace(&mut self.up, up) != up
     }
 
     /// STATUS bits owned by the link: LU, FD and the speed (all clear while down).
-    pub(super) fn status_bits(&self) -> u32 {
+    pub(crate) fn status_bits(&self) -> u32 {
         if self.up {
             status::LU | status::FD | self.speed.status_bits()
         } else {

@@ -19,14 +19,14 @@ use intel_regs::igc::{MTA, rah, ral, rctl};
 use super::regfile::RegFile;
 
 /// Receive-address entries of the i225 (Linux igc_hw.h IGC_RAR_ENTRIES).
-pub(super) const RAR_ENTRIES: u32 = 16;
+pub(crate) const RAR_ENTRIES: u32 = 16;
 /// RCTL.MO, the multicast offset (b13:12).
 const RCTL_MO_SHIFT: u32 = 12;
 /// RAH.ASEL, address select (b17:16): 0 = destination.
 const RAH_ASEL_MASK: u32 = 3 << 16;
 
 /// The 12-bit MTA hash of multicast address `a` under RCTL.MO `mo`.
-pub(super) fn mta_hash(a: &[u8; 6], mo: u32) -> u32 {
+pub(crate) fn mta_hash(a: &[u8; 6], mo: u32) -> u32 {
     let shift = match mo & 3 {
         0 => 4,
         1 => 5,
@@ -46,7 +46,7 @@ fn exact_match(regs: &RegFile, a: &[u8; 6]) -> bool {
 }
 
 /// Whether the MAC accepts a frame to destination `a`.
-pub(super) fn accepts(regs: &RegFile, a: &[u8; 6]) -> bool {
+pub(crate) fn accepts(regs: &RegFile, a: &[u8; 6]) -> bool {
     let r = regs.get(intel_regs::igc::RCTL);
     if *a == [0xFF; 6] {
         return r & rctl::BAM != 0;

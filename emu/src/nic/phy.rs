@@ -1,4 +1,4 @@
-//! The internal PHY (GPY211) as seen through MDIC (intel-timesync.md §10, qemu-proxy.md "What
+//! The internal PHY as seen through MDIC (i225/i226: GPY211; igb parts: their own PHY ID) (intel-timesync.md §10, qemu-proxy.md "What
 //! Linux's igc driver needs to probe").
 //!
 //! One PHY answers every PHY address; an MDIC read or write completes at once (READY set
@@ -8,7 +8,7 @@
 //! |---|---|---|---|
 //! | 0 | BMCR | 0x1140 at reset; RESET (b15) resets the PHY, AN restart (b9) self-clears | IEEE 802.3 22.2.4.1 |
 //! | 1 | BMSR | 0x7949, plus LSTATUS (b2) and AN complete (b5) while the link is up: 0x796D | qemu-proxy.md (read from Linux igc on the part) |
-//! | 2, 3 | PHYSID1/2 | 0x67C9 / 0xDC00 | Linux igc_hw.h I225_I_PHY_ID |
+//! | 2, 3 | PHYSID1/2 | the part's PHY ID (i225: 0x67C9 / 0xDC00) | Linux igc_hw.h I225_I_PHY_ID, e1000_defines.h for igb parts |
 //! | 5 | LPA | 0x41E1 while up (ack, pause, 10/100 half/full), else 0 | IEEE 802.3 28.2.4.1.4 \[U: link partner's abilities\] |
 //! | 10 | 1000BASE-T status | while up: local (b13) and remote (b12) receiver OK, partner 1000FD (b11); else 0 | Linux igc_main.c igc_watchdog_task (waits for b12, "exceed max 2 second") |
 //! | 13 | MMD access control | function b15:14, DEVAD b4:0 | IEEE 802.3 22.2.4.3.11, Linux igc_phy.c igc_access_xmdio_reg |
@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use intel_regs::igc::{I225_I_PHY_ID, mdic};
+use intel_regs::igc::mdic;
 
 /// Clause-22 PHY registers the model gives behaviour to.
 mod mii {
@@ -58,33 +58,37 @@ pub const MMD_REGS: usize = 256;
 
 /// The PHY's registers plus the MDIC register's last completed value.
 #[derive(Debug, Clone)]
-pub(super) struct Phy {
+pub(crate) struct Phy {
     regs: [u16; 32],
     /// MMD register address per DEVAD (clause 22D address register).
     mmd_addr: [u16; 32],
     mmd: BTreeMap<(u8, u16), u16>,
     mdic: u32,
+    /// PHYSID1:PHYSID2.
+    id: u32,
 }
 
 impl Phy {
-    pub(super) fn new() -> Self {
+    /// A PHY whose PHYSID1:PHYSID2 read `id`.
+    pub(crate) fn new(id: u32) -> Self {
         let mut regs = [0; 32];
         regs[mii::BMCR] = mii::BMCR_DEFAULT;
-        regs[mii::PHYSID1] = (I225_I_PHY_ID >> 16) as u16;
-        regs[mii::PHYSID2] = I225_I_PHY_ID as u16;
+        regs[mii::PHYSID1] = (id >> 16) as u16;
+        regs[mii::PHYSID2] = id as u16;
         regs[mii::ESTATUS] = mii::ESTATUS_1000T;
         Self {
             regs,
             mmd_addr: [0; 32],
             mmd: BTreeMap::new(),
             mdic: 0,
+            id,
         }
     }
 
     /// PHY reset (CTRL.PHY_RST or BMCR.RESET): registers back to defaults.
-    pub(super) fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         let mdic = self.mdic;
-        *self = Self::new();
+        *self = Self::new(self.id);
         self.mdic = mdic;
     }
 
@@ -161,7 +165,7 @@ impl Phy {
     /// MDIC write: executes the operation and reports READY (ERROR for an invalid opcode).
     /// The register and PHY address fields read back as written (Linux igc_phy.c
     /// igc_read_phy_reg_mdic checks the register field of the completed value).
-    pub(super) fn write_mdic(&mut self, v: u32, link_up: bool) {
+    pub(crate) fn write_mdic(&mut self, v: u32, link_up: bool) {
         let reg = ((v & mdic::REG_MASK) >> mdic::REG_SHIFT) as usize;
         let cmd = v & !(mdic::READY | mdic::ERROR);
         self.mdic = match v & (mdic::OP_READ | mdic::OP_WRITE) {
@@ -176,13 +180,13 @@ impl Phy {
         };
     }
 
-    pub(super) fn mdic(&self) -> u32 {
+    pub(crate) fn mdic(&self) -> u32 {
         self.mdic
     }
 
     /// An MMD register's value (for tests).
     #[cfg(test)]
-    pub(super) fn mmd(&self, dev: u8, addr: u16) -> u16 {
+    pub(crate) fn mmd(&self, dev: u8, addr: u16) -> u16 {
         self.mmd.get(&(dev, addr)).copied().unwrap_or(0)
     }
 }

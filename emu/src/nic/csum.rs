@@ -20,7 +20,7 @@
 
 /// L4 type field of a context descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) enum L4 {
+pub(crate) enum L4 {
     #[default]
     Udp,
     Tcp,
@@ -30,15 +30,15 @@ pub(super) enum L4 {
 
 /// One context slot, as the last context descriptor for it left it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) struct TxContext {
-    pub(super) maclen: usize,
-    pub(super) iplen: usize,
-    pub(super) ipv4: bool,
-    pub(super) l4: L4,
+pub(crate) struct TxContext {
+    pub(crate) maclen: usize,
+    pub(crate) iplen: usize,
+    pub(crate) ipv4: bool,
+    pub(crate) l4: L4,
 }
 
 /// Context slots per queue (IDX is 3 bits).
-pub(super) const SLOTS: usize = 8;
+pub(crate) const SLOTS: usize = 8;
 
 /// olinfo_status POPTS bits.
 const POPTS_IXSM: u32 = 1 << 8;
@@ -50,12 +50,12 @@ const MACLEN_SHIFT: u32 = 9;
 const IDX_SHIFT: u32 = 4;
 
 /// The slot a context (`mss_l4len_idx`) or data (`olinfo_status`) descriptor names.
-pub(super) fn slot(dword3: u32) -> usize {
+pub(crate) fn slot(dword3: u32) -> usize {
     ((dword3 >> IDX_SHIFT) & 7) as usize
 }
 
 /// A context descriptor's slot contents.
-pub(super) fn parse(vlan_macip_lens: u32, type_tucmd_mlhl: u32) -> TxContext {
+pub(crate) fn parse(vlan_macip_lens: u32, type_tucmd_mlhl: u32) -> TxContext {
     TxContext {
         iplen: (vlan_macip_lens & 0x1FF) as usize,
         maclen: ((vlan_macip_lens >> MACLEN_SHIFT) & 0x7F) as usize,
@@ -70,7 +70,7 @@ pub(super) fn parse(vlan_macip_lens: u32, type_tucmd_mlhl: u32) -> TxContext {
 
 /// What [`insert`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Outcome {
+pub(crate) enum Outcome {
     /// No POPTS bit set.
     None,
     /// Every requested checksum was written.
@@ -102,7 +102,7 @@ fn fold(mut s: u32) -> u16 {
 }
 
 /// Inserts the checksums `olinfo` asks for, with context `ctx`.
-pub(super) fn insert(frame: &mut [u8], olinfo: u32, ctx: &TxContext) -> Outcome {
+pub(crate) fn insert(frame: &mut [u8], olinfo: u32, ctx: &TxContext) -> Outcome {
     if olinfo & (POPTS_IXSM | POPTS_TXSM) == 0 {
         return Outcome::None;
     }

@@ -1,0 +1,698 @@
+//! Register-level models of the Intel igb parts (Linux `igb`): i210/i211, i350 and 82576, with
+//! the register file and reset, link and PHY, the igb interrupt registers, the queue-0 TX/RX data
+//! path, and each family's time-sync block. Section numbers (§n) refer to
+//! `shared/reference/intel-timesync.md`; register names and offsets are `intel_regs::igb`
+//! (Linux e1000_regs.h / e1000_defines.h).
+//!
+//! One state machine, [`Igb`], serves the three families; [`IgbPart`] says which, and with it:
+//!
+//! | | i210/i211 | i350 | 82576 |
+//! |---|---|---|---|
+//! | SYSTIM (§3) | s:ns | 40-bit ns | 64-bit cycle count, ns = count >> 19 |
+//! | latch | SYSTIMR read | SYSTIMR read | SYSTIML read |
+//! | TIMINCA (§4) | ISGN, INCVALUE per 8 ns | same | IncPeriod b31:24, IncValue b23:0 |
+//! | TX stamp (§7.5) | one pair, TSICR.TXTS | one pair, TSICR.TXTS | one pair, no interrupt |
+//! | RX stamp (§8) | 16-byte header (TSIP) | 16-byte header | RXSTMPL/H, held until RXSTMPH is read |
+//! | latency (§8.4) | i210 table | none | none |
+//! | MSI-X vectors | 5 | 10 | 25 |
+//!
+//! What the families share with the i225 model (register storage, interrupts, link, PHY, NVM,
+//! the queue-0 engines, stamp noise) is `crate::nic`; `tsync` and `stamping` hold what is igb's.
+//!
+//! # Model assumptions
+//!
+//! - Interrupts (§6): ICR/ICS/IMS/IMC/IAM at 0xC0/0xC8/0xD0/0xD8/0xE0, the extended set and
+//!   IVAR as on igc. ICR.TS is raised on the rising edge of `TSICR & TSIM` (i210/i350). The
+//!   82576 model has no time-sync interrupt at all: TSICR/TSIM are storage, recorded as
+//!   unmodelled (its Linux driver never programs them, §7.5).
+//! - Queue registers: queue n < 4 answers at the e1000 offsets (RDBAL 0x2800 + 0x100·n, TDBAL
+//!   0x3800 + 0x100·n, what Linux igb uses) and at the 0xC000/0xE000 + 0x40·n block, which the
+//!   model aliases onto them \[U: alias from the 82575-and-later layout; only queue 0 runs\].
+//! - Port reset (CTRL.RST): as the i225 model — registers, link, interrupts and the stamp pairs
+//!   return to power-on values, SYSTIM keeps running \[U\].
+//! - TSAUXC powers on with DISABLE0 set on i210/i350, so SYSTIM stands still until the driver
+//!   clears it ("Enable the timer functions by clearing bit 31", Linux igb_ptp.c for 82580)
+//!   \[D\]; [`IgbConfig::tsauxc_power_on`] overrides it. TIMINCA powers on 0: nominal rate on
+//!   i210/i350, a stopped counter on the 82576 until the driver programs it \[U\].
+//! - EERD at 0x0014 (82576, i350) or 0x12014 (i210's SRRD), both over the checksummed shadow RAM
+//!   holding the MAC; the MAC is also preloaded in RAL0/RAH0.
+//! - PHY IDs (Linux e1000_defines.h): I210_I_PHY_ID 0x01410C00, I350_I_PHY_ID 0x015403B0; the
+//!   82576 answers IGP03E1000_E_PHY_ID 0x02A80390 \[U: the ID Linux e1000_82575.c accepts for
+//!   82575/82576 copper\].
+//! - Offsets outside `known`'s table read back what was written and are counted and logged once
+//!   ([`NicPort::unimplemented_accesses`](crate::NicPort::unimplemented_accesses)).
+
+mod known;
+mod regs;
+mod stamping;
+mod tsync;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_ts;
+use std::sync::Arc;
+use std::time::Duration;
+
+use intel_regs::ids::{self, Family};
+use intel_regs::igb::*;
+use ptp_pci::PciIds;
+use ptp_pci::emulated::{Device, DeviceHost};
+
+use crate::clock::TimeSource;
+use crate::nic::link::Link;
+use crate::nic::regfile::{Counters, RegFile};
+use crate::nic::{IrqMap, LinkSpeed, NicStats, Port, PortSetup, QueueMap, noise, rx, tx};
+use crate::phc::TimeFormat;
+use crate::truth::SharedObserver;
+use tsync::{StampPair, TSAUXC_DISABLE0, TimeSync};
+
+/// Size of BAR0, the register space (128 KiB on every igb part).
+pub const BAR0_LEN: u32 = 128 * 1024;
+/// Size of BAR3, which holds the MSI-X table (at 0) and PBA (at 0x2000).
+pub const BAR3_LEN: u32 = 16 * 1024;
+/// IAM, the interrupt auto-mask register (e1000_regs.h E1000_IAM).
+const IAM: u32 = 0x00E0;
+/// EERD of the i210 (SRRD, e1000_regs.h E1000_SRRD; the 0x0014 EERD of older parts is gone).
+const SRRD_I210: u32 = 0x12014;
+/// PHY IDs (Linux e1000_defines.h).
+const I210_I_PHY_ID: u32 = 0x0141_0C00;
+const I350_I_PHY_ID: u32 = 0x0154_03B0;
+const IGP03E1000_E_PHY_ID: u32 = 0x02A8_0390;
+/// PCI class "network controller", subclass "Ethernet".
+const CLASS_NETWORK: u8 = 0x02;
+/// The i225 model's default TX pipeline, reused: no igb-specific figure is known.
+pub use crate::igc::DEFAULT_TX_PIPELINE_NS;
+
+/// Which igb part a model is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IgbPart {
+    /// i210 (copper 0x1533).
+    I210,
+    /// i211 (0x1539): an i210 without flash, same time-sync block.
+    I211,
+    /// i350 (copper 0x1521).
+    I350,
+    /// 82576 (0x10C9).
+    E82576,
+}
+
+impl IgbPart {
+    /// Every part, in `--emulate` name order.
+    pub const ALL: [Self; 4] = [Self::I210, Self::I211, Self::I350, Self::E82576];
+
+    /// The part named as `igbd --emulate` takes it: "i210", "i211", "i350" or "82576".
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The `--emulate` name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::I210 => "i210",
+            Self::I211 => "i211",
+            Self::I350 => "i350",
+            Self::E82576 => "82576",
+        }
+    }
+
+    /// The device ID a model of the part has by default (§11).
+    pub const fn default_device_id(self) -> u16 {
+        match self {
+            Self::I210 => 0x1533,
+            Self::I211 => 0x1539,
+            Self::I350 => 0x1521,
+            Self::E82576 => 0x10C9,
+        }
+    }
+
+    /// The driver family (`intel_regs::ids`).
+    pub const fn family(self) -> Family {
+        match self {
+            Self::I210 | Self::I211 => Family::I210,
+            Self::I350 => Family::I350,
+            Self::E82576 => Family::I82576,
+        }
+    }
+
+    /// SYSTIM's format (§3).
+    pub const fn time_format(self) -> TimeFormat {
+        match self {
+            Self::I210 | Self::I211 => TimeFormat::I210,
+            Self::I350 => TimeFormat::I350,
+            Self::E82576 => TimeFormat::E82576,
+        }
+    }
+
+    /// Whether a TX stamp raises TSICR.TXTS (and so ICR.TS): not on the 82576 (§7.5).
+    pub const fn has_ts_interrupt(self) -> bool {
+        !matches!(self, Self::E82576)
+    }
+
+    /// Whether SYSTIM is latched by a SYSTIMR read (i210/i350) rather than SYSTIML (82576).
+    pub const fn latches_on_systimr(self) -> bool {
+        !matches!(self, Self::E82576)
+    }
+
+    /// MSI-X table entries \[U: the parts' product documentation as commonly quoted; Linux
+    /// needs only 1 + queues\].
+    pub const fn msix_vectors(self) -> u16 {
+        match self {
+            Self::I210 | Self::I211 => 5,
+            Self::I350 => 10,
+            Self::E82576 => 25,
+        }
+    }
+
+    const fn phy_id(self) -> u32 {
+        match self {
+            Self::I210 | Self::I211 => I210_I_PHY_ID,
+            Self::I350 => I350_I_PHY_ID,
+            Self::E82576 => IGP03E1000_E_PHY_ID,
+        }
+    }
+
+    const fn eerd(self) -> u32 {
+        match self {
+            Self::I210 | Self::I211 => SRRD_I210,
+            Self::I350 | Self::E82576 => EERD,
+        }
+    }
+}
+
+/// Why an [`Igb`] cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IgbError {
+    /// `--emulate` named no igb part.
+    #[error("unknown igb part {0:?} (expected one of i210, i211, i350, 82576)")]
+    UnknownPart(String),
+    /// The device ID is not one of the part's family (§11).
+    #[error("device ID {device:#06x} is not an {part:?}-family part")]
+    WrongDeviceId {
+        /// The configured part.
+        part: IgbPart,
+        /// The configured device ID.
+        device: u16,
+    },
+    /// igb parts run at 10/100/1000 Mb/s only.
+    #[error("{0} Mb/s is not an igb link speed")]
+    LinkSpeed(u32),
+}
+
+/// How to build an [`Igb`].
+#[derive(Clone)]
+pub struct IgbConfig {
+    /// Which part.
+    pub part: IgbPart,
+    /// PCI device ID: any of the part family's IDs (`intel_regs::ids::IGB_PARTS`).
+    pub device_id: u16,
+    /// PCI revision.
+    pub revision: u8,
+    /// The MAC address "in NVM": preloaded into RAL0/RAH0 at power-on and reset.
+    pub mac: [u8; 6],
+    /// The crystal's frequency error in ppb.
+    pub osc_error_ppb: i64,
+    /// SYSTIM at power-on, in ns (its ns view; on the 82576, count = ns << 19).
+    pub initial_systim_ns: u64,
+    /// True time: a [`VirtualClock`](crate::clock::VirtualClock) for deterministic tests, a
+    /// [`HostClock`](crate::clock::HostClock) for real time.
+    pub clock: Arc<dyn TimeSource>,
+    /// Speed the link comes up at (10/100/1000).
+    pub link_speed: LinkSpeed,
+    /// Whether the cable is plugged in at power-on.
+    pub cable_connected: bool,
+    /// TSAUXC at power-on: DISABLE0 on i210/i350 by default (module docs).
+    pub tsauxc_power_on: u32,
+    /// True time from the TX engine picking a frame up to its first bit on the wire, ns.
+    pub tx_pipeline_ns: u64,
+    /// Stamp resolution, ns: latched stamps are truncated to multiples of it (0/1: exact).
+    pub stamp_quantum_ns: u32,
+    /// Stamp jitter, ns: a uniform draw from −jitter..=+jitter before the quantisation.
+    pub stamp_jitter_ns: u32,
+    /// Seed of the jitter draws.
+    pub seed: u64,
+}
+
+impl std::fmt::Debug for IgbConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IgbConfig")
+            .field("part", &self.part)
+            .field("device_id", &format_args!("{:#06x}", self.device_id))
+            .field("mac", &self.mac)
+            .field("osc_error_ppb", &self.osc_error_ppb)
+            .field("link_speed", &self.link_speed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IgbConfig {
+    /// `part` with its default device ID, a perfect crystal, SYSTIM 0, cable connected at
+    /// 1 Gb/s and a locally administered MAC whose last byte tells the parts apart.
+    pub fn new(part: IgbPart, clock: Arc<dyn TimeSource>) -> Self {
+        let tag = match part {
+            IgbPart::I210 => 0x10,
+            IgbPart::I211 => 0x11,
+            IgbPart::I350 => 0x35,
+            IgbPart::E82576 => 0x76,
+        };
+        Self {
+            part,
+            device_id: part.default_device_id(),
+            revision: 3,
+            mac: [0x02, 0x00, 0x00, 0x00, 0x0B, tag],
+            osc_error_ppb: 0,
+            initial_systim_ns: 0,
+            clock,
+            link_speed: LinkSpeed::Mbps1000,
+            cable_connected: true,
+            tsauxc_power_on: if part == IgbPart::E82576 {
+                0
+            } else {
+                TSAUXC_DISABLE0
+            },
+            tx_pipeline_ns: DEFAULT_TX_PIPELINE_NS,
+            stamp_quantum_ns: 0,
+            stamp_jitter_ns: 0,
+            seed: 0,
+        }
+    }
+
+    /// [`Self::new`] for the part `--emulate` names ("i210", "i211", "i350", "82576").
+    pub fn for_name(name: &str, clock: Arc<dyn TimeSource>) -> Result<Self, IgbError> {
+        let part = IgbPart::from_name(name).ok_or_else(|| IgbError::UnknownPart(name.into()))?;
+        Ok(Self::new(part, clock))
+    }
+}
+
+/// The igb model. See the module docs for what is modelled and assumed.
+pub struct Igb {
+    part: IgbPart,
+    ids: PciIds,
+    mac: [u8; 6],
+    /// Registers, link, interrupts, queue-0 engines and wire (shared with igc, `nic`).
+    port: Port,
+    /// BAR3: MSI-X table and PBA, storage only (the backend delivers vectors itself).
+    msix: RegFile,
+    tsync: TimeSync,
+    /// TSYNCTXCTL as written, without VALID (which is `tx_pair.valid`).
+    tx_ctl: u32,
+    /// TXSTMPL/H (§7.5).
+    tx_pair: StampPair,
+    /// 82576 RXSTMPL/H, RXSATRL/H (§8.3).
+    rx_pair: StampPair,
+    counters: Counters,
+    port_resets: u64,
+    /// Where PHC law changes and register/wire counters are reported (the ground-truth
+    /// record); `None` in deterministic tests.
+    observer: Option<SharedObserver>,
+}
+
+impl std::fmt::Debug for Igb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Igb")
+            .field("part", &self.part)
+            .field("device", &format_args!("{:#06x}", self.ids.device))
+            .field("link_up", &self.port.link.up)
+            .field("phc_ns", &self.phc_now_ns())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Igb {
+    /// A device just after power-on (NVM loaded, link down until the driver sets CTRL.SLU).
+    pub fn new(cfg: IgbConfig) -> Result<Self, IgbError> {
+        let part = cfg.part;
+        if ids::igb_part(ids::VENDOR_INTEL, cfg.device_id).map(|p| p.family) != Some(part.family())
+        {
+            return Err(IgbError::WrongDeviceId {
+                part,
+                device: cfg.device_id,
+            });
+        }
+        if cfg.link_speed == LinkSpeed::Mbps2500 {
+            return Err(IgbError::LinkSpeed(2500));
+        }
+        let t = cfg.clock.now_ns();
+        let format = part.time_format();
+        let mut dev = Self {
+            part,
+            ids: PciIds {
+                vendor: ids::VENDOR_INTEL,
+                device: cfg.device_id,
+                class: CLASS_NETWORK,
+                subclass: 0,
+                interface: 0,
+                revision: cfg.revision,
+                subsystem_vendor: ids::VENDOR_INTEL,
+                subsystem: 0,
+            },
+            mac: cfg.mac,
+            port: Port::new(port_setup(&cfg)),
+            msix: RegFile::new(BAR3_LEN),
+            tsync: TimeSync::new(
+                format,
+                t,
+                cfg.initial_systim_ns,
+                cfg.osc_error_ppb,
+                cfg.tsauxc_power_on,
+            ),
+            tx_ctl: 0,
+            tx_pair: StampPair::default(),
+            rx_pair: StampPair::default(),
+            counters: Counters::new(BAR0_LEN),
+            port_resets: 0,
+            observer: None,
+        };
+        dev.port.load_power_on(dev.mac);
+        // PCIe: MSI-X vector control = masked at reset (storage only, see `msix`).
+        for n in 0..part.msix_vectors() as u32 {
+            dev.msix.set(n * 16 + 12, 1);
+        }
+        Ok(dev)
+    }
+
+    /// The model `igbd --emulate NAME` runs: `name` is "i210", "i211", "i350" or "82576".
+    pub fn emulate(name: &str, clock: Arc<dyn TimeSource>) -> Result<Self, IgbError> {
+        Self::new(IgbConfig::for_name(name, clock)?)
+    }
+
+    /// Which part this is.
+    pub fn part(&self) -> IgbPart {
+        self.part
+    }
+
+    /// The part name a driver would log for this device ID (`intel_regs::ids::IGB_PARTS`).
+    pub fn part_name(&self) -> &'static str {
+        ids::igb_part(self.ids.vendor, self.ids.device).map_or("Intel igb (unknown ID)", |p| p.name)
+    }
+
+    /// SYSTIM's format.
+    pub fn format(&self) -> TimeFormat {
+        self.part.time_format()
+    }
+
+    fn now(&self) -> u64 {
+        self.port.now()
+    }
+
+    /// Reports PHC law changes and BAR/cable counters to `observer` from now on (the
+    /// ground-truth record, [`crate::truth`]: the law carries the family's [`TimeFormat`]); the
+    /// law in force is published at once.
+    pub fn set_observer(&mut self, observer: Option<SharedObserver>) {
+        self.observer = observer;
+        self.port.reported_lost = 0;
+        self.change_phc(|_, _| {});
+    }
+
+    /// Applies a PHC law change at the current true time (`nic::change_law`).
+    fn change_phc(&mut self, f: impl FnOnce(&mut TimeSync, u64)) {
+        let clock = self.port.clock.clone();
+        let obs = self.observer.clone();
+        crate::nic::change_law(obs.as_ref(), &*clock, &mut self.tsync, |ts| &ts.phc, f);
+    }
+
+    /// CTRL.RST: see the module docs for what survives.
+    fn port_reset(&mut self) {
+        self.port.port_reset(self.mac);
+        self.tsync.port_reset();
+        self.tx_ctl = 0;
+        self.tx_pair.port_reset();
+        self.rx_pair.port_reset();
+        self.port_resets += 1;
+    }
+
+    /// Raises ICR.TS if the time-sync causes just became pending (§2.4, §6).
+    fn update_ts(&mut self, host: &mut dyn DeviceHost) {
+        if self.tsync.take_ts_edge() {
+            self.port.irq.cause(icr::TS, host);
+        }
+    }
+
+    /// TSYNCTXCTL.ENABLED.
+    fn tx_enabled(&self) -> bool {
+        self.tx_ctl & tsynctxctl::ENABLED != 0
+    }
+
+    /// Queue registers 0xC000/0xE000 + 0x40·n (n < 4) alias the e1000 offsets (module docs).
+    fn canonical(offset: u32) -> u32 {
+        let alias = |base: u32, e1000: u32| {
+            (base..base + 0x100)
+                .contains(&offset)
+                .then(|| e1000 + (offset - base) / 0x40 * 0x100 + (offset - base) % 0x40)
+        };
+        alias(0xC000, 0x2800)
+            .or_else(|| alias(0xE000, 0x3800))
+            .unwrap_or(offset)
+    }
+}
+
+/// The shared state's set-up for `cfg`.
+fn port_setup(cfg: &IgbConfig) -> PortSetup {
+    let part = cfg.part;
+    PortSetup {
+        name: part.name(),
+        clock: cfg.clock.clone(),
+        bar0_len: BAR0_LEN,
+        link: Link {
+            cable: cfg.cable_connected,
+            speed: cfg.link_speed,
+            up: false,
+        },
+        noise: noise::StampNoise::with_format(
+            part.time_format(),
+            cfg.stamp_quantum_ns,
+            cfg.stamp_jitter_ns,
+            cfg.seed,
+        ),
+        tx_pipeline_ns: cfg.tx_pipeline_ns,
+        map: QueueMap {
+            rx0: rdbal(0),
+            tx0: tdbal(0),
+            ivar0: IVAR0,
+        },
+        irqmap: IrqMap {
+            icr: ICR,
+            ics: ICS,
+            ims: IMS,
+            imc: IMC,
+            iam: IAM,
+            eerd: part.eerd(),
+        },
+        phy_id: part.phy_id(),
+        mac: cfg.mac,
+    }
+}
+
+impl Igb {
+    // --- Model-side controls and inspection (the shared ones are on `nic()`) ---
+
+    /// The controls and counters every model shares: cable, link speed, wire, interrupt
+    /// counters, the unimplemented-offset record.
+    pub fn nic(&self) -> &Port {
+        &self.port
+    }
+
+    /// [`Self::nic`], mutably.
+    pub fn nic_mut(&mut self) -> &mut Port {
+        &mut self.port
+    }
+
+    /// Changes the negotiated speed (raising ICR.LSC with the link up); 2.5 Gb/s is refused.
+    pub fn set_link_speed(
+        &mut self,
+        speed: LinkSpeed,
+        host: &mut dyn DeviceHost,
+    ) -> Result<(), IgbError> {
+        if speed == LinkSpeed::Mbps2500 {
+            return Err(IgbError::LinkSpeed(2500));
+        }
+        self.port.set_link_speed(speed, host);
+        Ok(())
+    }
+
+    /// Sets TSICR cause `bits` as a time-sync event would (i210/i350); an enabled cause raises
+    /// ICR.TS. The 82576 has no time-sync interrupt: nothing happens.
+    pub fn raise_tsicr(&mut self, bits: u32, host: &mut dyn DeviceHost) {
+        if self.part.has_ts_interrupt() {
+            self.tsync.raise(bits);
+            self.update_ts(host);
+        }
+    }
+
+    /// Changes the crystal's frequency error now (ppb, clamped to ±999 999 999).
+    pub fn set_osc_error_ppb(&mut self, ppb: i64) {
+        self.change_phc(|ts, t| ts.phc.set_osc_error_ppb(t, ppb));
+    }
+
+    /// The crystal's frequency error in ppb.
+    pub fn osc_error_ppb(&self) -> i64 {
+        self.tsync.phc.osc_error_ppb()
+    }
+
+    /// SYSTIM now in its ns view (82576: count >> 19), wrapping like the part's counter.
+    pub fn phc_now_ns(&self) -> u64 {
+        self.tsync.phc.ns_at(self.now())
+    }
+
+    /// SYSTIM now as the registers hold it (SYSTIMH << 32 | SYSTIML), no latching.
+    pub fn phc_raw(&self) -> u64 {
+        self.tsync.phc.raw_at(self.now())
+    }
+
+    /// The PHC law in force (what the ground-truth record publishes).
+    pub fn phc_law(&self) -> crate::phc::PhcLaw {
+        self.tsync.phc.law()
+    }
+
+    /// Whether SYSTIM counts (TSAUXC.DISABLE0 clear; the 82576 also needs a non-zero TIMINCA).
+    pub fn phc_running(&self) -> bool {
+        let running = self.tsync.phc.is_running();
+        match self.part {
+            IgbPart::E82576 => running && self.tsync.phc.timinca() >> 24 != 0,
+            _ => running,
+        }
+    }
+
+    /// TIMINCA as last written.
+    pub fn timinca(&self) -> u32 {
+        self.tsync.phc.timinca()
+    }
+
+    /// TSAUXC as last written (or its power-on value).
+    pub fn tsauxc(&self) -> u32 {
+        self.tsync.tsauxc
+    }
+
+    /// The MAC address in NVM.
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// Port resets (CTRL.RST) since power-on.
+    pub fn port_resets(&self) -> u64 {
+        self.port_resets
+    }
+
+    /// BAR0 reads of the register at `offset` since the last [`reset_counters`](Self::reset_counters).
+    pub fn reads(&self, offset: u32) -> u64 {
+        self.counters.reads(offset)
+    }
+
+    /// BAR0 writes of the register at `offset`.
+    pub fn writes(&self, offset: u32) -> u64 {
+        self.counters.writes(offset)
+    }
+
+    /// Zeroes the MMIO and interrupt counters.
+    pub fn reset_counters(&mut self) {
+        self.counters.reset();
+        self.port.irq.raised = [0; 32];
+    }
+
+    /// Whether the model of `part` implements BAR0 `offset`; accesses elsewhere are recorded.
+    pub fn implements(part: IgbPart, offset: u32) -> bool {
+        known::implemented(part, offset & !3)
+    }
+
+    /// Whether TSYNCTXCTL.VALID is set (the TX pair holds an unread stamp).
+    pub fn tx_stamp_valid(&self) -> bool {
+        self.tx_pair.valid
+    }
+
+    /// The 82576's TSYNCRXCTL.VALID (RXSTMPL/H hold an unread stamp).
+    pub fn rx_stamp_valid(&self) -> bool {
+        self.rx_pair.valid
+    }
+
+    /// Data-path and stamp counters.
+    pub fn stats(&self) -> NicStats {
+        NicStats {
+            tx_stamps_latched: self.tx_pair.latched,
+            tx_stamps_lost: self.tx_pair.lost,
+            ..self.port.stats
+        }
+    }
+}
+
+impl Device for Igb {
+    fn ids(&self) -> PciIds {
+        self.ids
+    }
+
+    fn bar_len(&self, bar: u8) -> Option<u32> {
+        match bar {
+            0 => Some(BAR0_LEN),
+            3 => Some(BAR3_LEN),
+            _ => None,
+        }
+    }
+
+    fn msix_vectors(&self) -> u16 {
+        self.part.msix_vectors()
+    }
+
+    fn read32(&mut self, bar: u8, offset: u32, host: &mut dyn DeviceHost) -> u32 {
+        let offset = offset & !3;
+        if let Some(o) = &self.observer {
+            o.bar_read();
+        }
+        match bar {
+            0 if offset < BAR0_LEN => {
+                self.counters.total_reads += 1;
+                self.counters.count_read(offset);
+                if !known::implemented(self.part, offset) {
+                    self.port.unimpl.record(offset, false);
+                }
+                self.read_bar0(Self::canonical(offset), host)
+            }
+            3 if offset < BAR3_LEN => {
+                self.counters.total_reads += 1;
+                self.msix.get(offset)
+            }
+            // Unsupported request: all ones, as on PCIe.
+            _ => u32::MAX,
+        }
+    }
+
+    fn write32(&mut self, bar: u8, offset: u32, value: u32, host: &mut dyn DeviceHost) {
+        let offset = offset & !3;
+        if let Some(o) = &self.observer {
+            o.bar_write();
+        }
+        match bar {
+            0 if offset < BAR0_LEN => {
+                self.counters.total_writes += 1;
+                self.counters.count_write(offset);
+                if !known::implemented(self.part, offset) {
+                    self.port.unimpl.record(offset, true);
+                }
+                self.write_bar0(Self::canonical(offset), value, host);
+            }
+            3 if offset < BAR3_LEN => {
+                self.counters.total_writes += 1;
+                self.msix.set(offset, value);
+            }
+            _ => {}
+        }
+    }
+
+    /// The timer registers are applied in full by the write and schedule nothing; every other
+    /// write may start engine work, so it wakes the model thread.
+    fn write_wakes_model(&self, bar: u8, offset: u32) -> bool {
+        !(bar == 0
+            && matches!(
+                offset & !3,
+                SYSTIML | SYSTIMH | TIMINCA | TIMADJL | TIMADJH | TSAUXC
+            ))
+    }
+
+    /// Link, then the TX engine, then frames that have arrived. Returns the time until the
+    /// next frame arrives, or the wire's poll interval.
+    fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
+        self.port.update_link(host);
+        tx::run_tx(self, host, false);
+        let busy = rx::run_rx(self, host);
+        self.port.report_wire_lost(self.observer.as_ref());
+        self.port.next_poll(busy)
+    }
+}

@@ -1,0 +1,143 @@
+//! BAR0 register dispatch of the igb models: the shared registers go to the [`Port`](crate::nic::Port),
+//! the time-sync block to `tsync` and the stamp pairs (module docs of `igb` and `tsync`).
+//!
+//! Read-only to software \[assumption, as on the i225 model\]: TXSTMPL/H, RXSTMPL/H, RXSATRL/H,
+//! SYSTIMR, and the VALID bits of TSYNCTXCTL and TSYNCRXCTL (hardware-owned; a write of them is
+//! ignored, only a read of the pair's high register clears VALID).
+
+use intel_regs::igb::*;
+use ptp_pci::emulated::DeviceHost;
+
+use super::{Igb, IgbPart};
+use crate::nic::CtrlWrite;
+
+impl Igb {
+    /// Whether `offset` is a time-sync register of the i210/i350 interrupt block, which the
+    /// 82576 model leaves to plain storage.
+    fn ts_irq_reg(&self, offset: u32) -> bool {
+        self.part.has_ts_interrupt() && matches!(offset, TSICR | TSIM)
+    }
+
+    /// Whether `offset` is one of the 82576's RX stamp registers.
+    fn rx_reg(&self, offset: u32) -> bool {
+        self.part == IgbPart::E82576 && matches!(offset, RXSTMPL | RXSTMPH | RXSATRL | RXSATRH)
+    }
+
+    /// What a read of BAR0 `offset` would return now, without its side effects (no
+    /// read-to-clear, no latch, no release). For tests and inspection.
+    pub fn peek(&self, offset: u32) -> u32 {
+        let offset = Self::canonical(offset & !3);
+        if let Some(v) = self.port.peek_common(offset) {
+            return v;
+        }
+        let ts = &self.tsync;
+        match offset {
+            SYSTIMR if self.part.latches_on_systimr() => ts.systimr(),
+            SYSTIML if !self.part.latches_on_systimr() => self.tsync.phc.raw_at(self.now()) as u32,
+            SYSTIML => ts.systiml(),
+            SYSTIMH => ts.systimh(),
+            TIMINCA => ts.phc.timinca(),
+            TIMADJL => ts.timadjl,
+            TIMADJH => ts.timadjh,
+            TSAUXC => ts.tsauxc,
+            TSICR if self.ts_irq_reg(offset) => ts.tsicr,
+            TSIM if self.ts_irq_reg(offset) => ts.tsim,
+            TSYNCTXCTL => self.tx_ctl | (u32::from(self.tx_pair.valid) * tsynctxctl::VALID),
+            TXSTMPL => self.tx_pair.low(),
+            TXSTMPH => self.tx_pair.high(),
+            TSYNCRXCTL if self.part == IgbPart::E82576 => {
+                let stored = self.port.regs.get(TSYNCRXCTL) & !tsyncrxctl::VALID;
+                stored | (u32::from(self.rx_pair.valid) * tsyncrxctl::VALID)
+            }
+            RXSTMPL if self.rx_reg(offset) => self.rx_pair.low(),
+            RXSTMPH if self.rx_reg(offset) => self.rx_pair.high(),
+            RXSATRL if self.rx_reg(offset) => self.rx_pair.attr.0,
+            RXSATRH if self.rx_reg(offset) => self.rx_pair.attr.1,
+            o if o < super::BAR0_LEN => self.port.regs.get(o),
+            _ => u32::MAX,
+        }
+    }
+
+    /// A BAR0 read with its side effects (§6 ICR/EICR read-to-clear, §3 SYSTIM latch, §2.4
+    /// TSICR read-to-clear, §7.5 TXSTMPH release, §8.3 RXSTMPH release).
+    pub(super) fn read_bar0(&mut self, offset: u32, host: &mut dyn DeviceHost) -> u32 {
+        if let Some(v) = self.port.read_common(offset, host) {
+            return v;
+        }
+        let t = self.now();
+        match offset {
+            SYSTIMR if self.part.latches_on_systimr() => self.tsync.read_systimr(t),
+            SYSTIML => self.tsync.read_systiml(t),
+            TSICR if self.ts_irq_reg(offset) => {
+                let v = self.tsync.read_tsicr();
+                self.update_ts(host);
+                v
+            }
+            TXSTMPH => self.tx_pair.read_high(),
+            RXSTMPH if self.rx_reg(offset) => self.rx_pair.read_high(),
+            _ => self.peek(offset),
+        }
+    }
+
+    pub(super) fn write_bar0(&mut self, offset: u32, v: u32, host: &mut dyn DeviceHost) {
+        if offset == CTRL {
+            // The reset wipes CTRL too, so the other bits of this write do not stick.
+            if self.port.write_ctrl(v, ctrl::RST, host) == CtrlWrite::Reset {
+                self.port_reset();
+            }
+            return;
+        }
+        if self.port.write_common(offset, v, host) {
+            return;
+        }
+        match offset {
+            SYSTIML => self.tsync.write_systiml(v),
+            SYSTIMH => self.change_phc(|ts, t| ts.write_systimh(t, v)),
+            TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
+            TIMADJL => self.tsync.timadjl = v,
+            TIMADJH => self.change_phc(|ts, t| ts.write_timadjh(t, v)),
+            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, v)),
+            TSICR if self.ts_irq_reg(offset) => {
+                self.tsync.write_tsicr(v);
+                self.update_ts(host);
+            }
+            TSIM if self.ts_irq_reg(offset) => {
+                self.tsync.tsim = v;
+                self.update_ts(host);
+            }
+            TSYNCTXCTL => self.tx_ctl = v & !tsynctxctl::VALID,
+            TSYNCRXCTL => {
+                self.record_rx_ts_config(v);
+                self.port.regs.set(TSYNCRXCTL, v & !tsyncrxctl::VALID);
+            }
+            SYSTIMR | TXSTMPL | TXSTMPH => {}
+            o if self.rx_reg(o) => {}
+            // Everything else is storage, including the ring registers (the engines read
+            // them when they run), SRRCTL, RXPBS, TSYNCRXCFG, ETQF and IVAR.
+            o => self.port.regs.set(o, v),
+        }
+    }
+
+    /// Records a TSYNCRXCTL value the model does not implement: an enabled TYPE other than
+    /// ALL on i210/i350 (§8.2: Linux widens every filter to ALL there), TYPE ALL or a reserved
+    /// one on the 82576 (§8.3: "TYPE_ALL is not possible on 82576").
+    fn record_rx_ts_config(&mut self, v: u32) {
+        if v & tsyncrxctl::ENABLED == 0 {
+            return;
+        }
+        let ty = v & tsyncrxctl::TYPE_MASK;
+        let modelled = match self.part {
+            IgbPart::E82576 => matches!(
+                ty,
+                tsyncrxctl::TYPE_L2_V2
+                    | tsyncrxctl::TYPE_L4_V1
+                    | tsyncrxctl::TYPE_L2_L4_V2
+                    | tsyncrxctl::TYPE_EVENT_V2
+            ),
+            _ => ty == tsyncrxctl::TYPE_ALL,
+        };
+        if !modelled {
+            self.port.unimpl.record_value(TSYNCRXCTL, v);
+        }
+    }
+}
