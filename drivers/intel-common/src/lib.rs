@@ -10,6 +10,7 @@ pub mod clock;
 pub mod daemon;
 pub mod family;
 pub mod funnel;
+pub mod igb;
 pub mod igc;
 pub mod irq;
 pub mod ring;

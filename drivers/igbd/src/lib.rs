@@ -1,0 +1,43 @@
+//! igbd: one daemon per i210/i211, i350/i354 or 82576 PCI function (DESIGN.md §1, §5).
+//!
+//! The same daemon as igcd — `intel_common::daemon`: bring-up, IRQ threads, driver channel,
+//! clock page, Redox main loop — over the igb family ([`intel_common::igb::Igb`]), whose
+//! behaviour follows the MAC the device ID names. What is igbd's own is its emulated models
+//! (`--emulate i210|i211|i350|82576`, [`options`]).
+
+pub mod options;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use intel_common::igb::Igb;
+
+pub use intel_common::daemon::Error;
+
+/// igbd's command line.
+pub type Options = intel_common::daemon::Options<Igb>;
+
+/// The daemon over the igb family.
+pub mod daemon {
+    pub use intel_common::daemon::{ClockPageSlot, EventSink, NetPort, NetSendError};
+
+    /// A brought-up igb NIC.
+    pub type Device<F> = intel_common::daemon::Device<F, intel_common::igb::Igb>;
+}
+
+/// Entry point of the `igbd` binary.
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    intel_common::daemon::main_with_args::<Igb>(args, run)
+}
+
+/// Opens the device the options name and runs the daemon until it fails.
+pub fn run(opts: Options) -> Result<(), Error> {
+    #[cfg(all(feature = "emulate", any(target_os = "linux", target_os = "redox")))]
+    if let Some(model) = opts.emulate {
+        return intel_common::daemon::run_emulated(
+            move |o: &Options| options::emulated_function(model, o),
+            opts,
+        );
+    }
+    intel_common::daemon::run_pcid(opts)
+}

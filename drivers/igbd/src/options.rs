@@ -1,0 +1,41 @@
+//! igbd's emulated models: `--emulate i210|i211|i350|82576` on ptp-emu's register-level igb
+//! model (host builds).
+
+#[cfg(feature = "emulate")]
+use crate::{Error, Options};
+
+/// Builds the emulated PCI function for `model`, cabled as `--wire` says, with its model thread
+/// running in real time.
+#[cfg(feature = "emulate")]
+pub fn emulated_function(
+    model: &str,
+    opts: &Options,
+) -> Result<ptp_pci::emulated::EmuFunction<ptp_emu::igb::Igb>, Error> {
+    let (nic, name) = emulated_model(model, opts)?;
+    Ok(opts.emulated_function(nic, name))
+}
+
+/// The model `emulated_function` serves, with its name: cabled as `--wire` says, publishing
+/// to `--truth`.
+#[cfg(feature = "emulate")]
+pub fn emulated_model(model: &str, opts: &Options) -> Result<(ptp_emu::igb::Igb, String), Error> {
+    use ptp_emu::clock::HostClock;
+    use ptp_emu::igb::{Igb, IgbConfig};
+
+    let bad = |e: ptp_emu::igb::IgbError| Error::Usage(format!("--emulate {model}: {e}"));
+    let mut cfg = IgbConfig::for_name(model, HostClock::new().source()).map_err(bad)?;
+    let setup = opts.emulated_setup(model)?;
+    cfg.mac = setup.mac;
+    cfg.osc_error_ppb = (opts.osc_ppm * 1000.0).round() as i64;
+    cfg.stamp_quantum_ns = opts.stamp_quantum_ns;
+    cfg.stamp_jitter_ns = opts.stamp_jitter_ns;
+    cfg.seed = setup.seed;
+    let mut nic = Igb::new(cfg).map_err(bad)?;
+    if let Some(w) = setup.wire {
+        nic.nic_mut().attach_wire(w);
+    }
+    if setup.truth.is_some() {
+        nic.set_observer(setup.truth);
+    }
+    Ok((nic, setup.name))
+}

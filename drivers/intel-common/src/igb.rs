@@ -1,0 +1,815 @@
+//! i210/i211, i350/i354 and 82576 (Linux `igb`) as one [`Family`] whose behaviour follows the
+//! MAC ([`Mac`]). Section numbers refer to `shared/reference/intel-timesync.md`.
+//!
+//! What differs per MAC (§3, §4, §7.5, §8):
+//! - i210/i211: SYSTIM is s:ns latched by the SYSTIMR read; written directly; stamps in s:ns;
+//!   RX stamps in the buffer; TXTS interrupt; latency compensated.
+//! - i350: a 40-bit ns counter latched by SYSTIMR, extended to 64-bit ns by a software
+//!   [`TimeCounter`] (settime and adjtime never write SYSTIM, as Linux); RX stamps in the buffer;
+//!   TXTS interrupt.
+//! - 82576: a 64-bit cycle counter (ns << 19, TIMINCA IncPeriod/IncValue) latched by SYSTIML,
+//!   through the same timecounter; no TX stamp interrupt (the daemon's time-sync thread polls
+//!   TSYNCTXCTL.VALID while a stamp is pending); RX stamps only in RXSTMPL/H, one latch held
+//!   until RXSTMPH is read, matched to frames by sequenceId (RXSATRH), the lost ones counted.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use intel_regs::ids::{self, Part};
+use intel_regs::igb::{self as r, ctrl, ctrl_ext, eecd, gpie, icr, status, timinca};
+use intel_regs::igc::txd;
+use ptp_ipc::RxFilter;
+use ptp_pci::Mmio;
+
+use crate::clock::ClockHw;
+use crate::daemon::device::{VECTOR_OTHER, VECTOR_QUEUES};
+use crate::family::{
+    Causes, Family, IrqLayout, Link, Rearm, RxFrame, keeps_rx_stamp, split_ts_header,
+};
+use crate::ring::{RxRing, TxRing};
+use crate::txts::{StampFormat, TsRegs};
+use crate::{HwError, Regs};
+
+const NS_PER_S: u64 = 1_000_000_000;
+/// Bounds of the bring-up polls (as igc: Linux waits ≤ 10 ms for AUTO_RD).
+const GIO_TIMEOUT: Duration = Duration::from_millis(800);
+const AUTO_RD_TIMEOUT: Duration = Duration::from_millis(100);
+const POLL_STEP: Duration = Duration::from_micros(100);
+/// An 82576 RX latch nobody claimed for this long is released (Linux igb_ptp_rx_hang: 5 s).
+const RX_LATCH_HANG_NS: u64 = 5 * NS_PER_S;
+
+/// The MAC behind an igb device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mac {
+    I210,
+    I350,
+    E82576,
+}
+
+impl Mac {
+    fn of(part: &Part) -> Option<Self> {
+        match part.family {
+            ids::Family::I210 => Some(Mac::I210),
+            ids::Family::I350 => Some(Mac::I350),
+            ids::Family::I82576 => Some(Mac::E82576),
+            ids::Family::Igc => None,
+        }
+    }
+
+    /// How SYSTIM counts: (width mask, fraction bits below ns) for a timecounter MAC.
+    fn counter(self) -> Option<(u64, u32)> {
+        match self {
+            Mac::I210 => None,
+            Mac::I350 => Some(((1 << r::NBITS_82580) - 1, 0)),
+            Mac::E82576 => Some((u64::MAX, timinca::TSYNC_SHIFT_82576)),
+        }
+    }
+}
+
+/// A software clock extending a hardware counter that wraps (Linux's timecounter, §3): time =
+/// the ns at the last reading plus the counter's advance since, taken modulo its width. Kept in
+/// fixed point (ns · 2^shift) so that no fraction is lost between readings. Must be read at
+/// least once per half wrap (the watchdog reads the clock every 100 ms; the shortest wrap,
+/// i350's, is 18 min).
+#[derive(Debug)]
+pub struct TimeCounter {
+    mask: u64,
+    shift: u32,
+    /// (counter at the last reading, ns · 2^shift then).
+    state: Mutex<(u64, u128)>,
+}
+
+impl TimeCounter {
+    /// A counter of `mask + 1` values, each 2^-shift ns; time 0 at count 0 until [`Self::set`].
+    pub fn new(mask: u64, shift: u32) -> Self {
+        Self {
+            mask,
+            shift,
+            state: Mutex::new((0, 0)),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, u128)> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// From now on `count` reads as `ns` (settime, and every step).
+    pub fn set(&self, count: u64, ns: u64) {
+        *self.lock() = (count & self.mask, (ns as u128) << self.shift);
+    }
+
+    /// Takes a fresh counter reading: advances the base and returns the time in ns.
+    pub fn read(&self, count: u64) -> u64 {
+        let mut g = self.lock();
+        let delta = count.wrapping_sub(g.0) & self.mask;
+        g.1 = g.1.wrapping_add(delta as u128);
+        g.0 = count & self.mask;
+        (g.1 >> self.shift) as u64
+    }
+
+    /// The time of a stamp `count` (TX or RX) without moving the base: a count up to half a wrap
+    /// behind the last reading is taken as earlier, not as a wrap ahead (stamps are usually
+    /// older than the last clock read).
+    pub fn to_ns(&self, count: u64) -> u64 {
+        let g = self.lock();
+        let ahead = count.wrapping_sub(g.0) & self.mask;
+        let fp = if ahead > self.mask / 2 {
+            let behind = g.0.wrapping_sub(count) & self.mask;
+            g.1.saturating_sub(behind as u128)
+        } else {
+            g.1 + ahead as u128
+        };
+        (fp >> self.shift) as u64
+    }
+}
+
+/// The SYSTIM clock of an igb MAC. `tc` is shared with the family, which converts stamps
+/// through it.
+#[derive(Debug, Clone)]
+pub struct IgbClock {
+    mac: Mac,
+    tc: Option<std::sync::Arc<TimeCounter>>,
+}
+
+impl IgbClock {
+    /// The raw SYSTIM count from a latched (L, H) pair.
+    fn count(&self, l: u32, h: u32) -> u64 {
+        match self.mac {
+            Mac::I350 => ((h as u64 & 0xFF) << 32) | l as u64,
+            _ => ((h as u64) << 32) | l as u64,
+        }
+    }
+}
+
+impl ClockHw for IgbClock {
+    /// SYSTIML when the SYSTIML read is the latch (82576); `None` after a SYSTIMR latch.
+    type Latch = Option<u32>;
+
+    fn max_adj_ppb(&self) -> u32 {
+        match self.mac {
+            Mac::E82576 => r::MAX_ADJ_PPB_82576,
+            _ => r::MAX_ADJ_PPB_I210,
+        }
+    }
+
+    fn max_time_ns(&self) -> u64 {
+        match self.mac {
+            Mac::I210 => u32::MAX as u64 * NS_PER_S + (NS_PER_S - 1),
+            // The timecounter's 64-bit ns.
+            _ => u64::MAX >> 1,
+        }
+    }
+
+    fn latch<M: Mmio>(&self, regs: &Regs<M>) -> Option<u32> {
+        match self.mac {
+            // "Latches on lowest register read": SYSTIMR on 82580 and later (§3).
+            Mac::I210 | Mac::I350 => {
+                let _ = regs.read(r::SYSTIMR);
+                None
+            }
+            Mac::E82576 => Some(regs.read(r::SYSTIML)),
+        }
+    }
+
+    fn finish<M: Mmio>(&self, regs: &Regs<M>, latch: Option<u32>) -> u64 {
+        let l = latch.unwrap_or_else(|| regs.read(r::SYSTIML));
+        let h = regs.read(r::SYSTIMH);
+        match &self.tc {
+            None => h as u64 * NS_PER_S + l as u64,
+            Some(tc) => tc.read(self.count(l, h)),
+        }
+    }
+
+    fn write<M: Mmio>(&self, regs: &Regs<M>, ns: u64) {
+        match &self.tc {
+            None => {
+                // L then H: the H write commits the pair.
+                regs.write(r::SYSTIML, (ns % NS_PER_S) as u32);
+                regs.write(r::SYSTIMH, (ns / NS_PER_S) as u32);
+            }
+            // Software time: the counter runs on, the timecounter is re-based (Linux
+            // timecounter_init).
+            Some(tc) => {
+                let latch = self.latch(regs);
+                let l = latch.unwrap_or_else(|| regs.read(r::SYSTIML));
+                let h = regs.read(r::SYSTIMH);
+                tc.set(self.count(l, h), ns);
+            }
+        }
+    }
+
+    fn set_freq<M: Mmio>(&self, regs: &Regs<M>, scaled_ppm: i64) {
+        regs.write(r::TIMINCA, timinca_for(self.mac, scaled_ppm));
+    }
+}
+
+/// TIMINCA for a frequency offset (§4). i210/i350: INCVALUE = (|scaled_ppm| << 13) / 15625
+/// (2^-32 ns per 8 ns tick), ISGN to slow down. 82576: IncPeriod 1 and IncValue = 16 << 19
+/// ± (ppb << 14) / 1953125, ppb = scaled_ppm · 1000 / 2^16 rounded as Linux's
+/// scaled_ppm_to_ppb. Callers range-check against max_adj, so nothing overflows.
+pub fn timinca_for(mac: Mac, scaled_ppm: i64) -> u32 {
+    match mac {
+        Mac::I210 | Mac::I350 => {
+            let rate = (scaled_ppm.unsigned_abs() << 13) / 15_625;
+            let mut v = rate as u32 & timinca::INCVALUE_MASK;
+            if scaled_ppm < 0 {
+                v |= timinca::ISGN;
+            }
+            v
+        }
+        Mac::E82576 => {
+            let ppb = ((1 + scaled_ppm as i128) * 125) >> 13;
+            let rate = ((ppb.unsigned_abs()) << 14) / 1_953_125;
+            let base = timinca::INCVALUE_82576 as i128;
+            let inc = if ppb < 0 {
+                base - rate as i128
+            } else {
+                base + rate as i128
+            };
+            timinca::INCPERIOD_82576 | (inc as u32 & timinca::INCVALUE_MASK_82576)
+        }
+    }
+}
+
+/// One igb port: the MAC, its timecounter (i350, 82576) and the 82576 RX latch bookkeeping.
+#[derive(Debug, Clone)]
+pub struct Igb {
+    mac: Mac,
+    tc: Option<std::sync::Arc<TimeCounter>>,
+    rx: std::sync::Arc<RxLatch>,
+}
+
+/// 82576 register-mode RX stamps: how many were lost, and since when a latch is held with no
+/// frame claiming it.
+#[derive(Debug, Default)]
+struct RxLatch {
+    lost: AtomicU64,
+    held_since: Mutex<Option<u64>>,
+}
+
+impl Igb {
+    /// The family for `mac`.
+    pub fn new(mac: Mac) -> Self {
+        let tc = mac
+            .counter()
+            .map(|(mask, shift)| std::sync::Arc::new(TimeCounter::new(mask, shift)));
+        Self {
+            mac,
+            tc,
+            rx: Default::default(),
+        }
+    }
+
+    pub fn mac(&self) -> Mac {
+        self.mac
+    }
+
+    /// A raw count (i350, 82576) or s:ns value (i210) in PHC ns.
+    fn raw_to_ns(&self, raw: u64) -> u64 {
+        match &self.tc {
+            None => (raw >> 32) * NS_PER_S + (raw & 0xFFFF_FFFF),
+            Some(tc) => {
+                let mask = if self.mac == Mac::I350 {
+                    (1 << r::NBITS_82580) - 1
+                } else {
+                    u64::MAX
+                };
+                tc.to_ns(raw & mask)
+            }
+        }
+    }
+}
+
+/// Identifies an igb part.
+pub fn probe(vendor: u16, device: u16) -> Result<&'static Part, HwError> {
+    ids::igb_part(vendor, device).ok_or(HwError::UnsupportedDevice { vendor, device })
+}
+
+/// Decodes STATUS: SPEED_1000, SPEED_100, else 10 Mb/s.
+pub fn link_from_status(s: u32) -> Link {
+    let speed_mbps = if s & status::SPEED_1000 != 0 {
+        1000
+    } else if s & status::SPEED_100 != 0 {
+        100
+    } else {
+        10
+    };
+    Link {
+        up: s & status::LU != 0,
+        speed_mbps,
+    }
+}
+
+/// The ICR causes a single-vector or polled driver enables (RXDMT0: the cause [`Family::kick`]
+/// raises through ICS).
+const SHARED_CAUSES: u32 =
+    icr::LSC | icr::DOUTSYNC | icr::DRSTA | icr::RXT0 | icr::TXDW | icr::RXDMT0;
+/// ICR causes of the "other" vector.
+const OTHER_CAUSES: u32 = icr::LSC | icr::TS | icr::DOUTSYNC | icr::DRSTA;
+/// SRRCTL for queue 0: 2 KB buffers, 256-byte header field, advanced one-buffer descriptors.
+const SRRCTL_BASE: u32 =
+    (2048 >> 10) | (256 << r::srrctl::BSIZEHDR_SHIFT) | r::srrctl::DESCTYPE_ADV_ONEBUF;
+
+fn ts_regs(format: StampFormat) -> TsRegs {
+    TsRegs {
+        ctl: r::TSYNCTXCTL,
+        low: &r::TXSTMPL_SETS,
+        high: &r::TXSTMPH_SETS,
+        txstmph0_quirk: false,
+        h0_clears_all: false,
+        format,
+    }
+}
+
+impl Family for Igb {
+    type Clock = IgbClock;
+    const DAEMON: &'static str = "igbd";
+    const SHORT: &'static str = "igb";
+    const MODELS: &'static [&'static str] = &["i210", "i211", "i350", "82576"];
+    const MAX_TX_SETS: u8 = 1;
+
+    fn probe(vendor: u16, device: u16) -> Result<(&'static Part, Self), HwError> {
+        let part = probe(vendor, device)?;
+        let mac = Mac::of(part).ok_or(HwError::UnsupportedDevice { vendor, device })?;
+        Ok((part, Igb::new(mac)))
+    }
+
+    fn clock(&self) -> IgbClock {
+        IgbClock {
+            mac: self.mac,
+            tc: self.tc.clone(),
+        }
+    }
+
+    fn reset<M: Mmio>(&self, regs: &Regs<M>) -> Result<(), HwError> {
+        // Stop DMA before the reset so no descriptor write lands in freed memory.
+        regs.modify(r::CTRL, ctrl::GIO_MASTER_DISABLE, 0);
+        regs.poll(
+            "GIO master disable",
+            r::STATUS,
+            status::GIO_MASTER_ENABLE,
+            0,
+            GIO_TIMEOUT,
+            POLL_STEP,
+        )?;
+        regs.write(r::IMC, u32::MAX);
+        regs.write(r::RCTL, 0);
+        regs.write(r::TCTL, r::tctl::PSP);
+        let _ = regs.read(r::STATUS);
+        regs.modify(r::CTRL, ctrl::RST, 0);
+        regs.poll(
+            "EECD.AUTO_RD after reset",
+            r::EECD,
+            eecd::AUTO_RD,
+            eecd::AUTO_RD,
+            AUTO_RD_TIMEOUT,
+            POLL_STEP,
+        )?;
+        regs.write(r::IMC, u32::MAX);
+        let _ = regs.read(r::ICR);
+        Ok(())
+    }
+
+    fn link_up<M: Mmio>(&self, regs: &Regs<M>, wait: Duration) -> Link {
+        regs.modify(r::CTRL_EXT, ctrl_ext::DRV_LOAD, 0);
+        regs.modify(r::CTRL, ctrl::SLU, ctrl::FRCSPD | ctrl::FRCDPX);
+        let s = regs
+            .poll(
+                "link up",
+                r::STATUS,
+                status::LU,
+                status::LU,
+                wait,
+                POLL_STEP * 10,
+            )
+            .unwrap_or_else(|_| regs.read(r::STATUS));
+        link_from_status(s)
+    }
+
+    fn link<M: Mmio>(&self, regs: &Regs<M>) -> Link {
+        link_from_status(regs.read(r::STATUS))
+    }
+
+    fn read_mac<M: Mmio>(&self, regs: &Regs<M>) -> [u8; 6] {
+        let lo = regs.read(r::ral(0)).to_le_bytes();
+        let hi = regs.read(r::rah(0)).to_le_bytes();
+        [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]]
+    }
+
+    fn setup_tx<M: Mmio>(&self, regs: &Regs<M>, ring: &TxRing) {
+        regs.write(r::txdctl(0), 0);
+        let _ = regs.read(r::STATUS);
+        regs.write(r::tdlen(0), ring.byte_len());
+        regs.write(r::tdbal(0), ring.bus_addr() as u32);
+        regs.write(r::tdbah(0), (ring.bus_addr() >> 32) as u32);
+        regs.write(r::tdh(0), 0);
+        regs.write(r::tdt(0), 0);
+        regs.write(r::txdctl(0), 8 | 1 << 8 | 16 << 16 | r::xdctl::QUEUE_ENABLE);
+        let tctl = regs.read(r::TCTL);
+        regs.write(
+            r::TCTL,
+            (tctl & !r::tctl::CT_MASK)
+                | r::tctl::PSP
+                | r::tctl::RTLC
+                | 15 << r::tctl::CT_SHIFT
+                | r::tctl::EN,
+        );
+    }
+
+    fn setup_rx<M: Mmio>(&self, regs: &Regs<M>, ring: &RxRing) {
+        regs.write(r::rxdctl(0), 0);
+        regs.write(r::rdbal(0), ring.bus_addr() as u32);
+        regs.write(r::rdbah(0), (ring.bus_addr() >> 32) as u32);
+        regs.write(r::rdlen(0), ring.byte_len());
+        regs.write(r::rdh(0), 0);
+        regs.write(r::rdt(0), 0);
+        regs.write(r::srrctl(0), SRRCTL_BASE);
+        regs.write(r::rxdctl(0), 8 | 8 << 8 | 4 << 16 | r::xdctl::QUEUE_ENABLE);
+        regs.write(r::rdt(0), ring.initial_tail());
+        // Promiscuous: PTP multicast addresses and the lab's frames must all reach ptpd.
+        regs.write(
+            r::RCTL,
+            r::rctl::EN
+                | r::rctl::BAM
+                | r::rctl::SECRC
+                | r::rctl::LPE
+                | r::rctl::UPE
+                | r::rctl::MPE,
+        );
+    }
+
+    fn tdt(&self) -> u32 {
+        r::tdt(0)
+    }
+
+    fn rdt(&self) -> u32 {
+        r::rdt(0)
+    }
+
+    fn enable_irqs<M: Mmio>(&self, regs: &Regs<M>, layout: IrqLayout) {
+        enable_irqs(regs, layout)
+    }
+
+    fn rearm<M: Mmio>(&self, regs: &Regs<M>, which: Rearm) {
+        let v = match which {
+            Rearm::Other => 1 << VECTOR_OTHER,
+            Rearm::Queues => 1 << VECTOR_QUEUES,
+            Rearm::Single => 1,
+        };
+        regs.write(r::EIMS, v);
+    }
+
+    fn read_causes<M: Mmio>(&self, regs: &Regs<M>) -> Causes {
+        let icr_v = regs.read(r::ICR);
+        // TSICR is read only on ICR.TS: the read clears it, no write-back (§2.4).
+        let tsicr = if icr_v & icr::TS != 0 && self.has_tx_ts_irq() {
+            regs.read(r::TSICR)
+        } else {
+            0
+        };
+        Causes {
+            time_sync: icr_v & icr::TS != 0,
+            tx_stamp: tsicr & r::tsicr::TXTS != 0,
+            link: icr_v & icr::LSC != 0,
+            other: icr_v & OTHER_CAUSES != 0,
+            any: icr_v & (SHARED_CAUSES | icr::TS) != 0,
+        }
+    }
+
+    fn kick<M: Mmio>(&self, regs: &Regs<M>, layout: IrqLayout) {
+        // As igb's watchdog raises its own vectors: EICS under MSI-X, ICS.RXDMT0 otherwise.
+        match layout {
+            IrqLayout::Split => regs.write(r::EICS, 1 << VECTOR_OTHER),
+            IrqLayout::SingleMsix => regs.write(r::EICS, 1),
+            IrqLayout::Shared => regs.write(r::ICS, icr::RXDMT0),
+        }
+    }
+
+    fn ptp_reset<M: Mmio>(&self, regs: &Regs<M>, now_ns: u64) {
+        match self.mac {
+            // The counter powers on stopped (TIMINCA 0): IncPeriod 1, IncValue 16 << 19.
+            Mac::E82576 => regs.write(
+                r::TIMINCA,
+                timinca::INCPERIOD_82576 | timinca::INCVALUE_82576,
+            ),
+            // TSAUXC powers on with DISABLE0: SYSTIM counts only once it is cleared.
+            Mac::I210 | Mac::I350 => {
+                regs.write(r::TSAUXC, 0);
+                regs.write(r::TSSDP, 0);
+                regs.write(r::TSIM, r::tsicr::TXTS);
+                regs.modify(r::IMS, icr::TS, 0);
+            }
+        }
+        let clock = self.clock();
+        clock.write(regs, now_ns.min(clock.max_time_ns()));
+    }
+
+    fn ts_regs(&self) -> TsRegs {
+        ts_regs(match self.mac {
+            Mac::I210 => StampFormat::SecNs,
+            _ => StampFormat::Raw,
+        })
+    }
+
+    fn tsynctxctl_on(&self) -> u32 {
+        r::tsynctxctl::ENABLED
+    }
+
+    fn tx_tstamp_cmd(&self, _set: u8) -> u32 {
+        // One pair: no set select bits.
+        txd::MAC_TSTAMP
+    }
+
+    fn has_tx_ts_irq(&self) -> bool {
+        self.mac != Mac::E82576
+    }
+
+    fn tx_stamp_ns(&self, raw: u64) -> u64 {
+        match self.mac {
+            Mac::I210 => raw,
+            _ => self.raw_to_ns(raw),
+        }
+    }
+
+    fn rx_filters(&self) -> &'static [RxFilter] {
+        match self.mac {
+            // EVENT_V2 with the L2 ethertype filter only (§8.3; no UDP queue filters here).
+            Mac::E82576 => &[RxFilter::None, RxFilter::PtpV2L2Event],
+            _ => &[
+                RxFilter::None,
+                RxFilter::All,
+                RxFilter::PtpV2Event,
+                RxFilter::PtpV2L2Event,
+                RxFilter::PtpV2L4Event,
+            ],
+        }
+    }
+
+    fn check_rx_filter(&self, filter: RxFilter) -> Result<(), HwError> {
+        if self.rx_filters().contains(&filter) {
+            Ok(())
+        } else if self.mac == Mac::E82576 {
+            Err(HwError::Unsupported(
+                "82576 stamps L2 PTPv2 event frames only",
+            ))
+        } else {
+            Err(HwError::Unsupported("PTPv1 RX timestamping"))
+        }
+    }
+
+    fn apply_rx_filter<M: Mmio>(&self, regs: &Regs<M>, filter: RxFilter) -> Result<(), HwError> {
+        self.check_rx_filter(filter)?;
+        match self.mac {
+            Mac::E82576 => apply_rx_filter_82576(regs, filter),
+            _ => apply_rx_filter_in_buffer(self.mac, regs, filter),
+        }
+        Ok(())
+    }
+
+    fn rx_frame<'a, M: Mmio>(
+        &self,
+        regs: &Regs<M>,
+        filter: RxFilter,
+        status: u32,
+        buf: &'a [u8],
+        rx_latency_ns: u64,
+    ) -> RxFrame<'a> {
+        match self.mac {
+            Mac::E82576 => self.rx_frame_82576(regs, filter, status, buf),
+            _ => {
+                let (raw, frame) = split_ts_header(status, r::rxd::STAT_TSIP, buf);
+                if ptp_ipc::frame::classify(frame).is_none() {
+                    return RxFrame::Other { frame };
+                }
+                let rx_ns = raw
+                    .filter(|_| keeps_rx_stamp(filter, frame))
+                    .map(|raw| self.raw_to_ns(raw).saturating_sub(rx_latency_ns));
+                RxFrame::Ptp { rx_ns, frame }
+            }
+        }
+    }
+
+    fn rx_stamps_lost(&self) -> u64 {
+        self.rx.lost.load(Ordering::Relaxed)
+    }
+
+    fn watchdog<M: Mmio>(&self, regs: &Regs<M>, now_ns: u64) {
+        if self.mac == Mac::E82576 {
+            self.rx_latch_hang(regs, now_ns);
+        }
+    }
+
+    fn latency_ns(&self, speed_mbps: u32) -> (u64, u64) {
+        match self.mac {
+            Mac::I210 => {
+                let (tx, rx) = r::latency_ns_i210(speed_mbps);
+                (tx as u64, rx as u64)
+            }
+            // Linux compensates the i210 only; the models stamp the others uncompensated.
+            _ => (0, 0),
+        }
+    }
+}
+
+/// Interrupt routing (§6), as igc's at the igb offsets: MSI-X with the "other" causes on
+/// [`VECTOR_OTHER`] and queue 0 on [`VECTOR_QUEUES`], one MSI-X vector, or plain ICR.
+fn enable_irqs<M: Mmio>(regs: &Regs<M>, layout: IrqLayout) {
+    let msix = gpie::NSICR | gpie::MSIX_MODE | gpie::EIAME | gpie::PBA;
+    let (other, queues) = match layout {
+        IrqLayout::Split => (VECTOR_OTHER as u32, VECTOR_QUEUES as u32),
+        IrqLayout::SingleMsix => (0, 0),
+        IrqLayout::Shared => {
+            regs.write(r::GPIE, gpie::NSICR);
+            regs.write(r::IMS, SHARED_CAUSES);
+            return;
+        }
+    };
+    regs.write(r::GPIE, msix);
+    regs.write(r::IVAR_MISC, (other | r::IVAR_VALID) << 8);
+    let q = queues | r::IVAR_VALID;
+    regs.write(r::IVAR0, q | q << 8);
+    let mask = (1u32 << other) | (1u32 << queues);
+    regs.modify(r::EIAC, mask, 0);
+    regs.modify(r::EIAM, mask, 0);
+    regs.write(r::EIMS, mask);
+    regs.write(r::IMS, icr::LSC | icr::DOUTSYNC | icr::DRSTA);
+}
+
+/// i210/i350: every frame stamped into the buffer (TYPE_ALL, SRRCTL.TIMESTAMP, and on i210
+/// RXPBS.CFG_TS_EN, §8.2); the driver keeps the stamps the filter asks for.
+fn apply_rx_filter_in_buffer<M: Mmio>(mac: Mac, regs: &Regs<M>, filter: RxFilter) {
+    let i210 = mac == Mac::I210;
+    if filter == RxFilter::None {
+        regs.write(r::TSYNCRXCTL, 0);
+        regs.write(r::srrctl(0), SRRCTL_BASE);
+        if i210 {
+            regs.modify(r::RXPBS, 0, r::rxpbs::CFG_TS_EN);
+        }
+        return;
+    }
+    if i210 {
+        regs.modify(r::RXPBS, r::rxpbs::CFG_TS_EN, 0);
+    }
+    regs.write(r::srrctl(0), SRRCTL_BASE | r::srrctl::TIMESTAMP);
+    regs.write(
+        r::TSYNCRXCTL,
+        r::tsyncrxctl::ENABLED | r::tsyncrxctl::TYPE_ALL,
+    );
+}
+
+/// 82576: EVENT_V2 with the 1588 ethertype filter (§8.3), or off.
+fn apply_rx_filter_82576<M: Mmio>(regs: &Regs<M>, filter: RxFilter) {
+    let f = r::etqf(r::etqf::FILTER_1588);
+    if filter == RxFilter::None {
+        regs.write(r::TSYNCRXCTL, 0);
+        regs.write(f, 0);
+        return;
+    }
+    regs.write(
+        f,
+        r::etqf::FILTER_ENABLE | r::etqf::F1588 | ptp_ipc::frame::ETHERTYPE_PTP as u32,
+    );
+    regs.write(
+        r::TSYNCRXCTL,
+        r::tsyncrxctl::ENABLED | r::tsyncrxctl::TYPE_EVENT_V2,
+    );
+    let _ = regs.read(r::RXSTMPH); // release a stale latch
+}
+
+/// sequenceId of a PTP frame (header bytes 30–31).
+fn sequence_id(frame: &[u8]) -> Option<u16> {
+    let at = ptp_ipc::frame::classify(frame)?.offset + 30;
+    Some(u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]))
+}
+
+impl Igb {
+    /// 82576 register-mode RX: a frame whose descriptor says TS owns the latch if RXSATRH's
+    /// sequenceId is its own; reading RXSTMPH releases the latch either way. A frame the filter
+    /// wants that finds no stamp (the latch was held by an earlier frame, or held another
+    /// frame's stamp) is counted lost.
+    fn rx_frame_82576<'a, M: Mmio>(
+        &self,
+        regs: &Regs<M>,
+        filter: RxFilter,
+        status: u32,
+        frame: &'a [u8],
+    ) -> RxFrame<'a> {
+        if ptp_ipc::frame::classify(frame).is_none() {
+            return RxFrame::Other { frame };
+        }
+        let wanted = keeps_rx_stamp(filter, frame);
+        let mut rx_ns = None;
+        if status & r::rxd::STAT_TS != 0 {
+            let seq = (regs.read(r::RXSATRH) >> 16) as u16;
+            let l = regs.read(r::RXSTMPL);
+            let h = regs.read(r::RXSTMPH);
+            *self.rx.held_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            if Some(seq) == sequence_id(frame) {
+                rx_ns = Some(self.raw_to_ns((h as u64) << 32 | l as u64));
+            }
+        }
+        if wanted && rx_ns.is_none() {
+            self.rx.lost.fetch_add(1, Ordering::Relaxed);
+            log::debug!("82576: PTP event frame without its RX stamp (latch held or taken)");
+        }
+        RxFrame::Ptp {
+            rx_ns: rx_ns.filter(|_| wanted),
+            frame,
+        }
+    }
+
+    /// Releases an RX latch held longer than [`RX_LATCH_HANG_NS`] with no frame claiming it
+    /// (its frame was dropped), counting the stamp lost.
+    fn rx_latch_hang<M: Mmio>(&self, regs: &Regs<M>, now_ns: u64) {
+        let mut since = self.rx.held_since.lock().unwrap_or_else(|e| e.into_inner());
+        if regs.read(r::TSYNCRXCTL) & r::tsyncrxctl::VALID == 0 {
+            *since = None;
+            return;
+        }
+        match *since {
+            None => *since = Some(now_ns),
+            Some(t) if now_ns.saturating_sub(t) > RX_LATCH_HANG_NS => {
+                let _ = regs.read(r::RXSTMPH);
+                *since = None;
+                self.rx.lost.fetch_add(1, Ordering::Relaxed);
+                log::warn!("82576: RX stamp latch held for 5 s with no frame; released");
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timinca_i210_matches_linux_formula() {
+        // +1 ppm = 65536 scaled_ppm: (65536 << 13) / 15625 = 34359.
+        assert_eq!(timinca_for(Mac::I210, 65_536), 34_359);
+        assert_eq!(timinca_for(Mac::I350, -65_536), 34_359 | timinca::ISGN);
+        assert_eq!(timinca_for(Mac::I210, 0), 0);
+        let max = crate::clock::ppb_to_scaled_ppm(r::MAX_ADJ_PPB_I210 as f64);
+        assert_eq!(timinca_for(Mac::I210, max) & timinca::ISGN, 0);
+    }
+
+    #[test]
+    fn timinca_82576_is_nominal_plus_the_ppb_term() {
+        let nominal = timinca::INCPERIOD_82576 | timinca::INCVALUE_82576;
+        assert_eq!(nominal, 0x0180_0000);
+        assert_eq!(timinca_for(Mac::E82576, 0), nominal);
+        // +1 ppm: ppb 1000 → (1000 << 14) / 1953125 = 8 units of 2^-19 ns per 16 ns.
+        assert_eq!(timinca_for(Mac::E82576, 65_536), nominal + 8);
+        assert_eq!(timinca_for(Mac::E82576, -65_536), nominal - 8);
+        // +100 ppm: (100000 << 14) / 1953125 = 838.
+        assert_eq!(timinca_for(Mac::E82576, 100 * 65_536), nominal + 838);
+        // max_adj keeps IncValue inside its 24 bits and IncPeriod untouched.
+        let max = crate::clock::ppb_to_scaled_ppm(r::MAX_ADJ_PPB_82576 as f64);
+        assert_eq!(timinca_for(Mac::E82576, max) >> 24, 1);
+        assert_eq!(timinca_for(Mac::E82576, -max) >> 24, 1);
+    }
+
+    #[test]
+    fn timecounter_extends_a_wrapping_counter() {
+        // A 40-bit ns counter (i350): set near the wrap, read across it.
+        let mask = (1u64 << 40) - 1;
+        let tc = TimeCounter::new(mask, 0);
+        tc.set(mask - 10, 5_000_000_000_000);
+        assert_eq!(tc.read(mask), 5_000_000_000_010);
+        assert_eq!(tc.read(5), 5_000_000_000_016);
+        // A stamp taken just before the last reading is earlier, not a wrap ahead.
+        assert_eq!(tc.to_ns(mask - 1), 5_000_000_000_009);
+        assert_eq!(tc.to_ns(100), 5_000_000_000_111);
+    }
+
+    #[test]
+    fn timecounter_keeps_the_fraction_of_a_shifted_count() {
+        // 82576: 2^-19 ns units over the full 64 bits, wrapping.
+        let tc = TimeCounter::new(u64::MAX, 19);
+        let start = u64::MAX - (3 << 19) + 1;
+        tc.set(start, 1_000);
+        // Half a ns at a time: no half may be lost between readings.
+        let mut c = start;
+        for _ in 0..20 {
+            c = c.wrapping_add(1 << 18);
+            tc.read(c);
+        }
+        assert!(c < start, "the count wrapped");
+        assert_eq!(tc.read(c), 1_010);
+    }
+
+    #[test]
+    fn probe_knows_every_family_member() {
+        for (dev, mac) in [
+            (0x1533, Mac::I210),
+            (0x1539, Mac::I210),
+            (0x1521, Mac::I350),
+            (0x10C9, Mac::E82576),
+        ] {
+            let (_, f) = <Igb as Family>::probe(0x8086, dev).unwrap();
+            assert_eq!(f.mac(), mac);
+        }
+        assert!(<Igb as Family>::probe(0x8086, 0x15F2).is_err());
+    }
+}
