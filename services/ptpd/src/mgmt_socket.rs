@@ -1,9 +1,14 @@
 //! Linux host: IEEE 1588 management over a local Unix datagram socket, the way ptp4l offers
-//! `/var/run/ptp4l` to `pmc -u`. Requests are answered from the engine's latest
-//! [`MgmtSnapshot`](crate::ptp::manage::MgmtSnapshot); nothing is settable yet, so every SET
-//! gets NOT_SUPPORTED whoever sends it.
+//! `/var/run/ptp4l` to `pmc -u`. GETs are answered from the engine's latest
+//! [`MgmtSnapshot`](crate::ptp::manage::MgmtSnapshot); SETs go to the engine thread, which
+//! carries out what the configuration allows for a privileged peer: root or one of
+//! `privileged_uids`, as the clock scheme decides, from the sender's credentials that the
+//! kernel attaches to each datagram (SO_PASSCRED / SCM_CREDENTIALS: a datagram socket has no
+//! connected peer for SO_PEERCRED).
 
 use std::io::ErrorKind;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -13,13 +18,25 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::ptp::PtpStatusBoard;
+use crate::ptp::engine::MgmtHandle;
 use crate::ptp::manage::Outcome;
-use crate::ptp::mgmt;
+use crate::ptp::mgmt::{self, Action};
+use crate::scheme::may_write;
 
 /// How long a receive waits before the loop looks at its stop flag.
 const POLL: Duration = Duration::from_millis(200);
 /// A requester that does not drain its socket is not waited for.
 const SEND_TIMEOUT: Duration = Duration::from_millis(100);
+/// How long a SET waits for the engine thread (pmc itself waits about 100 ms per answer).
+const ENGINE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Who may SET, and who carries the SETs out.
+#[derive(Clone)]
+pub struct SetAccess {
+    pub engine: MgmtHandle,
+    /// Besides root (the configuration's `privileged_uids`).
+    pub privileged_uids: Vec<u32>,
+}
 
 /// What the server has done, for tests and diagnostics.
 #[derive(Debug, Default)]
@@ -29,6 +46,8 @@ pub struct MgmtCounters {
     pub malformed: AtomicU64,
     /// Requests for another domain or clock, or before the instance started (dropped).
     pub ignored: AtomicU64,
+    /// SETs the engine did not answer in time (dropped).
+    pub engine_timeouts: AtomicU64,
 }
 
 /// The running server; dropping it stops the thread and removes the socket file.
@@ -40,8 +59,13 @@ pub struct MgmtServer {
 }
 
 impl MgmtServer {
-    /// Binds `path` (replacing a stale socket file) and serves requests from `board`.
-    pub fn start(path: &Path, board: PtpStatusBoard) -> Result<Self, String> {
+    /// Binds `path` (replacing a stale socket file) and serves requests from `board`; SETs
+    /// through `set` (without it every SET gets NOT_SUPPORTED).
+    pub fn start(
+        path: &Path,
+        board: PtpStatusBoard,
+        set: Option<SetAccess>,
+    ) -> Result<Self, String> {
         // A stale socket from an earlier run is replaced; any other file is left alone (and
         // the bind below fails on it).
         if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
@@ -51,13 +75,14 @@ impl MgmtServer {
             .map_err(|e| format!("management socket {}: {e}", path.display()))?;
         sock.set_read_timeout(Some(POLL))
             .and_then(|()| sock.set_write_timeout(Some(SEND_TIMEOUT)))
+            .and_then(|()| pass_credentials(&sock))
             .map_err(|e| format!("management socket {}: {e}", path.display()))?;
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(MgmtCounters::default());
         let (s, c) = (stop.clone(), counters.clone());
         let thread = std::thread::Builder::new()
             .name("mgmt".into())
-            .spawn(move || serve(&sock, &board, &s, &c))
+            .spawn(move || serve(&sock, &board, set.as_ref(), &s, &c))
             .map_err(|e| format!("management thread: {e}"))?;
         log::info!("management (pmc -u) on {}", path.display());
         Ok(Self {
@@ -79,10 +104,16 @@ impl Drop for MgmtServer {
     }
 }
 
-fn serve(sock: &UnixDatagram, board: &PtpStatusBoard, stop: &AtomicBool, c: &MgmtCounters) {
+fn serve(
+    sock: &UnixDatagram,
+    board: &PtpStatusBoard,
+    set: Option<&SetAccess>,
+    stop: &AtomicBool,
+    c: &MgmtCounters,
+) {
     let mut buf = [0u8; 1500];
     while !stop.load(Ordering::Relaxed) {
-        let (n, peer) = match sock.recv_from(&mut buf) {
+        let (n, peer, uid) = match recv_with_uid(sock, &mut buf) {
             Ok(r) => r,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
             Err(e) => {
@@ -99,18 +130,111 @@ fn serve(sock: &UnixDatagram, board: &PtpStatusBoard, stop: &AtomicBool, c: &Mgm
                 continue;
             }
         };
-        let outcome = board.mgmt().map_or(Outcome::Ignore, |s| s.answer(&req));
-        let (Outcome::Reply(replies), Some(to)) = (outcome, peer.as_pathname()) else {
+        let outcome = match set {
+            Some(set) if req.action == Action::Set => {
+                let privileged = uid.is_some_and(|u| may_write(u, &set.privileged_uids));
+                set.engine
+                    .request(req, privileged, ENGINE_TIMEOUT)
+                    .unwrap_or_else(|| {
+                        c.engine_timeouts.fetch_add(1, Ordering::Relaxed);
+                        Outcome::Ignore
+                    })
+            }
+            _ => board.mgmt().map_or(Outcome::Ignore, |s| s.answer(&req)),
+        };
+        let (Outcome::Reply(replies), Some(to)) = (outcome, peer) else {
             c.ignored.fetch_add(1, Ordering::Relaxed);
             continue;
         };
         for r in replies {
-            if let Err(e) = sock.send_to(&r, to) {
+            if let Err(e) = sock.send_to(&r, &to) {
                 log::debug!("management reply to {}: {e}", to.display());
             }
         }
         c.answered.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Asks the kernel to attach the sender's credentials to every datagram received.
+fn pass_credentials(sock: &UnixDatagram) -> std::io::Result<()> {
+    let on: libc::c_int = 1;
+    // Safety: the fd is a live socket owned by `sock`; the option value is a c_int that
+    // outlives the call, and its size is passed with it.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&raw const on).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// One datagram: its length, the sender's bound path (`None`: unnamed, cannot be answered)
+/// and the sender's uid from SCM_CREDENTIALS (`None` if the kernel attached none).
+fn recv_with_uid(
+    sock: &UnixDatagram,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, Option<PathBuf>, Option<u32>)> {
+    // Safety: sockaddr_un is a plain C struct; all-zero is a valid (empty) value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    // Safety: msghdr is a plain C struct (null pointers, zero lengths); filled in below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // u64 elements: cmsghdr alignment. Room for one SCM_CREDENTIALS (32 bytes) and more.
+    let mut control = [0u64; 16];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    msg.msg_name = (&raw mut addr).cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of_val(&control);
+    // Safety: every pointer in `msg` refers to a live local (`addr`, `iov` over `buf`,
+    // `control`) with the length given beside it; recvmsg writes only within those.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &raw mut msg, 0) };
+    let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
+    Ok((n, peer_path(&addr, msg.msg_namelen), sender_uid(&msg)))
+}
+
+/// The pathname of a sender's address (abstract and unnamed addresses have none).
+fn peer_path(addr: &libc::sockaddr_un, len: libc::socklen_t) -> Option<PathBuf> {
+    let base = std::mem::offset_of!(libc::sockaddr_un, sun_path);
+    let len = (len as usize).checked_sub(base)?.min(addr.sun_path.len());
+    let raw: Vec<u8> = addr.sun_path[..len].iter().map(|&c| c as u8).collect();
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    (end > 0).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&raw[..end])))
+}
+
+/// The uid in a received message's SCM_CREDENTIALS, if any.
+fn sender_uid(msg: &libc::msghdr) -> Option<u32> {
+    // Safety: `msg` was filled by recvmsg, so its control buffer and length describe the
+    // control messages the kernel wrote; CMSG_FIRSTHDR/NXTHDR stay within them, and a
+    // ucred is read (unaligned) only from a header of that type whose length covers it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            let h = &*c;
+            let need = libc::CMSG_LEN(size_of::<libc::ucred>() as u32) as usize;
+            if h.cmsg_level == libc::SOL_SOCKET
+                && h.cmsg_type == libc::SCM_CREDENTIALS
+                && h.cmsg_len as usize >= need
+            {
+                let cred: libc::ucred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                return Some(cred.uid);
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -124,12 +248,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("not-a-socket");
         std::fs::write(&file, b"keep").unwrap();
-        assert!(MgmtServer::start(&file, PtpStatusBoard::new(1)).is_err());
+        assert!(MgmtServer::start(&file, PtpStatusBoard::new(1), None).is_err());
         assert_eq!(std::fs::read(&file).unwrap(), b"keep");
         let stale = dir.join("ptp4l");
         drop(UnixDatagram::bind(&stale).unwrap());
         assert!(stale.exists());
-        let server = MgmtServer::start(&stale, PtpStatusBoard::new(1)).unwrap();
+        let server = MgmtServer::start(&stale, PtpStatusBoard::new(1), None).unwrap();
         drop(server);
         assert!(!stale.exists());
         let _ = std::fs::remove_dir_all(&dir);

@@ -37,11 +37,17 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn run(config: Config) -> Result<(), String> {
     // The PTP engine runs alongside the clock scheme for the life of the process.
-    let (scheme, _engine) = crate::service::start(&config, |c| UnixConnector(c.channel.clone()))?;
+    let (scheme, engine) = crate::service::start(&config, |c| UnixConnector(c.channel.clone()))?;
+    let set = engine.as_ref().map(|e| crate::mgmt_socket::SetAccess {
+        engine: e.manager(),
+        privileged_uids: config.privileged_uids.clone(),
+    });
     let _mgmt = match (&config.management_socket, scheme.ptp_status()) {
-        (Some(path), Some(board)) => {
-            Some(crate::mgmt_socket::MgmtServer::start(path, board.clone())?)
-        }
+        (Some(path), Some(board)) => Some(crate::mgmt_socket::MgmtServer::start(
+            path,
+            board.clone(),
+            set,
+        )?),
         _ => None,
     };
     let listener = SeqpacketListener::bind(&config.socket)

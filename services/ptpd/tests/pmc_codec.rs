@@ -196,7 +196,7 @@ fn pmc_decodes_every_supported_data_set() {
 
 #[test]
 fn pmc_reads_not_supported() {
-    let out = run_pmc("err", &["GET PRIORITY1"]);
+    let out = run_pmc("err", &["GET GRANDMASTER_SETTINGS_NP"]);
     // This pmc prints the TLV type of an error reply but not its error id.
     assert!(
         out.contains("001b21.fffe.000001-1 seq 0 RESPONSE MANAGEMENT_ERROR_STATUS"),

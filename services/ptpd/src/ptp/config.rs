@@ -20,6 +20,9 @@
 //! max_frequency = 500000         # ppb, clamp of every frequency adjustment
 //! step_threshold = 0.001         # s, the Kalman filter's step threshold
 //! utc_offset = 37                # what the grandmaster announces (see ptp/mod.rs)
+//! management_settable = ["priority1", "priority2"]   # what a management SET may change
+//!                                # (default: nothing); only privileged peers may SET
+//! management_network_set = false # honour SETs arriving on the PTP ports (pmc -2/-4)
 //!
 //! [[clock]]
 //! name = "igc0"
@@ -203,6 +206,11 @@ pub struct PtpSection {
     pub delay_asymmetry: Option<i64>,
     pub tx_timestamp_timeout: Option<u64>,
     pub max_frequency: Option<u32>,
+    /// What a management SET may change (`"priority1"`, `"priority2"`); default nothing.
+    pub management_settable: Option<Vec<String>>,
+    /// Whether SETs arriving on the PTP ports (`pmc -2` / `-4`, which carry no credentials) are
+    /// honoured; default no (only the local management socket's privileged peers may SET).
+    pub management_network_set: Option<bool>,
 }
 
 impl PtpSection {
@@ -253,6 +261,15 @@ impl Default for TimeProperties {
     }
 }
 
+/// What management SETs may change, and from where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MgmtPolicy {
+    pub priority1: bool,
+    pub priority2: bool,
+    /// SETs from the network count as privileged.
+    pub network_set: bool,
+}
+
 /// Instance-wide settings, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceSettings {
@@ -265,6 +282,7 @@ pub struct InstanceSettings {
     pub summary_interval: i8,
     pub step_threshold: Option<f64>,
     pub time_properties: TimeProperties,
+    pub management: MgmtPolicy,
     /// Seeds the ports' random generators (announce and delay-request jitter) for reproducible
     /// tests; `None` in production (entropy). Not a configuration key.
     pub rng_seed: Option<u64>,
@@ -281,6 +299,7 @@ impl Default for InstanceSettings {
             summary_interval: 0,
             step_threshold: None,
             time_properties: TimeProperties::default(),
+            management: MgmtPolicy::default(),
             rng_seed: None,
         }
     }
@@ -478,6 +497,28 @@ fn resolve_port(clock: usize, name: &str, o: &PortOptions) -> Result<PortSetting
     Ok(p)
 }
 
+fn resolve_management(g: &PtpSection) -> Result<MgmtPolicy, PtpConfigError> {
+    let mut m = MgmtPolicy {
+        network_set: g.management_network_set.unwrap_or(false),
+        ..MgmtPolicy::default()
+    };
+    for name in g.management_settable.iter().flatten() {
+        match name.as_str() {
+            "priority1" => m.priority1 = true,
+            "priority2" => m.priority2 = true,
+            other => {
+                return Err(PtpConfigError::Unsupported {
+                    section: "[ptp]".into(),
+                    key: "management_settable",
+                    value: other.into(),
+                    supported: "\"priority1\", \"priority2\"",
+                });
+            }
+        }
+    }
+    Ok(m)
+}
+
 /// Validates `[ptp]` and the clocks' overrides. `clocks` = (name, per-clock options) in
 /// `[[clock]]` order. `Ok(None)`: PTP disabled.
 pub fn resolve(
@@ -522,6 +563,7 @@ pub fn resolve(
     tp.time_traceable = g.time_traceable.unwrap_or(tp.time_traceable);
     tp.frequency_traceable = g.frequency_traceable.unwrap_or(tp.frequency_traceable);
     tp.time_source = g.time_source.unwrap_or(tp.time_source);
+    inst.management = resolve_management(g)?;
 
     let defaults = g.port_defaults();
     // Validate the defaults even when every clock overrides them, so a typo never hides.
@@ -583,5 +625,30 @@ mod tests {
         assert!(ip.is_link_local());
         assert_eq!(ip, Ipv4Addr::new(169, 254, 2, 7));
         assert_eq!(derive_source_ip([0; 6]), Ipv4Addr::new(169, 254, 1, 0));
+    }
+
+    #[test]
+    fn management_policy_names_what_is_settable() {
+        let clocks = [("a".to_string(), None)];
+        let resolve_toml = |t: &str| {
+            let g: PtpSection = toml::from_str(t).unwrap();
+            resolve(Some(&g), &clocks).map(|s| s.unwrap().instance.management)
+        };
+        assert_eq!(resolve_toml(""), Ok(MgmtPolicy::default()));
+        assert_eq!(
+            resolve_toml("management_settable = [\"priority2\"]\nmanagement_network_set = true"),
+            Ok(MgmtPolicy {
+                priority1: false,
+                priority2: true,
+                network_set: true,
+            })
+        );
+        assert!(matches!(
+            resolve_toml("management_settable = [\"priority1\", \"domainNumber\"]"),
+            Err(PtpConfigError::Unsupported {
+                key: "management_settable",
+                ..
+            })
+        ));
     }
 }

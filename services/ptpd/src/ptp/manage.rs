@@ -1,8 +1,9 @@
 //! Management answers: a read-only snapshot of the engine's data sets (published by the
-//! engine thread, read by whatever transport carries management requests) and the rules for
-//! answering a decoded request from it. SET and COMMAND are refused with NOT_SUPPORTED:
-//! nothing is settable yet.
+//! engine thread, read by whatever transport carries management requests), the rules for
+//! answering a decoded request from it, and the decision on a SET ([`decide_set`]), which the
+//! engine carries out. COMMAND is refused with NOT_SUPPORTED.
 
+use super::config::MgmtPolicy;
 use super::mgmt::{
     self, Action, CurrentDataSet, DefaultDataSet, ErrorId, MgmtRequest, ParentDataSet, PortDataSet,
     PortIdentity, PortPropertiesNp, TimePropertiesDataSet, TimeStatusNp, id,
@@ -35,31 +36,83 @@ pub enum Outcome {
     Ignore,
 }
 
+/// A change a SET asks for, once allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetOp {
+    Priority1(u8),
+    Priority2(u8),
+}
+
+impl SetOp {
+    /// The dataField of the RESPONSE (the value now in force, and the reserved octet).
+    pub fn data(self) -> [u8; 2] {
+        match self {
+            Self::Priority1(v) | Self::Priority2(v) => [v, 0],
+        }
+    }
+}
+
+/// Decides a SET addressed to this clock: the change to make, or the error to answer with.
+/// `privileged`: the transport vouches for the requester (the local socket's peer is root or
+/// in `privileged_uids`; network SETs only with `management_network_set`). Ids ptpd cannot
+/// set at all, and any SET from an unprivileged requester, get NOT_SUPPORTED; a settable id
+/// the configuration does not list gets NOT_SETABLE.
+pub fn decide_set(
+    req: &MgmtRequest,
+    privileged: bool,
+    policy: &MgmtPolicy,
+) -> Result<SetOp, ErrorId> {
+    let allowed = match req.management_id {
+        id::PRIORITY1 => policy.priority1,
+        id::PRIORITY2 => policy.priority2,
+        _ => return Err(ErrorId::NotSupported),
+    };
+    if !privileged {
+        return Err(ErrorId::NotSupported);
+    }
+    if !allowed {
+        return Err(ErrorId::NotSetable);
+    }
+    // priority1/priority2 and a reserved octet (IEEE 1588 15.5.3.4.4); pmc sends both.
+    let [v, _] = req.data[..] else {
+        return Err(ErrorId::WrongLength);
+    };
+    Ok(match req.management_id {
+        id::PRIORITY1 => SetOp::Priority1(v),
+        _ => SetOp::Priority2(v),
+    })
+}
+
 impl MgmtSnapshot {
-    fn clock_port(&self) -> PortIdentity {
-        // Clock-level data sets come from port 0, as ptp4l answers them.
+    /// The identity clock-level replies come from: port 0, as ptp4l answers them.
+    pub fn clock_port(&self) -> PortIdentity {
         PortIdentity {
             clock: self.default.clock_identity,
             port: 0,
         }
     }
 
-    /// Answers `req` (already decoded) from this snapshot.
+    /// Whether `req` is a request (GET, SET, COMMAND) in our domain addressed to this clock.
+    pub fn for_us(&self, req: &MgmtRequest) -> bool {
+        let clock = self.default.clock_identity;
+        req.domain == self.default.domain
+            && matches!(req.action, Action::Get | Action::Set | Action::Command)
+            && (req.target.clock == [0xFF; 8] || req.target.clock == clock)
+    }
+
+    /// Answers `req` (already decoded) from this snapshot; a SET gets NOT_SUPPORTED here (the
+    /// engine answers the SETs it allows itself, see [`decide_set`]).
     pub fn answer(&self, req: &MgmtRequest) -> Outcome {
-        if req.domain != self.default.domain
-            || !matches!(req.action, Action::Get | Action::Set | Action::Command)
-        {
+        if !self.for_us(req) {
             return Outcome::Ignore;
         }
         let clock = self.clock_port();
-        let clock_addressed = req.target.clock == [0xFF; 8] || req.target.clock == clock.clock;
-        if !clock_addressed {
-            return Outcome::Ignore;
-        }
         if req.action != Action::Get {
             return Outcome::Reply(vec![mgmt::build_error(req, clock, ErrorId::NotSupported)]);
         }
         let clock_data = match req.management_id {
+            id::PRIORITY1 => Some(vec![self.default.priority1, 0]),
+            id::PRIORITY2 => Some(vec![self.default.priority2, 0]),
             id::DEFAULT_DATA_SET => Some(self.default.encode()),
             id::CURRENT_DATA_SET => Some(self.current.encode()),
             id::PARENT_DATA_SET => Some(self.parent.encode()),
@@ -221,7 +274,7 @@ mod tests {
 
     #[test]
     fn set_and_unknown_ids_get_not_supported() {
-        for (action, mid) in [(1, id::DEFAULT_DATA_SET), (0, 0x2005), (3, 0x0005)] {
+        for (action, mid) in [(1, id::DEFAULT_DATA_SET), (0, 0x2007), (3, 0x0005)] {
             let o = snap().answer(&request(3, ALL, action, mid));
             let Outcome::Reply(v) = o else { panic!() };
             assert!(!v.is_empty());
@@ -251,5 +304,56 @@ mod tests {
             s.answer(&request(3, ALL, 2, id::DEFAULT_DATA_SET)),
             Outcome::Ignore
         );
+    }
+
+    #[test]
+    fn priorities_are_read_from_the_default_data_set() {
+        let mut sn = snap();
+        sn.default.priority2 = 77;
+        let r = replies(sn.answer(&request(3, ALL, 0, id::PRIORITY2)));
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].data, vec![77, 0]);
+        let r = replies(sn.answer(&request(3, ALL, 0, id::PRIORITY1)));
+        assert_eq!(r[0].data, vec![128, 0]);
+    }
+
+    #[test]
+    fn set_decisions() {
+        let both = MgmtPolicy {
+            priority1: true,
+            priority2: true,
+            network_set: false,
+        };
+        let mut set1 = request(3, ALL, 1, id::PRIORITY1);
+        set1.data = vec![9, 0];
+        let mut set2 = set1.clone();
+        set2.management_id = id::PRIORITY2;
+        assert_eq!(decide_set(&set1, true, &both), Ok(SetOp::Priority1(9)));
+        assert_eq!(decide_set(&set2, true, &both), Ok(SetOp::Priority2(9)));
+        // Unprivileged: refused whatever the configuration allows.
+        assert_eq!(decide_set(&set1, false, &both), Err(ErrorId::NotSupported));
+        // Privileged, but the configuration does not list it.
+        let only2 = MgmtPolicy {
+            priority1: false,
+            ..both
+        };
+        assert_eq!(decide_set(&set1, true, &only2), Err(ErrorId::NotSetable));
+        assert_eq!(decide_set(&set2, true, &only2), Ok(SetOp::Priority2(9)));
+        assert_eq!(
+            decide_set(&set1, true, &MgmtPolicy::default()),
+            Err(ErrorId::NotSetable)
+        );
+        // Not a settable id at all.
+        let mut dds = set1.clone();
+        dds.management_id = id::DEFAULT_DATA_SET;
+        assert_eq!(decide_set(&dds, true, &both), Err(ErrorId::NotSupported));
+        // A dataField of the wrong size.
+        for data in [vec![], vec![9], vec![9, 0, 0, 0]] {
+            let bad = MgmtRequest {
+                data,
+                ..set1.clone()
+            };
+            assert_eq!(decide_set(&bad, true, &both), Err(ErrorId::WrongLength));
+        }
     }
 }

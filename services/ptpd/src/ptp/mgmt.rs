@@ -27,6 +27,8 @@ pub mod id {
     pub const PARENT_DATA_SET: u16 = 0x2002;
     pub const TIME_PROPERTIES_DATA_SET: u16 = 0x2003;
     pub const PORT_DATA_SET: u16 = 0x2004;
+    pub const PRIORITY1: u16 = 0x2005;
+    pub const PRIORITY2: u16 = 0x2006;
     pub const TIME_STATUS_NP: u16 = 0xC000;
     pub const PORT_PROPERTIES_NP: u16 = 0xC004;
 }

@@ -58,7 +58,7 @@ pub mod net;
 pub mod status;
 
 #[cfg(test)]
-mod net_mgmt_tests;
+mod mgmt_sim_tests;
 #[cfg(test)]
 mod sim;
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! linuxptp's `pmc -u` against a running engine's management socket: each supported GET is
-//! answered with what `ptpctl status` (the clock scheme's status) shows. Fails, not skips,
+//! answered with what `ptpctl status` (the clock scheme's status) shows, and a SET from root
+//! changes what the next GET reads while one from another uid is refused. Fails, not skips,
 //! without pmc.
 
 use std::path::Path;
@@ -21,7 +22,7 @@ fn pmc_reads_a_master_engine() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("ptp4l");
-    let server = MgmtServer::start(&sock, r.board.clone()).unwrap();
+    let server = MgmtServer::start(&sock, r.board.clone(), None).unwrap();
     let out = pmc(
         &sock,
         &dir,
@@ -33,12 +34,13 @@ fn pmc_reads_a_master_engine() {
             "GET PORT_DATA_SET",
             "GET TIME_STATUS_NP",
             "GET PORT_PROPERTIES_NP",
-            "GET PRIORITY1",
+            "GET PRIORITY2",
+            "GET GRANDMASTER_SETTINGS_NP",
         ],
     );
     let s = status(&r);
     let own = crate::testing::pmc_identity(eui64_from_mac(MAC));
-    assert_eq!(out.matches(" RESPONSE MANAGEMENT ").count(), 7, "{out}");
+    assert_eq!(out.matches(" RESPONSE MANAGEMENT ").count(), 8, "{out}");
     assert!(out.contains("RESPONSE MANAGEMENT_ERROR_STATUS"), "{out}");
     assert_eq!(crate::testing::pmc_field(&out, "clockIdentity"), own);
     assert_eq!(crate::testing::pmc_field(&out, "priority1"), "1");
@@ -64,8 +66,99 @@ fn pmc_reads_a_master_engine() {
     assert_eq!(states, [s.port_state.name(); 2], "{out}");
     assert_eq!(crate::testing::pmc_field(&out, "interface"), "fake0");
     assert_eq!(crate::testing::pmc_field(&out, "logSyncInterval"), "-3");
-    assert!(server.counters.answered.load(Ordering::Relaxed) >= 8);
+    assert_eq!(crate::testing::pmc_field(&out, "priority2"), "128");
+    assert!(server.counters.answered.load(Ordering::Relaxed) >= 9);
     drop(server);
     assert!(!sock.exists(), "socket file removed on drop");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// This process's effective uid (the owner of its /proc entry).
+fn effective_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid()
+}
+
+/// A scratch directory everyone may write (pmc run as another uid binds its socket there).
+fn open_dir(name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("ptpd-pmc-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    dir
+}
+
+#[test]
+fn pmc_set_from_root_changes_priority1_and_another_uid_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+
+    use crate::mgmt_socket::SetAccess;
+    use crate::ptp::config::MgmtPolicy;
+
+    let mut s = settings(1, fast_port(NetworkTransport::L2));
+    s.instance.management = MgmtPolicy {
+        priority1: true,
+        priority2: false,
+        network_set: false,
+    };
+    let r = rig_with(s, MAC, SimPhc::new(1e12, 0.0), Instant::now());
+    assert!(wait_for(Duration::from_secs(10), || r
+        .board
+        .mgmt()
+        .is_some()));
+    let dir = open_dir("set");
+    let sock = dir.join("ptp4l");
+    let set = SetAccess {
+        engine: r.engine.manager(),
+        privileged_uids: vec![],
+    };
+    let server = MgmtServer::start(&sock, r.board.clone(), Some(set)).unwrap();
+    // Anyone may send to it (the uid decides what a SET may do, not the file mode).
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let root = effective_uid() == 0;
+    if root {
+        let out = pmc(
+            &sock,
+            &dir,
+            &["SET PRIORITY1 7", "GET DEFAULT_DATA_SET"],
+        );
+        assert!(out.contains("RESPONSE MANAGEMENT PRIORITY1"), "{out} {:?}", server.counters);
+        assert_eq!(crate::testing::pmc_field(&out, "priority1"), "7", "{out}");
+        assert!(
+            out.lines()
+                .filter(|l| l.trim_start().starts_with("priority1"))
+                .all(|l| l.split_whitespace().nth(1) == Some("7")),
+            "SET's answer and DEFAULT_DATA_SET both say 7:\n{out}"
+        );
+        // Not listed in management_settable: refused even for root.
+        let out = pmc(&sock, &dir, &["SET PRIORITY2 9", "GET PRIORITY2"]);
+        assert!(out.contains("MANAGEMENT_ERROR_STATUS"), "{out}");
+        assert_eq!(crate::testing::pmc_field(&out, "priority2"), "128", "{out}");
+        // Another uid (nobody): refused, and priority1 stays 7.
+        let client = dir.join("pmc-nobody");
+        let out = crate::testing::pmc_command(
+            0,
+            &sock,
+            &client,
+            &["SET PRIORITY1 3", "GET PRIORITY1"],
+        )
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("running pmc as nobody");
+        let out = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.contains("MANAGEMENT_ERROR_STATUS"), "{out}");
+        assert_eq!(crate::testing::pmc_field(&out, "priority1"), "7", "{out}");
+        assert_eq!(r.board.mgmt().unwrap().default.priority1, 7);
+    } else {
+        // Not root: this uid is unprivileged; its SET is refused and nothing changes
+        // (the decision itself is unit-tested in manage.rs).
+        let out = pmc(&sock, &dir, &["SET PRIORITY1 7", "GET PRIORITY1"]);
+        assert!(out.contains("MANAGEMENT_ERROR_STATUS"), "{out}");
+        assert_eq!(crate::testing::pmc_field(&out, "priority1"), "1", "{out}");
+    }
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

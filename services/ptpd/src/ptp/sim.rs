@@ -13,7 +13,7 @@ use ptp_ipc::{Caps, ClockError, DriverEvent, DriverReply, DriverRequest, LostRea
 
 use super::clock::DriverIo;
 use super::config::{
-    DelayMechanism, InstanceSettings, NetworkTransport, PortSettings, PtpSettings,
+    DelayMechanism, InstanceSettings, MgmtPolicy, NetworkTransport, PortSettings, PtpSettings,
 };
 use super::engine::{Core, EngineStats};
 
@@ -200,6 +200,16 @@ pub fn port(transport: NetworkTransport, delay: DelayMechanism) -> PortSettings 
 impl World {
     /// `phcs[i]`: node i's PHC; node 0 gets priority1 `prio[0]`, and so on.
     pub fn new(ports: [PortSettings; 2], prio: [u8; 2], phcs: [SimPhc; 2]) -> Self {
+        Self::with_management(ports, prio, phcs, MgmtPolicy::default())
+    }
+
+    /// [`World::new`] with both nodes' management SET policy.
+    pub fn with_management(
+        ports: [PortSettings; 2],
+        prio: [u8; 2],
+        phcs: [SimPhc; 2],
+        management: MgmtPolicy,
+    ) -> Self {
         let mut nodes = Vec::new();
         for i in 0..2 {
             let drv = Arc::new(SimDriver(Mutex::new(SimDriverState {
@@ -215,6 +225,7 @@ impl World {
             let settings = PtpSettings {
                 instance: InstanceSettings {
                     priority1: prio[i],
+                    management,
                     rng_seed: Some(7 + i as u64),
                     ..InstanceSettings::default()
                 },

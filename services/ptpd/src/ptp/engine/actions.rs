@@ -14,7 +14,7 @@ use statime::filters::KalmanConfiguration;
 use statime::port::{PortAction, PortActionIterator};
 use statime::time::{Duration as PtpDuration, Interval};
 
-use super::super::clock::{PhcClock, TracedConfig};
+use super::super::clock::{self, PhcClock, ServoState, TracedConfig};
 use super::super::config::{DelayMechanism, PortSettings, TimeProperties, format_clock_identity};
 use super::super::log::Cause;
 use super::timers::TimerKind;
@@ -145,8 +145,9 @@ impl Core {
             slave_only: self.inst.slave_only,
             path_trace: false,
         };
-        // Leaked on purpose: statime's ports borrow their instance, and ptpd keeps one
-        // instance for the life of the process (tests leak one per engine, a few KiB).
+        // Leaked: statime's ports borrow their instance for as long as they live. A SET that
+        // replaces it frees it (`restart_instance`); otherwise it lives as long as the
+        // process (tests leak one per engine, a few KiB).
         let instance: &'static Instance = Box::leak(Box::new(PtpInstance::new(
             ic,
             time_properties_ds(&self.inst.time_properties),
@@ -193,6 +194,32 @@ impl Core {
         }
         self.bmca_at = Some(now + dur_ns(instance.bmca_interval()));
         self.summary_at = Some(now + self.summary_interval_ns());
+    }
+
+    /// Replaces statime's instance and its ports with new ones built from the current
+    /// settings (statime 0.4 cannot change a running instance's defaultDS; see `manage.rs`).
+    pub(super) fn restart_instance(&mut self, now: u64) {
+        let Some(old) = self.instance.take() else {
+            return;
+        };
+        for i in 0..self.ports.len() {
+            let p = &mut self.ports[i];
+            // The old port's timers, parked TX contexts and servo lock go with it.
+            p.port = None;
+            p.timers = [None; 5];
+            {
+                let mut st = clock::lock(&p.clock);
+                st.servo = ServoState::default();
+                st.lock_run = 0;
+            }
+            self.drop_parked(i);
+        }
+        self.grandmaster = None;
+        // Safety: `old` is the `Box::leak`ed instance of `start_instance`, and nothing borrows
+        // it any more: its ports, the only other holders of the reference, were dropped above
+        // and `self.instance` no longer holds it. So it is freed once, with no reference left.
+        drop(unsafe { Box::from_raw(std::ptr::from_ref(old).cast_mut()) });
+        self.start_instance(now);
     }
 
     /// Carries out a port's actions (already copied out of its buffer).

@@ -17,7 +17,7 @@
 //! - [`configure`]: driver timestamping setup after (re)connect;
 //! - [`status`]: derived port states, log lines and the published snapshots;
 //! - [`mgmt`]: the management data sets (a read-only view of the above);
-//! - [`net_mgmt`]: management requests arriving on a port, answered there;
+//! - [`manage`]: management requests arriving on a port, and SETs from any transport;
 //! - [`thread`]: the production thread ([`Engine`]).
 
 use std::collections::{HashMap, HashSet};
@@ -54,15 +54,15 @@ macro_rules! dispatch {
 
 mod actions;
 mod configure;
+mod manage;
 mod mgmt;
-mod net_mgmt;
 mod port_io;
 mod status;
 mod thread;
 mod timers;
 
 pub use configure::{CONFIGURE_TIMEOUT, ConfigureError, ConfigureJob, Configured};
-pub use thread::Engine;
+pub use thread::{Engine, MgmtHandle};
 
 type Instance = PtpInstance<TracedFilter>;
 type RunningPort = Port<'static, Running, AcceptAnyMaster, StdRng, PhcClock, TracedFilter>;

@@ -11,8 +11,11 @@ use ptp_ipc::DriverEvent;
 
 use super::super::clock::DriverIo;
 use super::super::config::PtpSettings;
+use super::super::manage::Outcome;
+use super::super::mgmt::MgmtRequest;
 use super::super::status::PtpStatusBoard;
 use super::{ConfigureError, Configured, Core, EngineStats, StatsSnapshot, dur_ns};
+
 /// Control messages to the engine thread.
 enum Control {
     Configured {
@@ -20,7 +23,41 @@ enum Control {
         seq: u64,
         result: Result<Configured, ConfigureError>,
     },
+    /// A management request from a transport, answered on `reply`.
+    Manage {
+        req: MgmtRequest,
+        privileged: bool,
+        reply: Sender<Outcome>,
+    },
     Stop,
+}
+
+/// Hands management requests to the engine thread, for the management transports (SETs
+/// change the engine, so they cannot be answered from the published snapshot).
+#[derive(Clone)]
+pub struct MgmtHandle {
+    ctl: Sender<Control>,
+}
+
+impl MgmtHandle {
+    /// The engine's answer to `req`; `None` if it has not answered within `timeout` (busy or
+    /// stopped). `privileged`: the transport vouches for the requester (see
+    /// [`decide_set`](super::super::manage::decide_set)).
+    pub fn request(
+        &self,
+        req: MgmtRequest,
+        privileged: bool,
+        timeout: Duration,
+    ) -> Option<Outcome> {
+        let (reply, answer) = bounded(1);
+        let msg = Control::Manage {
+            req,
+            privileged,
+            reply,
+        };
+        self.ctl.send_timeout(msg, timeout).ok()?;
+        answer.recv_timeout(timeout).ok()
+    }
 }
 
 /// The longest the engine thread sleeps, so a stop request is seen promptly even without
@@ -68,6 +105,13 @@ impl Engine {
 
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
+    }
+
+    /// A handle for management transports.
+    pub fn manager(&self) -> MgmtHandle {
+        MgmtHandle {
+            ctl: self.ctl.clone(),
+        }
     }
 }
 
@@ -135,6 +179,13 @@ fn engine_thread(
                 match op.recv(ctl_rx) {
                     Ok(Control::Configured { port, seq, result }) => {
                         core.on_configured(port, seq, result, now())
+                    }
+                    Ok(Control::Manage {
+                        req,
+                        privileged,
+                        reply,
+                    }) => {
+                        let _ = reply.try_send(core.manage(&req, privileged, now()));
                     }
                     Ok(Control::Stop) | Err(_) => break,
                 }

@@ -1,13 +1,15 @@
-//! Management over the PTP ports (what `pmc -2` / `pmc -4` send), frames in and frames out of
-//! the deterministic simulation: a request reaches a running core as a received frame, and the
-//! reply must leave on the same port as a general message that decodes to the data set the
-//! core's own state says.
+//! Management in the deterministic simulation. Over the PTP ports (what `pmc -2` / `pmc -4`
+//! send), frames in and frames out: a request reaches a running core as a received frame, and
+//! the reply must leave on the same port as a general message that decodes to the data set the
+//! core's own state says. And SETs: a privileged SET of priority1 changes the data sets and
+//! the BMCA's outcome; an unprivileged or unconfigured one changes nothing.
 
 use std::net::Ipv4Addr;
 
 use ptp_ipc::DriverEvent;
 
-use super::config::{DelayMechanism, NetworkTransport};
+use super::config::{DelayMechanism, MgmtPolicy, NetworkTransport};
+use super::manage::Outcome;
 use super::mgmt::{self, Action, MgmtRequest, PortIdentity, id, port_state_code};
 use super::net::{self, FrameBuilder, msg};
 use super::sim::{SimPhc, World, init_log, port};
@@ -41,13 +43,17 @@ fn get(domain: u8, target: PortIdentity, mid: u16, seq: u16) -> MgmtRequest {
 
 /// A master (node 0, priority1 1) and a slave (node 1) after `secs` of protocol.
 fn world(transport: NetworkTransport, secs: u64) -> World {
+    world_with(transport, secs, MgmtPolicy::default())
+}
+
+fn world_with(transport: NetworkTransport, secs: u64, management: MgmtPolicy) -> World {
     init_log();
     let p = port(transport, DelayMechanism::E2E);
     let phcs = [
         SimPhc::new(1_000.0 * S as f64, 0.0),
         SimPhc::new(1_000.0 * S as f64 + 1e6, 10.0),
     ];
-    let mut w = World::new([p.clone(), p], [1, 128], phcs);
+    let mut w = World::with_management([p.clone(), p], [1, 128], phcs, management);
     w.run_until(secs * S, |_| {});
     w
 }
@@ -173,7 +179,7 @@ fn answers_gets_on_the_port(transport: NetworkTransport) {
     assert_eq!(r[0].data[10], port_state_code(ptp_ipc::PortState::Slave));
 
     // An unknown id: MANAGEMENT_ERROR_STATUS NOT_SUPPORTED.
-    let r = ask_raw(&mut w, slave, transport, &get(0, ALL, 0x2005, 44).encode());
+    let r = ask_raw(&mut w, slave, transport, &get(0, ALL, 0x2007, 44).encode());
     assert_eq!(r.len(), 1);
     assert_eq!(&r[0][30..32], &44u16.to_be_bytes(), "sequenceId");
     assert_eq!(r[0][46] & 0x0F, Action::Response as u8);
@@ -233,4 +239,142 @@ fn malformed_foreign_and_misaddressed_management_is_not_answered() {
     assert_eq!(s.mgmt_answered, before.mgmt_answered);
     // And the node still answers a good one.
     assert_eq!(ask(&mut w, 0, t, &good).len(), 1);
+}
+
+fn set(mid: u16, value: u8, seq: u16) -> MgmtRequest {
+    MgmtRequest {
+        action: Action::Set,
+        data: vec![value, 0],
+        ..get(0, ALL, mid, seq)
+    }
+}
+
+/// The one reply of an outcome, raw.
+fn only_reply(o: Outcome) -> Vec<u8> {
+    match o {
+        Outcome::Reply(mut v) if v.len() == 1 => v.remove(0),
+        other => panic!("expected one reply, got {other:?}"),
+    }
+}
+
+/// managementErrorId of a MANAGEMENT_ERROR_STATUS reply, `None` for any other reply.
+fn error_id(reply: &[u8]) -> Option<u16> {
+    (reply[48..50] == [0x00, 0x02]).then(|| u16::from_be_bytes([reply[52], reply[53]]))
+}
+
+fn roles(w: &World) -> [ptp_ipc::PortState; 2] {
+    [
+        w.nodes[0].core.snapshot(0).port_state,
+        w.nodes[1].core.snapshot(0).port_state,
+    ]
+}
+
+const PRIOS: MgmtPolicy = MgmtPolicy {
+    priority1: true,
+    priority2: true,
+    network_set: false,
+};
+
+#[test]
+fn privileged_set_priority1_hands_the_grandmaster_role_over() {
+    use ptp_ipc::PortState::{Master, Slave};
+    let mut w = world_with(NetworkTransport::L2, 20, PRIOS);
+    assert_eq!(roles(&w), [Master, Slave]);
+    let id0 = w.nodes[0].core.clock_identity().unwrap();
+    let id1 = w.nodes[1].core.clock_identity().unwrap();
+    let t = w.t;
+    // The slave (priority1 128) is set to 0, better than the master's 1.
+    let reply = only_reply(w.nodes[1].core.manage(&set(id::PRIORITY1, 0, 5), true, t));
+    let r = mgmt::parse(&reply).unwrap();
+    assert_eq!(
+        (r.action, r.sequence_id, r.target),
+        (Action::Response, 5, PMC)
+    );
+    assert_eq!(
+        (r.management_id, r.data.as_slice()),
+        (id::PRIORITY1, &[0u8, 0][..])
+    );
+    let snap = w.nodes[1].core.mgmt_snapshot().unwrap();
+    assert_eq!(
+        snap.default.priority1, 0,
+        "DEFAULT_DATA_SET shows the new value"
+    );
+    let got = w.nodes[1]
+        .core
+        .manage(&get(0, ALL, id::PRIORITY1, 6), false, t);
+    assert_eq!(mgmt::parse(&only_reply(got)).unwrap().data, vec![0, 0]);
+    // The BMCA now picks node 1: it becomes master and grandmaster, node 0 its slave.
+    let deadline = w.t + 30 * S;
+    w.run_until(deadline, |_| {});
+    assert_eq!(roles(&w), [Slave, Master]);
+    assert_eq!(w.nodes[0].core.snapshot(0).grandmaster, id1);
+    assert_eq!(w.nodes[1].core.snapshot(0).grandmaster, id1);
+    let p0 = w.nodes[0].core.mgmt_snapshot().unwrap().parent;
+    assert_eq!((p0.gm_identity, p0.gm_priority1), (id1, 0));
+    assert_ne!(id0, id1);
+    // And a SET of priority2 on node 0 leaves the roles alone (priority1 decides first).
+    let t = w.t;
+    let reply = only_reply(w.nodes[0].core.manage(&set(id::PRIORITY2, 3, 7), true, t));
+    assert_eq!(error_id(&reply), None);
+    assert_eq!(
+        w.nodes[0].core.mgmt_snapshot().unwrap().default.priority2,
+        3
+    );
+    let deadline = w.t + 20 * S;
+    w.run_until(deadline, |_| {});
+    assert_eq!(roles(&w), [Slave, Master]);
+}
+
+#[test]
+fn unprivileged_or_unconfigured_sets_change_nothing() {
+    let mut w = world_with(
+        NetworkTransport::L2,
+        10,
+        MgmtPolicy {
+            priority2: false,
+            ..PRIOS
+        },
+    );
+    let before = w.nodes[1].core.mgmt_snapshot().unwrap();
+    let t = w.t;
+    let core = &mut w.nodes[1].core;
+    // Unprivileged: NOT_SUPPORTED.
+    let r = only_reply(core.manage(&set(id::PRIORITY1, 0, 1), false, t));
+    assert_eq!(error_id(&r), Some(0x0006));
+    // Privileged, but priority2 is not listed as settable: NOT_SETABLE.
+    let r = only_reply(core.manage(&set(id::PRIORITY2, 0, 2), true, t));
+    assert_eq!(error_id(&r), Some(0x0005));
+    // Not settable at all: NOT_SUPPORTED.
+    let r = only_reply(core.manage(&set(id::DEFAULT_DATA_SET, 0, 3), true, t));
+    assert_eq!(error_id(&r), Some(0x0006));
+    assert_eq!(core.mgmt_snapshot().unwrap().default, before.default);
+    let deadline = w.t + 10 * S;
+    w.run_until(deadline, |_| {});
+    assert_eq!(
+        roles(&w),
+        [ptp_ipc::PortState::Master, ptp_ipc::PortState::Slave]
+    );
+}
+
+#[test]
+fn network_sets_need_the_configuration() {
+    for network_set in [false, true] {
+        let t = NetworkTransport::UdpV4;
+        let policy = MgmtPolicy {
+            network_set,
+            ..PRIOS
+        };
+        let mut w = world_with(t, 10, policy);
+        let r = ask_raw(&mut w, 1, t, &set(id::PRIORITY1, 0, 9).encode());
+        assert_eq!(r.len(), 1);
+        let p1 = w.nodes[1].core.mgmt_snapshot().unwrap().default.priority1;
+        if network_set {
+            assert_eq!(error_id(&r[0]), None);
+            assert_eq!(mgmt::parse(&r[0]).unwrap().data, vec![0, 0]);
+            assert_eq!(p1, 0);
+        } else {
+            assert_eq!(error_id(&r[0]), Some(0x0006), "refused from the network");
+            assert_eq!(p1, 128);
+        }
+    }
 }
