@@ -60,17 +60,14 @@ use ptp_pci::PciIds;
 use ptp_pci::emulated::{Device, DeviceHost};
 
 use crate::clock::TimeSource;
+use crate::nic::front;
 use crate::nic::link::Link;
-use crate::nic::regfile::{Counters, RegFile};
-use crate::nic::{IrqMap, LinkSpeed, NicStats, Port, PortSetup, QueueMap, noise, rx, tx};
+use crate::nic::{IrqMap, LinkSpeed, NicStats, Port, PortSetup, QueueMap, noise};
 use crate::phc::TimeFormat;
 use crate::truth::SharedObserver;
 use tsync::{StampPair, TSAUXC_DISABLE0, TimeSync};
 
-/// Size of BAR0, the register space (128 KiB on every igb part).
-pub const BAR0_LEN: u32 = 128 * 1024;
-/// Size of BAR3, which holds the MSI-X table (at 0) and PBA (at 0x2000).
-pub const BAR3_LEN: u32 = 16 * 1024;
+pub use crate::nic::front::{BAR0_LEN, BAR3_LEN};
 /// IAM, the interrupt auto-mask register (e1000_regs.h E1000_IAM).
 const IAM: u32 = 0x00E0;
 /// EERD of the i210 (SRRD, e1000_regs.h E1000_SRRD; the 0x0014 EERD of older parts is gone).
@@ -288,11 +285,8 @@ impl IgbConfig {
 pub struct Igb {
     part: IgbPart,
     ids: PciIds,
-    mac: [u8; 6],
-    /// Registers, link, interrupts, queue-0 engines and wire (shared with igc, `nic`).
+    /// Registers, link, interrupts, queue-0 engines, wire and the PCI front (shared with igc).
     port: Port,
-    /// BAR3: MSI-X table and PBA, storage only (the backend delivers vectors itself).
-    msix: RegFile,
     tsync: TimeSync,
     /// TSYNCTXCTL as written, without VALID (which is `tx_pair.valid`).
     tx_ctl: u32,
@@ -300,11 +294,6 @@ pub struct Igb {
     tx_pair: StampPair,
     /// 82576 RXSTMPL/H, RXSATRL/H (§8.3).
     rx_pair: StampPair,
-    counters: Counters,
-    port_resets: u64,
-    /// Where PHC law changes and register/wire counters are reported (the ground-truth
-    /// record); `None` in deterministic tests.
-    observer: Option<SharedObserver>,
 }
 
 impl std::fmt::Debug for Igb {
@@ -334,7 +323,7 @@ impl Igb {
         }
         let t = cfg.clock.now_ns();
         let format = part.time_format();
-        let mut dev = Self {
+        let dev = Self {
             part,
             ids: PciIds {
                 vendor: ids::VENDOR_INTEL,
@@ -346,9 +335,7 @@ impl Igb {
                 subsystem_vendor: ids::VENDOR_INTEL,
                 subsystem: 0,
             },
-            mac: cfg.mac,
             port: Port::new(port_setup(&cfg)),
-            msix: RegFile::new(BAR3_LEN),
             tsync: TimeSync::new(
                 format,
                 t,
@@ -359,15 +346,7 @@ impl Igb {
             tx_ctl: 0,
             tx_pair: StampPair::default(),
             rx_pair: StampPair::default(),
-            counters: Counters::new(BAR0_LEN),
-            port_resets: 0,
-            observer: None,
         };
-        dev.port.load_power_on(dev.mac);
-        // PCIe: MSI-X vector control = masked at reset (storage only, see `msix`).
-        for n in 0..part.msix_vectors() as u32 {
-            dev.msix.set(n * 16 + 12, 1);
-        }
         Ok(dev)
     }
 
@@ -399,7 +378,7 @@ impl Igb {
     /// ground-truth record, [`crate::truth`]: the law carries the family's [`TimeFormat`]); the
     /// law in force is published at once.
     pub fn set_observer(&mut self, observer: Option<SharedObserver>) {
-        self.observer = observer;
+        self.port.observer = observer;
         self.port.reported_lost = 0;
         self.change_phc(|_, _| {});
     }
@@ -407,23 +386,22 @@ impl Igb {
     /// Applies a PHC law change at the current true time (`nic::change_law`).
     fn change_phc(&mut self, f: impl FnOnce(&mut TimeSync, u64)) {
         let clock = self.port.clock.clone();
-        let obs = self.observer.clone();
+        let obs = self.port.observer.clone();
         crate::nic::change_law(obs.as_ref(), &*clock, &mut self.tsync, |ts| &ts.phc, f);
     }
 
     /// CTRL.RST: see the module docs for what survives.
     fn port_reset(&mut self) {
-        self.port.port_reset(self.mac);
+        self.port.port_reset();
         self.tsync.port_reset();
         self.tx_ctl = 0;
         self.tx_pair.port_reset();
         self.rx_pair.port_reset();
-        self.port_resets += 1;
     }
 
     /// Raises ICR.TS if the time-sync causes just became pending (§2.4, §6).
     fn update_ts(&mut self, host: &mut dyn DeviceHost) {
-        if self.tsync.take_ts_edge() {
+        if self.tsync.cause.take_edge(0) {
             self.port.irq.cause(icr::TS, host);
         }
     }
@@ -452,7 +430,7 @@ fn port_setup(cfg: &IgbConfig) -> PortSetup {
     PortSetup {
         name: part.name(),
         clock: cfg.clock.clone(),
-        bar0_len: BAR0_LEN,
+        msix_vectors: part.msix_vectors(),
         link: Link {
             cable: cfg.cable_connected,
             speed: cfg.link_speed,
@@ -514,7 +492,7 @@ impl Igb {
     /// ICR.TS. The 82576 has no time-sync interrupt: nothing happens.
     pub fn raise_tsicr(&mut self, bits: u32, host: &mut dyn DeviceHost) {
         if self.part.has_ts_interrupt() {
-            self.tsync.raise(bits);
+            self.tsync.cause.raise(bits);
             self.update_ts(host);
         }
     }
@@ -563,32 +541,6 @@ impl Igb {
         self.tsync.tsauxc
     }
 
-    /// The MAC address in NVM.
-    pub fn mac(&self) -> [u8; 6] {
-        self.mac
-    }
-
-    /// Port resets (CTRL.RST) since power-on.
-    pub fn port_resets(&self) -> u64 {
-        self.port_resets
-    }
-
-    /// BAR0 reads of the register at `offset` since the last [`reset_counters`](Self::reset_counters).
-    pub fn reads(&self, offset: u32) -> u64 {
-        self.counters.reads(offset)
-    }
-
-    /// BAR0 writes of the register at `offset`.
-    pub fn writes(&self, offset: u32) -> u64 {
-        self.counters.writes(offset)
-    }
-
-    /// Zeroes the MMIO and interrupt counters.
-    pub fn reset_counters(&mut self) {
-        self.counters.reset();
-        self.port.irq.raised = [0; 32];
-    }
-
     /// Whether the model of `part` implements BAR0 `offset`; accesses elsewhere are recorded.
     pub fn implements(part: IgbPart, offset: u32) -> bool {
         known::implemented(part, offset & !3)
@@ -620,11 +572,7 @@ impl Device for Igb {
     }
 
     fn bar_len(&self, bar: u8) -> Option<u32> {
-        match bar {
-            0 => Some(BAR0_LEN),
-            3 => Some(BAR3_LEN),
-            _ => None,
-        }
+        front::bar_len(bar)
     }
 
     fn msix_vectors(&self) -> u16 {
@@ -632,48 +580,11 @@ impl Device for Igb {
     }
 
     fn read32(&mut self, bar: u8, offset: u32, host: &mut dyn DeviceHost) -> u32 {
-        let offset = offset & !3;
-        if let Some(o) = &self.observer {
-            o.bar_read();
-        }
-        match bar {
-            0 if offset < BAR0_LEN => {
-                self.counters.total_reads += 1;
-                self.counters.count_read(offset);
-                if !known::implemented(self.part, offset) {
-                    self.port.unimpl.record(offset, false);
-                }
-                self.read_bar0(Self::canonical(offset), host)
-            }
-            3 if offset < BAR3_LEN => {
-                self.counters.total_reads += 1;
-                self.msix.get(offset)
-            }
-            // Unsupported request: all ones, as on PCIe.
-            _ => u32::MAX,
-        }
+        front::read32(self, bar, offset, host)
     }
 
     fn write32(&mut self, bar: u8, offset: u32, value: u32, host: &mut dyn DeviceHost) {
-        let offset = offset & !3;
-        if let Some(o) = &self.observer {
-            o.bar_write();
-        }
-        match bar {
-            0 if offset < BAR0_LEN => {
-                self.counters.total_writes += 1;
-                self.counters.count_write(offset);
-                if !known::implemented(self.part, offset) {
-                    self.port.unimpl.record(offset, true);
-                }
-                self.write_bar0(Self::canonical(offset), value, host);
-            }
-            3 if offset < BAR3_LEN => {
-                self.counters.total_writes += 1;
-                self.msix.set(offset, value);
-            }
-            _ => {}
-        }
+        front::write32(self, bar, offset, value, host);
     }
 
     /// The timer registers are applied in full by the write and schedule nothing; every other
@@ -686,13 +597,7 @@ impl Device for Igb {
             ))
     }
 
-    /// Link, then the TX engine, then frames that have arrived. Returns the time until the
-    /// next frame arrives, or the wire's poll interval.
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
-        self.port.update_link(host);
-        tx::run_tx(self, host, false);
-        let busy = rx::run_rx(self, host);
-        self.port.report_wire_lost(self.observer.as_ref());
-        self.port.next_poll(busy)
+        front::poll(self, host)
     }
 }

@@ -81,18 +81,16 @@ pub use txstamp::TX_STAMP_SETS;
 
 use crate::clock::TimeSource;
 use crate::nic::link::Link;
-use crate::nic::regfile::{Counters, RegFile};
-use crate::nic::{CtrlWrite, IrqMap, NicStats, Port, PortSetup, QueueMap, noise, nvm, rx, tx};
+
+use crate::nic::front::{self, BarModel};
+use crate::nic::{CtrlWrite, IrqMap, NicStats, Port, PortSetup, QueueMap, noise, nvm};
 use crate::phc::SysTime;
 use crate::truth::SharedObserver;
 use crate::wire::{WirePort, WireStats};
 use tsync::TimeSync;
 use txstamp::TxStamps;
 
-/// Size of BAR0, the register space.
-pub const BAR0_LEN: u32 = 128 * 1024;
-/// Size of BAR3, which holds only the MSI-X table (at 0) and PBA (at 0x2000).
-pub const BAR3_LEN: u32 = 16 * 1024;
+pub use crate::nic::front::{BAR0_LEN, BAR3_LEN};
 /// MSI-X table entries of i225/i226: one "other" vector and four queue vectors.
 pub const MSIX_VECTORS: u16 = 5;
 
@@ -217,21 +215,13 @@ pub type I225Stats = NicStats;
 /// The i225/i226 model. See the module docs for what is modelled and assumed.
 pub struct I225 {
     ids: PciIds,
-    mac: [u8; 6],
     tsauxc_power_on: u32,
     /// Registers, link, interrupts, queue-0 engines and wire (shared with igb, `nic`).
     port: Port,
-    /// BAR3: MSI-X table and PBA, storage only (the backend delivers vectors itself).
-    msix: RegFile,
     tsync: TimeSync,
     txs: TxStamps,
     /// Time-sync interrupts still to be swallowed (fault injection).
     drop_ts_irqs: u64,
-    counters: Counters,
-    port_resets: u64,
-    /// Where PHC law changes and register/wire counters are reported (the ground-truth
-    /// record); `None` in deterministic tests.
-    observer: Option<SharedObserver>,
 }
 
 impl std::fmt::Debug for I225 {
@@ -260,12 +250,11 @@ impl I225 {
                 subsystem_vendor: ids::VENDOR_INTEL,
                 subsystem: 0,
             },
-            mac: cfg.mac,
             tsauxc_power_on: cfg.tsauxc_power_on,
             port: Port::new(PortSetup {
                 name: "i225",
                 clock: cfg.clock,
-                bar0_len: BAR0_LEN,
+                msix_vectors: MSIX_VECTORS,
                 link: Link {
                     cable: cfg.cable_connected,
                     speed: cfg.link_speed,
@@ -289,7 +278,6 @@ impl I225 {
                 phy_id: I225_I_PHY_ID,
                 mac: cfg.mac,
             }),
-            msix: RegFile::new(BAR3_LEN),
             tsync: TimeSync::new(
                 t,
                 cfg.initial_systim_ns,
@@ -298,16 +286,8 @@ impl I225 {
             ),
             txs: TxStamps::new(cfg.txstmph0_clears_all),
             drop_ts_irqs: 0,
-            counters: Counters::new(BAR0_LEN),
-            port_resets: 0,
-            observer: None,
         };
         dev.tsync.set_txts_quirk(cfg.tx_stamp_quirk);
-        dev.port.load_power_on(dev.mac);
-        // PCIe: MSI-X vector control = masked at reset (storage only, see `msix`).
-        for n in 0..MSIX_VECTORS as u32 {
-            dev.msix.set(n * 16 + 12, 1);
-        }
         dev
     }
 
@@ -333,7 +313,7 @@ impl I225 {
     /// Reports PHC law changes and BAR/cable counters to `observer` from now on (the
     /// ground-truth record, [`crate::truth`]); the law in force is published at once.
     pub fn set_observer(&mut self, observer: Option<SharedObserver>) {
-        self.observer = observer;
+        self.port.observer = observer;
         self.port.reported_lost = 0;
         self.change_phc(|_, _| {});
     }
@@ -341,16 +321,15 @@ impl I225 {
     /// Applies a PHC law change at the current true time (`nic::change_law`).
     fn change_phc(&mut self, f: impl FnOnce(&mut TimeSync, u64)) {
         let clock = self.port.clock.clone();
-        let obs = self.observer.clone();
+        let obs = self.port.observer.clone();
         crate::nic::change_law(obs.as_ref(), &*clock, &mut self.tsync, |ts| &ts.phc, f);
     }
 
     /// CTRL.RST / CTRL.DEV_RST: see the module docs for what survives.
     fn port_reset(&mut self) {
-        self.port.port_reset(self.mac);
+        self.port.port_reset();
         self.tsync.port_reset();
         self.txs.port_reset();
-        self.port_resets += 1;
     }
 
     fn write_ctrl(&mut self, v: u32, host: &mut dyn DeviceHost) {
@@ -394,8 +373,8 @@ impl I225 {
             TIMINCA => self.tsync.phc.timinca(),
             TIMADJ => self.tsync.timadj,
             TSAUXC => self.tsync.tsauxc,
-            TSICR => self.tsync.tsicr,
-            TSIM => self.tsync.tsim,
+            TSICR => self.tsync.cause.tsicr,
+            TSIM => self.tsync.cause.tsim,
             TSYNCTXCTL => self.txs.ctl(),
             o if Self::stamp_set(o, &TXSTMPL).is_some() => {
                 Self::stamp_set(o, &TXSTMPL).map_or(0, |n| self.txs.set(n).nsec)
@@ -405,70 +384,6 @@ impl I225 {
             }
             o if o < BAR0_LEN => self.port.regs.get(o),
             _ => u32::MAX,
-        }
-    }
-
-    /// A BAR0 read with its side effects (§6 ICR/EICR read-to-clear, §3 SYSTIML latch,
-    /// §2.4 TSICR read-to-clear, §7.1 TXSTMPH release, §7.2 gate).
-    fn read_bar0(&mut self, offset: u32, host: &mut dyn DeviceHost) -> u32 {
-        if let Some(n) = Self::stamp_set(offset, &TXSTMPH) {
-            let v = self.txs.read_h(n);
-            if n == 0 {
-                self.tsync.reopen_txts_gate();
-                self.update_ts(host);
-            }
-            return v;
-        }
-        if let Some(v) = self.port.read_common(offset, host) {
-            return v;
-        }
-        match offset {
-            SYSTIML => {
-                let t = self.now();
-                self.tsync.read_systiml(t)
-            }
-            TSICR => {
-                let v = self.tsync.read_tsicr();
-                self.update_ts(host);
-                v
-            }
-            _ => self.peek(offset),
-        }
-    }
-
-    fn write_bar0(&mut self, offset: u32, v: u32, host: &mut dyn DeviceHost) {
-        if offset == CTRL {
-            return self.write_ctrl(v, host);
-        }
-        if self.port.write_common(offset, v, host) {
-            return;
-        }
-        match offset {
-            PHPM => self.port.regs.set(PHPM, v & !phpm::RST_COMP),
-            SYSTIML => self.tsync.write_systiml(v),
-            SYSTIMH => self.change_phc(|ts, t| ts.write_systimh(t, v)),
-            TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
-            TIMADJ => self.tsync.timadj = v,
-            TSYNCTXCTL => self.txs.write_ctl(v),
-            o if o == TSYNCRXCTL || (0..4).any(|n| o == srrctl(n)) => {
-                self.record_rx_ts_config(o, v);
-                self.port.regs.set(o, v);
-            }
-            o if Self::stamp_set(o, &TXSTMPL).is_some()
-                || Self::stamp_set(o, &TXSTMPH).is_some() => {}
-            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, v)),
-            TSICR => {
-                self.tsync.write_tsicr(v);
-                self.update_ts(host);
-            }
-            TSIM => {
-                self.tsync.tsim = v;
-                self.update_ts(host);
-            }
-            // Everything else is storage, including the ring registers (TDH/RDH are also
-            // written by the engines; TDT/RDT writes take effect at the next poll),
-            // TSYNCRXCTL, RXPBS, SRRCTL and IVAR0, which the engines read when they run.
-            o => self.port.regs.set(o, v),
         }
     }
 
@@ -503,7 +418,7 @@ impl I225 {
     /// routes it (§2.4, §6). This is a raw cause: it bypasses the §7.2 gate (neither closes
     /// nor waits for it); TX stamps latched by the TX engine go through the gate.
     pub fn raise_tsicr(&mut self, bits: u32, host: &mut dyn DeviceHost) {
-        self.tsync.raise(bits);
+        self.tsync.cause.raise(bits);
         self.update_ts(host);
     }
 
@@ -549,34 +464,34 @@ impl I225 {
         self.tsauxc_power_on
     }
 
-    /// The MAC address in NVM.
+    /// See [`NicPort::mac`](crate::NicPort::mac).
     pub fn mac(&self) -> [u8; 6] {
-        self.mac
+        self.port.mac()
     }
 
-    /// Port resets (CTRL.RST/DEV_RST) since power-on.
+    /// See [`NicPort::port_resets`](crate::NicPort::port_resets).
     pub fn port_resets(&self) -> u64 {
-        self.port_resets
+        self.port.port_resets()
     }
 
-    /// BAR0 reads of the register at `offset` since the last [`reset_counters`](Self::reset_counters).
+    /// See [`NicPort::reads`](crate::NicPort::reads).
     pub fn reads(&self, offset: u32) -> u64 {
-        self.counters.reads(offset)
+        self.port.reads(offset)
     }
 
-    /// BAR0 writes of the register at `offset`.
+    /// See [`NicPort::writes`](crate::NicPort::writes).
     pub fn writes(&self, offset: u32) -> u64 {
-        self.counters.writes(offset)
+        self.port.writes(offset)
     }
 
-    /// Reads served on all BARs.
+    /// See [`NicPort::total_reads`](crate::NicPort::total_reads).
     pub fn total_reads(&self) -> u64 {
-        self.counters.total_reads
+        self.port.total_reads()
     }
 
-    /// Writes served on all BARs.
+    /// See [`NicPort::total_writes`](crate::NicPort::total_writes).
     pub fn total_writes(&self) -> u64 {
-        self.counters.total_writes
+        self.port.total_writes()
     }
 
     /// See [`NicPort::intx_level`](crate::NicPort::intx_level).
@@ -610,10 +525,9 @@ impl I225 {
         known::implemented(offset & !3)
     }
 
-    /// Zeroes the MMIO and interrupt counters.
+    /// See [`NicPort::reset_counters`](crate::NicPort::reset_counters).
     pub fn reset_counters(&mut self) {
-        self.counters.reset();
-        self.port.irq.raised = [0; 32];
+        self.port.reset_counters()
     }
 
     // --- Wire ---
@@ -679,37 +593,24 @@ impl I225 {
 
     // --- Deterministic interleaving (hooks) ---
 
-    /// Holds the TX engine until the `nth` (≥ 1) next read of BAR0 `offset` has returned its
-    /// value, then runs it inside that read: frames posted meanwhile go out, latch their
-    /// stamps and raise their interrupts between that read and the driver's next access.
-    /// False if too many actions are armed ([`MAX_ARMED_READS`]).
+    /// See [`NicPort::hold_tx_until_read`](crate::NicPort::hold_tx_until_read).
     pub fn hold_tx_until_read(&mut self, offset: u32, nth: u32) -> bool {
-        self.after_read(offset, nth, ReadAction::ReleaseTx)
+        self.port.hold_tx_until_read(offset, nth)
     }
 
-    /// Arms `action` for right after the `nth` (≥ 1) next read of BAR0 `offset` (see
-    /// [`ReadAction`]).
+    /// See [`NicPort::after_read`](crate::NicPort::after_read).
     pub fn after_read(&mut self, offset: u32, nth: u32, action: ReadAction) -> bool {
-        self.port.hooks.arm(offset, nth, action)
+        self.port.after_read(offset, nth, action)
     }
 
-    /// Actions armed and not yet run.
+    /// See [`NicPort::armed_reads`](crate::NicPort::armed_reads).
     pub fn armed_reads(&self) -> usize {
-        self.port.hooks.len()
+        self.port.armed_reads()
     }
 
-    /// Disarms every armed action (a held TX engine resumes at the next poll).
+    /// See [`NicPort::disarm_reads`](crate::NicPort::disarm_reads).
     pub fn disarm_reads(&mut self) {
-        self.port.hooks.clear();
-    }
-
-    /// Runs the actions due after a read of `offset`.
-    fn run_read_hooks(&mut self, offset: u32, host: &mut dyn DeviceHost) {
-        for action in self.port.hooks.on_read(offset) {
-            match action {
-                ReadAction::ReleaseTx => tx::run_tx(self, host, true),
-            }
-        }
+        self.port.disarm_reads()
     }
 
     // --- Fault injection (DESIGN.md §4) ---
@@ -749,17 +650,83 @@ impl I225 {
     }
 }
 
+impl BarModel for I225 {
+    fn implemented(&self, offset: u32) -> bool {
+        known::implemented(offset)
+    }
+
+    /// A BAR0 read with its side effects (§6 ICR/EICR read-to-clear, §3 SYSTIML latch,
+    /// §2.4 TSICR read-to-clear, §7.1 TXSTMPH release, §7.2 gate).
+    fn read_bar0(&mut self, offset: u32, host: &mut dyn DeviceHost) -> u32 {
+        if let Some(n) = Self::stamp_set(offset, &TXSTMPH) {
+            let v = self.txs.read_h(n);
+            if n == 0 {
+                self.tsync.reopen_txts_gate();
+                self.update_ts(host);
+            }
+            return v;
+        }
+        if let Some(v) = self.port.read_common(offset, host) {
+            return v;
+        }
+        match offset {
+            SYSTIML => {
+                let t = self.now();
+                self.tsync.read_systiml(t)
+            }
+            TSICR => {
+                let v = self.tsync.cause.read();
+                self.update_ts(host);
+                v
+            }
+            _ => self.peek(offset),
+        }
+    }
+
+    fn write_bar0(&mut self, offset: u32, v: u32, host: &mut dyn DeviceHost) {
+        if offset == CTRL {
+            return self.write_ctrl(v, host);
+        }
+        if self.port.write_common(offset, v, host) {
+            return;
+        }
+        match offset {
+            PHPM => self.port.regs.set(PHPM, v & !phpm::RST_COMP),
+            SYSTIML => self.tsync.write_systiml(v),
+            SYSTIMH => self.change_phc(|ts, t| ts.write_systimh(t, v)),
+            TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
+            TIMADJ => self.tsync.timadj = v,
+            TSYNCTXCTL => self.txs.write_ctl(v),
+            o if o == TSYNCRXCTL || (0..4).any(|n| o == srrctl(n)) => {
+                self.record_rx_ts_config(o, v);
+                self.port.regs.set(o, v);
+            }
+            o if Self::stamp_set(o, &TXSTMPL).is_some()
+                || Self::stamp_set(o, &TXSTMPH).is_some() => {}
+            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, v)),
+            TSICR => {
+                self.tsync.cause.write(v);
+                self.update_ts(host);
+            }
+            TSIM => {
+                self.tsync.cause.tsim = v;
+                self.update_ts(host);
+            }
+            // Everything else is storage, including the ring registers (TDH/RDH are also
+            // written by the engines; TDT/RDT writes take effect at the next poll),
+            // TSYNCRXCTL, RXPBS, SRRCTL and IVAR0, which the engines read when they run.
+            o => self.port.regs.set(o, v),
+        }
+    }
+}
+
 impl Device for I225 {
     fn ids(&self) -> PciIds {
         self.ids
     }
 
     fn bar_len(&self, bar: u8) -> Option<u32> {
-        match bar {
-            0 => Some(BAR0_LEN),
-            3 => Some(BAR3_LEN),
-            _ => None,
-        }
+        front::bar_len(bar)
     }
 
     fn msix_vectors(&self) -> u16 {
@@ -767,50 +734,11 @@ impl Device for I225 {
     }
 
     fn read32(&mut self, bar: u8, offset: u32, host: &mut dyn DeviceHost) -> u32 {
-        let offset = offset & !3;
-        if let Some(o) = &self.observer {
-            o.bar_read();
-        }
-        match bar {
-            0 if offset < BAR0_LEN => {
-                self.counters.total_reads += 1;
-                self.counters.count_read(offset);
-                if !known::implemented(offset) {
-                    self.port.unimpl.record(offset, false);
-                }
-                let v = self.read_bar0(offset, host);
-                self.run_read_hooks(offset, host);
-                v
-            }
-            3 if offset < BAR3_LEN => {
-                self.counters.total_reads += 1;
-                self.msix.get(offset)
-            }
-            // Unsupported request: all ones, as on PCIe.
-            _ => u32::MAX,
-        }
+        front::read32(self, bar, offset, host)
     }
 
     fn write32(&mut self, bar: u8, offset: u32, value: u32, host: &mut dyn DeviceHost) {
-        let offset = offset & !3;
-        if let Some(o) = &self.observer {
-            o.bar_write();
-        }
-        match bar {
-            0 if offset < BAR0_LEN => {
-                self.counters.total_writes += 1;
-                self.counters.count_write(offset);
-                if !known::implemented(offset) {
-                    self.port.unimpl.record(offset, true);
-                }
-                self.write_bar0(offset, value, host);
-            }
-            3 if offset < BAR3_LEN => {
-                self.counters.total_writes += 1;
-                self.msix.set(offset, value);
-            }
-            _ => {}
-        }
+        front::write32(self, bar, offset, value, host);
     }
 
     /// The timer registers are applied in full by the write (a new PHC law, published before
@@ -821,13 +749,7 @@ impl Device for I225 {
         !(bar == 0 && matches!(offset & !3, SYSTIML | SYSTIMH | TIMINCA | TIMADJ | TSAUXC))
     }
 
-    /// Link (a wire may have come or gone), then the TX engine, then frames that have
-    /// arrived. Returns the time until the next frame arrives, or the wire's poll interval.
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
-        self.port.update_link(host);
-        tx::run_tx(self, host, false);
-        let busy = rx::run_rx(self, host);
-        self.port.report_wire_lost(self.observer.as_ref());
-        self.port.next_poll(busy)
+        front::poll(self, host)
     }
 }

@@ -15,6 +15,7 @@
 pub(crate) mod addrfilter;
 mod api;
 pub(crate) mod csum;
+pub(crate) mod front;
 pub(crate) mod hooks;
 pub(crate) mod hwstats;
 pub(crate) mod irq;
@@ -26,6 +27,7 @@ pub(crate) mod nvm;
 pub(crate) mod phy;
 pub(crate) mod regfile;
 pub(crate) mod rx;
+pub(crate) mod tscause;
 pub(crate) mod tx;
 
 use std::sync::Arc;
@@ -134,6 +136,16 @@ pub struct Port {
     pub(crate) nvm: nvm::Nvm,
     /// Cable losses last reported to the ground-truth observer.
     pub(crate) reported_lost: u64,
+    /// Where PHC law changes and register/wire counters are reported (the ground-truth
+    /// record); `None` in deterministic tests.
+    pub(crate) observer: Option<SharedObserver>,
+    /// BAR3: MSI-X table and PBA, storage only (the backend delivers vectors itself).
+    pub(crate) msix: regfile::RegFile,
+    /// Per-register BAR0 counters and totals over both BARs.
+    pub(crate) counters: regfile::Counters,
+    /// The MAC address in NVM (RAL0/RAH0 at power-on and reset).
+    pub(crate) mac: [u8; 6],
+    pub(crate) port_resets: u64,
 }
 
 /// What a [`Port`] is built from.
@@ -141,7 +153,8 @@ pub(crate) struct PortSetup {
     /// The part, for logs ("i225", "i210", ...).
     pub(crate) name: &'static str,
     pub(crate) clock: Arc<dyn TimeSource>,
-    pub(crate) bar0_len: u32,
+    /// MSI-X table entries.
+    pub(crate) msix_vectors: u16,
     pub(crate) link: link::Link,
     pub(crate) noise: noise::StampNoise,
     pub(crate) tx_pipeline_ns: u64,
@@ -192,9 +205,9 @@ pub(crate) enum RxStamp {
 impl Port {
     /// A port at power-on: registers zero (the caller loads its power-on values), link down.
     pub(crate) fn new(p: PortSetup) -> Self {
-        Self {
+        let mut port = Self {
             clock: p.clock,
-            regs: regfile::RegFile::new(p.bar0_len),
+            regs: regfile::RegFile::new(front::BAR0_LEN),
             link: p.link,
             irq: irq::Interrupts::default(),
             wire: None,
@@ -211,7 +224,18 @@ impl Port {
             phy: phy::Phy::new(p.phy_id),
             nvm: nvm::Nvm::new(p.mac),
             reported_lost: 0,
+            observer: None,
+            msix: regfile::RegFile::new(front::BAR3_LEN),
+            counters: regfile::Counters::new(front::BAR0_LEN),
+            mac: p.mac,
+            port_resets: 0,
+        };
+        port.load_power_on(p.mac);
+        // PCIe: MSI-X vector control = masked at reset (storage only, see `msix`).
+        for n in 0..u32::from(p.msix_vectors) {
+            port.msix.set(n * 16 + 12, 1);
         }
+        port
     }
 
     /// Queue 0's RX register `reg` (a [`q`] offset).

@@ -10,6 +10,7 @@ use ptp_pci::emulated::DeviceHost;
 
 use super::{Igb, IgbPart};
 use crate::nic::CtrlWrite;
+use crate::nic::front::BarModel;
 
 impl Igb {
     /// Whether `offset` is a time-sync register of the i210/i350 interrupt block, which the
@@ -40,8 +41,8 @@ impl Igb {
             TIMADJL => ts.timadjl,
             TIMADJH => ts.timadjh,
             TSAUXC => ts.tsauxc,
-            TSICR if self.ts_irq_reg(offset) => ts.tsicr,
-            TSIM if self.ts_irq_reg(offset) => ts.tsim,
+            TSICR if self.ts_irq_reg(offset) => ts.cause.tsicr,
+            TSIM if self.ts_irq_reg(offset) => ts.cause.tsim,
             TSYNCTXCTL => self.tx_ctl | (u32::from(self.tx_pair.valid) * tsynctxctl::VALID),
             TXSTMPL => self.tx_pair.low(),
             TXSTMPH => self.tx_pair.high(),
@@ -55,66 +56,6 @@ impl Igb {
             RXSATRH if self.rx_reg(offset) => self.rx_pair.attr.1,
             o if o < super::BAR0_LEN => self.port.regs.get(o),
             _ => u32::MAX,
-        }
-    }
-
-    /// A BAR0 read with its side effects (§6 ICR/EICR read-to-clear, §3 SYSTIM latch, §2.4
-    /// TSICR read-to-clear, §7.5 TXSTMPH release, §8.3 RXSTMPH release).
-    pub(super) fn read_bar0(&mut self, offset: u32, host: &mut dyn DeviceHost) -> u32 {
-        if let Some(v) = self.port.read_common(offset, host) {
-            return v;
-        }
-        let t = self.now();
-        match offset {
-            SYSTIMR if self.part.latches_on_systimr() => self.tsync.read_systimr(t),
-            SYSTIML => self.tsync.read_systiml(t),
-            TSICR if self.ts_irq_reg(offset) => {
-                let v = self.tsync.read_tsicr();
-                self.update_ts(host);
-                v
-            }
-            TXSTMPH => self.tx_pair.read_high(),
-            RXSTMPH if self.rx_reg(offset) => self.rx_pair.read_high(),
-            _ => self.peek(offset),
-        }
-    }
-
-    pub(super) fn write_bar0(&mut self, offset: u32, v: u32, host: &mut dyn DeviceHost) {
-        if offset == CTRL {
-            // The reset wipes CTRL too, so the other bits of this write do not stick.
-            if self.port.write_ctrl(v, ctrl::RST, host) == CtrlWrite::Reset {
-                self.port_reset();
-            }
-            return;
-        }
-        if self.port.write_common(offset, v, host) {
-            return;
-        }
-        match offset {
-            SYSTIML => self.tsync.write_systiml(v),
-            SYSTIMH => self.change_phc(|ts, t| ts.write_systimh(t, v)),
-            TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
-            TIMADJL => self.tsync.timadjl = v,
-            TIMADJH => self.change_phc(|ts, t| ts.write_timadjh(t, v)),
-            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, v)),
-            TSICR if self.ts_irq_reg(offset) => {
-                self.tsync.write_tsicr(v);
-                self.update_ts(host);
-            }
-            TSIM if self.ts_irq_reg(offset) => {
-                self.tsync.tsim = v;
-                self.update_ts(host);
-            }
-            TSYNCTXCTL => self.tx_ctl = v & !tsynctxctl::VALID,
-            TSYNCRXCTL => {
-                self.record_rx_ts_config(v);
-                self.port.regs.set(TSYNCRXCTL, v & !tsyncrxctl::VALID);
-            }
-            SYSTIMR | TXSTMPL | TXSTMPH => {}
-            o if self.rx_reg(o) => {}
-            // Everything else is storage, including the ring registers (the engines read
-            // them when they run), SRRCTL, RXPBS, TSYNCRXCFG, ETQF and IVAR.
-            o => self.port.regs.set(o, v),
         }
     }
 
@@ -138,6 +79,74 @@ impl Igb {
         };
         if !modelled {
             self.port.unimpl.record_value(TSYNCRXCTL, v);
+        }
+    }
+}
+
+impl BarModel for Igb {
+    fn implemented(&self, offset: u32) -> bool {
+        super::known::implemented(self.part, offset)
+    }
+
+    /// A BAR0 read with its side effects (§6 ICR/EICR read-to-clear, §3 SYSTIM latch, §2.4
+    /// TSICR read-to-clear, §7.5 TXSTMPH release, §8.3 RXSTMPH release).
+    fn read_bar0(&mut self, offset: u32, host: &mut dyn DeviceHost) -> u32 {
+        let offset = Self::canonical(offset);
+        if let Some(v) = self.port.read_common(offset, host) {
+            return v;
+        }
+        let t = self.now();
+        match offset {
+            SYSTIMR if self.part.latches_on_systimr() => self.tsync.read_systimr(t),
+            SYSTIML => self.tsync.read_systiml(t),
+            TSICR if self.ts_irq_reg(offset) => {
+                let v = self.tsync.cause.read();
+                self.update_ts(host);
+                v
+            }
+            TXSTMPH => self.tx_pair.read_high(),
+            RXSTMPH if self.rx_reg(offset) => self.rx_pair.read_high(),
+            _ => self.peek(offset),
+        }
+    }
+
+    fn write_bar0(&mut self, offset: u32, v: u32, host: &mut dyn DeviceHost) {
+        let offset = Self::canonical(offset);
+        if offset == CTRL {
+            // The reset wipes CTRL too, so the other bits of this write do not stick.
+            if self.port.write_ctrl(v, ctrl::RST, host) == CtrlWrite::Reset {
+                self.port_reset();
+            }
+            return;
+        }
+        if self.port.write_common(offset, v, host) {
+            return;
+        }
+        match offset {
+            SYSTIML => self.tsync.write_systiml(v),
+            SYSTIMH => self.change_phc(|ts, t| ts.write_systimh(t, v)),
+            TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
+            TIMADJL => self.tsync.timadjl = v,
+            TIMADJH => self.change_phc(|ts, t| ts.write_timadjh(t, v)),
+            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, v)),
+            TSICR if self.ts_irq_reg(offset) => {
+                self.tsync.cause.write(v);
+                self.update_ts(host);
+            }
+            TSIM if self.ts_irq_reg(offset) => {
+                self.tsync.cause.tsim = v;
+                self.update_ts(host);
+            }
+            TSYNCTXCTL => self.tx_ctl = v & !tsynctxctl::VALID,
+            TSYNCRXCTL => {
+                self.record_rx_ts_config(v);
+                self.port.regs.set(TSYNCRXCTL, v & !tsyncrxctl::VALID);
+            }
+            SYSTIMR | TXSTMPL | TXSTMPH => {}
+            o if self.rx_reg(o) => {}
+            // Everything else is storage, including the ring registers (the engines read
+            // them when they run), SRRCTL, RXPBS, TSYNCRXCFG, ETQF and IVAR.
+            o => self.port.regs.set(o, v),
         }
     }
 }

@@ -226,7 +226,7 @@ impl Mac for Igb {
         let (tx_lat, _) = self.latency();
         let raw = self.stamp_raw(departure, -tx_lat, true);
         if self.tx_pair.latch(raw, (0, 0)) && self.part.has_ts_interrupt() {
-            self.tsync.raise(tsicr::TXTS);
+            self.tsync.cause.raise(tsicr::TXTS);
             self.update_ts(host);
         }
     }

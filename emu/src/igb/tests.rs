@@ -398,7 +398,7 @@ fn port_reset_keeps_the_clock_and_empties_the_stamp_pairs() {
     r.clock.advance(S);
     r.wr(IMS, icr::LSC);
     r.wr(CTRL, ctrl::RST | ctrl::SLU);
-    assert_eq!(r.dev.port_resets(), 1);
+    assert_eq!(r.dev.nic().port_resets(), 1);
     assert_eq!(r.rd(IMS), 0);
     assert_eq!(
         r.rd(CTRL) & ctrl::SLU,

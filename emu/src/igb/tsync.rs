@@ -20,6 +20,7 @@
 //! (s:ns on i210, ns on i350, counts on 82576), subtracted when TIMADJH b31 is set \[U: Linux
 //! igb never uses TIMADJ; the layout follows QEMU's "TIMADJL | TIMADJH<<32" with a sign bit\].
 
+use crate::nic::tscause::TsCause;
 use crate::phc::{Phc, TimeFormat};
 
 /// TSAUXC.DISABLE0 (b31, igb name TSAUXC_DISABLE, §2.3).
@@ -40,10 +41,8 @@ pub(super) struct TimeSync {
     pub(super) timadjl: u32,
     pub(super) timadjh: u32,
     pub(super) tsauxc: u32,
-    pub(super) tsicr: u32,
-    pub(super) tsim: u32,
-    /// `TSICR & TSIM != 0` at the last evaluation (ICR.TS on its rising edge, §2.4).
-    ts_level: bool,
+    /// TSICR/TSIM (`nic::tscause`; the 82576 model never raises a cause).
+    pub(super) cause: TsCause,
 }
 
 impl TimeSync {
@@ -61,17 +60,13 @@ impl TimeSync {
             timadjl: 0,
             timadjh: 0,
             tsauxc,
-            tsicr: 0,
-            tsim: 0,
-            ts_level: false,
+            cause: TsCause::default(),
         }
     }
 
     /// Port reset: the timer keeps running (as on the i225 model, \[U\]); the cause pair clears.
     pub(super) fn port_reset(&mut self) {
-        self.tsicr = 0;
-        self.tsim = 0;
-        self.ts_level = false;
+        self.cause.reset();
     }
 
     fn format(&self) -> TimeFormat {
@@ -149,28 +144,6 @@ impl TimeSync {
         if self.format() != TimeFormat::E82576 {
             self.phc.set_running(t, v & TSAUXC_DISABLE0 == 0);
         }
-    }
-
-    /// TSICR read: read-to-clear (§2.4: ee14cc9ea19b "igb: Fix missing time sync events").
-    pub(super) fn read_tsicr(&mut self) -> u32 {
-        std::mem::take(&mut self.tsicr)
-    }
-
-    /// TSICR write: write-1-to-clear.
-    pub(super) fn write_tsicr(&mut self, v: u32) {
-        self.tsicr &= !v;
-    }
-
-    pub(super) fn raise(&mut self, bits: u32) {
-        self.tsicr |= bits;
-    }
-
-    /// True once when `TSICR & TSIM` goes from zero to non-zero (§2.4).
-    pub(super) fn take_ts_edge(&mut self) -> bool {
-        let level = self.tsicr & self.tsim != 0;
-        let edge = level && !self.ts_level;
-        self.ts_level = level;
-        edge
     }
 }
 

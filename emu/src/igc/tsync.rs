@@ -6,6 +6,7 @@
 
 use intel_regs::igc::{tsauxc, tsicr};
 
+use crate::nic::tscause::TsCause;
 use crate::phc::{NS_PER_S, Phc, SysTime};
 
 /// Timer 0 and its cause registers.
@@ -19,10 +20,8 @@ pub(super) struct TimeSync {
     /// Stored only: b30 ADJUST_METH is written by newer drivers, TIMADJ is unused for adjtime.
     pub(super) timadj: u32,
     pub(super) tsauxc: u32,
-    pub(super) tsicr: u32,
-    pub(super) tsim: u32,
-    /// `TSICR & TSIM != 0` at the last evaluation: ICR.TS is raised on its rising edge.
-    ts_level: bool,
+    /// TSICR/TSIM (`nic::tscause`).
+    pub(super) cause: TsCause,
     /// Model the §7.2 hardware bug (the real i225/i226); false = an ideal part.
     pub(super) txts_quirk: bool,
     /// The §7.2 gate: open until a TXTS event asserts, closed again until TXSTMPH_0 is read.
@@ -44,9 +43,7 @@ impl TimeSync {
             systiml_hold: 0,
             timadj: 0,
             tsauxc: tsauxc_power_on,
-            tsicr: 0,
-            tsim: 0,
-            ts_level: false,
+            cause: TsCause::default(),
             txts_quirk: true,
             txts_gate_open: true,
             txts_held: false,
@@ -58,9 +55,7 @@ impl TimeSync {
     /// running across a port reset — while the interrupt cause/mask pair is cleared. Linux
     /// restores the time after a reset anyway (§5), so a driver cannot tell the difference.
     pub(super) fn port_reset(&mut self) {
-        self.tsicr = 0;
-        self.tsim = 0;
-        self.ts_level = false;
+        self.cause.reset();
         self.txts_gate_open = true;
         self.txts_held = false;
     }
@@ -109,21 +104,6 @@ impl TimeSync {
         self.phc.set_running(t, v & tsauxc::DISABLE0 == 0);
     }
 
-    /// TSICR read: read-to-clear (§2.4, SDM §8.16.1 as cited by the 2024 fixes).
-    pub(super) fn read_tsicr(&mut self) -> u32 {
-        std::mem::take(&mut self.tsicr)
-    }
-
-    /// TSICR write: write-1-to-clear (§2.4).
-    pub(super) fn write_tsicr(&mut self, v: u32) {
-        self.tsicr &= !v;
-    }
-
-    /// A time-sync event sets cause bits.
-    pub(super) fn raise(&mut self, bits: u32) {
-        self.tsicr |= bits;
-    }
-
     /// A TX timestamp latched: sets TSICR.TXTS through the §7.2 gate. Returns true when the
     /// closed gate holds the interrupt back.
     ///
@@ -134,7 +114,7 @@ impl TimeSync {
     /// \[assumption\] The gate closes on every TXTS event, whether or not TSIM enables TXTS:
     /// the latch is inside the timestamp unit, ahead of the mask.
     pub(super) fn raise_txts(&mut self) -> bool {
-        self.tsicr |= tsicr::TXTS;
+        self.cause.raise(tsicr::TXTS);
         if !self.txts_quirk {
             return false;
         }
@@ -155,7 +135,7 @@ impl TimeSync {
             return;
         }
         self.txts_held = false;
-        self.txts_gate_open = self.tsicr & tsicr::TXTS == 0;
+        self.txts_gate_open = self.cause.tsicr & tsicr::TXTS == 0;
     }
 
     /// Turns the §7.2 quirk on or off; off also releases a held cause.
@@ -172,15 +152,10 @@ impl TimeSync {
         !self.txts_quirk || self.txts_gate_open
     }
 
-    /// True once when `TSICR & TSIM` goes from zero to non-zero. While any enabled cause
-    /// stays uncleared no new ICR.TS is produced: "TSICR must be cleared ... before another
-    /// ICR.Time_Sync can be raised" (§2.4, i210 datasheet as cited by linuxptp).
-    /// A TXTS held by the closed §7.2 gate does not count.
+    /// True once when `TSICR & TSIM` goes from zero to non-zero (`TsCause::take_edge`). A
+    /// TXTS held by the closed §7.2 gate does not count.
     pub(super) fn take_ts_edge(&mut self) -> bool {
         let held = if self.txts_held { tsicr::TXTS } else { 0 };
-        let level = self.tsicr & self.tsim & !held != 0;
-        let edge = level && !self.ts_level;
-        self.ts_level = level;
-        edge
+        self.cause.take_edge(held)
     }
 }

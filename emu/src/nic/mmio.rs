@@ -12,7 +12,6 @@ use intel_regs::igc::{
 use ptp_pci::emulated::DeviceHost;
 
 use super::{Port, hwstats, nvm};
-use crate::truth::SharedObserver;
 
 /// The family's offsets of the registers that moved between igc and igb.
 #[derive(Debug, Clone, Copy)]
@@ -49,11 +48,12 @@ impl Port {
     /// Port reset of the shared state: registers back to power-on, data path and interrupts
     /// cleared. CTRL.SLU is now clear, so the link drops; ICR was just reset, so no LSC is left
     /// pending for it (the driver sees LSC when it brings the link back up).
-    pub(crate) fn port_reset(&mut self, mac: [u8; 6]) {
+    pub(crate) fn port_reset(&mut self) {
         self.regs.clear();
-        self.load_power_on(mac);
+        self.load_power_on(self.mac);
         self.reset_datapath();
         self.link.update(false);
+        self.port_resets += 1;
     }
 
     /// CTRL write: `reset` names the bits that reset the port on this family.
@@ -166,9 +166,9 @@ impl Port {
         true
     }
 
-    /// Reports the cable's loss count to `observer` if it moved.
-    pub(crate) fn report_wire_lost(&mut self, observer: Option<&SharedObserver>) {
-        if let Some(obs) = observer {
+    /// Reports the cable's loss count to the observer if it moved.
+    pub(crate) fn report_wire_lost(&mut self) {
+        if let Some(obs) = &self.observer {
             let lost = self.wire.as_ref().map_or(0, |w| w.stats().lost);
             if lost != self.reported_lost {
                 self.reported_lost = lost;
