@@ -9,6 +9,7 @@
 pub mod client;
 pub mod config;
 pub mod driver_link;
+pub mod mgmt_access;
 #[cfg(target_os = "linux")]
 pub mod mgmt_socket;
 #[cfg(target_os = "linux")]

@@ -17,26 +17,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+pub use crate::mgmt_access::SetAccess;
+use crate::mgmt_access::answer;
 use crate::ptp::PtpStatusBoard;
-use crate::ptp::engine::MgmtHandle;
 use crate::ptp::manage::Outcome;
-use crate::ptp::mgmt::{self, Action};
-use crate::scheme::may_write;
+use crate::ptp::mgmt;
 
 /// How long a receive waits before the loop looks at its stop flag.
 const POLL: Duration = Duration::from_millis(200);
 /// A requester that does not drain its socket is not waited for.
 const SEND_TIMEOUT: Duration = Duration::from_millis(100);
-/// How long a SET waits for the engine thread (pmc itself waits about 100 ms per answer).
-const ENGINE_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// Who may SET, and who carries the SETs out.
-#[derive(Clone)]
-pub struct SetAccess {
-    pub engine: MgmtHandle,
-    /// Besides root (the configuration's `privileged_uids`).
-    pub privileged_uids: Vec<u32>,
-}
 
 /// What the server has done, for tests and diagnostics.
 #[derive(Debug, Default)]
@@ -130,17 +120,9 @@ fn serve(
                 continue;
             }
         };
-        let outcome = match set {
-            Some(set) if req.action == Action::Set => {
-                let privileged = uid.is_some_and(|u| may_write(u, &set.privileged_uids));
-                set.engine
-                    .request(req, privileged, ENGINE_TIMEOUT)
-                    .unwrap_or_else(|| {
-                        c.engine_timeouts.fetch_add(1, Ordering::Relaxed);
-                        Outcome::Ignore
-                    })
-            }
-            _ => board.mgmt().map_or(Outcome::Ignore, |s| s.answer(&req)),
+        let Some(outcome) = answer(req, uid, board, set) else {
+            c.engine_timeouts.fetch_add(1, Ordering::Relaxed);
+            continue;
         };
         let (Outcome::Reply(replies), Some(to)) = (outcome, peer) else {
             c.ignored.fetch_add(1, Ordering::Relaxed);

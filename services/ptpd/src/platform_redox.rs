@@ -15,6 +15,12 @@
 //!   redox-scheme 0.12 does not pass a trustworthy uid with `call` (its `SchemeSync::call`
 //!   documents only pid and id as correct), so the uid is recorded per handle at open.
 //! - Errors of `read` map [`ClockError`] to errnos; `call` returns them inside the reply.
+//! - `/scheme/ptp/mgmt` (when PTP runs): IEEE 1588 management, what `pmc -u` gets from ptp4l's
+//!   socket on Linux. Each `write` is one management message (as pmc sends it); its replies
+//!   wait for the following `read`s, one message per read (EAGAIN when none is waiting,
+//!   EMSGSIZE when the buffer is too small, which leaves the reply waiting; EINVAL for a
+//!   message that does not decode; ETIMEDOUT when the engine does not answer a SET). SETs are
+//!   privileged as clock writes are: by the uid recorded at open ([`MgmtSession`]).
 //!
 //! The scheme is served on the main thread, one request at a time: a request waits for its
 //! driver at most `request_timeout_ms`, so a slow driver delays other clients by that much.
@@ -27,14 +33,18 @@ use ptp_ipc::transport::{SchemeConn, TransportError};
 use ptp_ipc::{ClockError, ClockReply, ClockRequest, Wire};
 use redox_scheme::scheme::{SchemeState, SchemeSync, register_sync_scheme};
 use redox_scheme::{CallerCtx, OpenResult, RequestKind, SignalBehavior};
+use std::collections::HashMap;
+
 use syscall::error::{
-    EBADF, EBUSY, ECANCELED, EINVAL, EIO, EMSGSIZE, ENODEV, ENOENT, EOPNOTSUPP, EPERM, ETIMEDOUT,
-    Error, Result,
+    EAGAIN, EBADF, EBUSY, ECANCELED, EINVAL, EIO, EMSGSIZE, ENODEV, ENOENT, EOPNOTSUPP, EPERM,
+    ETIMEDOUT, Error, Result,
 };
 use syscall::schemev2::NewFdFlags;
 
 use crate::config::Config;
 use crate::driver_link::Connector;
+use crate::mgmt_access::{MgmtSession, SessionError, SetAccess};
+use crate::ptp::PtpStatusBoard;
 use crate::scheme::ClockScheme;
 
 /// The scheme name: clients open `/scheme/ptp/...`.
@@ -90,6 +100,24 @@ enum Handle {
         clock: Option<u32>,
         uid: u32,
     },
+    /// A management client; its session lives in [`PtpScheme::sessions`].
+    Mgmt,
+}
+
+/// What the `mgmt` path answers from.
+pub struct MgmtAccess {
+    pub board: PtpStatusBoard,
+    pub set: Option<SetAccess>,
+}
+
+/// The errno of a management session error.
+fn session_errno(e: &SessionError) -> i32 {
+    match e {
+        SessionError::Malformed(_) => EINVAL,
+        SessionError::Empty => EAGAIN,
+        SessionError::TooSmall(_) => EMSGSIZE,
+        SessionError::Busy => ETIMEDOUT,
+    }
 }
 
 impl SchemeHandle for Handle {
@@ -103,14 +131,28 @@ impl SchemeHandle for Handle {
 pub struct PtpScheme<'s, C: Connector> {
     clocks: &'s ClockScheme<C>,
     handles: Handles<Handle>,
+    mgmt: Option<MgmtAccess>,
+    /// The management sessions, by handle id.
+    sessions: HashMap<usize, MgmtSession>,
 }
 
 impl<'s, C: Connector> PtpScheme<'s, C> {
-    pub fn new(clocks: &'s ClockScheme<C>) -> Self {
+    pub fn new(clocks: &'s ClockScheme<C>, mgmt: Option<MgmtAccess>) -> Self {
         Self {
             clocks,
             handles: Handles::default(),
+            mgmt,
+            sessions: HashMap::new(),
         }
+    }
+
+    fn open_mgmt(&mut self, uid: u32) -> Result<usize> {
+        if self.mgmt.is_none() {
+            return Err(Error::new(ENOENT));
+        }
+        let id = self.handles.insert(Handle::Mgmt);
+        self.sessions.insert(id, MgmtSession::new(uid));
+        Ok(id)
     }
 
     fn reply(&self, bound: Option<u32>, uid: u32, req: ClockRequest) -> ClockReply {
@@ -136,6 +178,12 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
     ) -> Result<OpenResult> {
         self.handles.check_root(fd)?;
         let clock = match path.trim_matches('/') {
+            "mgmt" => {
+                return Ok(OpenResult::ThisScheme {
+                    number: self.open_mgmt(ctx.uid)?,
+                    flags: NewFdFlags::empty(),
+                });
+            }
             "" | "ctl" => None,
             n => {
                 let n: u32 = n.parse().map_err(|_| Error::new(ENOENT))?;
@@ -162,6 +210,9 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
         _fcntl_flags: u32,
         _ctx: &CallerCtx,
     ) -> Result<usize> {
+        if let Some(session) = self.sessions.get_mut(&id) {
+            return session.read(buf).map_err(|e| Error::new(session_errno(&e)));
+        }
         let (clock, uid) = match self.handles.get(id) {
             Some(Handle::Clock {
                 clock: Some(c),
@@ -183,6 +234,28 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
         }
     }
 
+    /// Only management handles are written to: one management message per write.
+    fn write(
+        &mut self,
+        id: usize,
+        buf: &[u8],
+        _offset: u64,
+        _fcntl_flags: u32,
+        _ctx: &CallerCtx,
+    ) -> Result<usize> {
+        let (Some(session), Some(m)) = (self.sessions.get_mut(&id), self.mgmt.as_ref()) else {
+            return Err(Error::new(if self.handles.get(id).is_some() {
+                EINVAL
+            } else {
+                EBADF
+            }));
+        };
+        session.write(buf, &m.board, m.set.as_ref()).map_err(|e| {
+            log::debug!("management write: {e}");
+            Error::new(session_errno(&e))
+        })
+    }
+
     fn call(
         &mut self,
         id: usize,
@@ -192,7 +265,7 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
     ) -> Result<usize> {
         let (bound, uid) = match self.handles.get(id) {
             Some(Handle::Clock { clock, uid }) => (*clock, *uid),
-            Some(Handle::Root) => return Err(Error::new(EINVAL)),
+            Some(Handle::Root | Handle::Mgmt) => return Err(Error::new(EINVAL)),
             None => return Err(Error::new(EBADF)),
         };
         let len = metadata
@@ -224,6 +297,7 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
             Some(Handle::Clock { clock: Some(c), .. }) => format!("/scheme/{SCHEME}/{c}"),
             Some(Handle::Clock { clock: None, .. }) => format!("/scheme/{SCHEME}/ctl"),
             Some(Handle::Root) => format!("/scheme/{SCHEME}"),
+            Some(Handle::Mgmt) => format!("/scheme/{SCHEME}/mgmt"),
             None => return Err(Error::new(EBADF)),
         };
         Ok(copy_path(&path, buf))
@@ -231,6 +305,7 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
 
     fn on_close(&mut self, id: usize) {
         self.handles.remove(id);
+        self.sessions.remove(&id);
     }
 }
 
@@ -243,11 +318,18 @@ pub fn run(config: Config) -> std::result::Result<(), String> {
     // init starts ptpd as a `notify` unit; run by hand it stays in the foreground.
     let readiness = Readiness::start(false).map_err(|e| os("readiness", e))?;
     // The PTP engine runs beside the scheme for the life of the process, as on Linux.
-    let (clocks, _engine) = crate::service::start(&config, |c| {
+    let (clocks, engine) = crate::service::start(&config, |c| {
         SchemeConnector(c.channel.display().to_string())
     })?;
+    let mgmt = clocks.ptp_status().map(|board| MgmtAccess {
+        board: board.clone(),
+        set: engine.as_ref().map(|e| SetAccess {
+            engine: e.manager(),
+            privileged_uids: config.privileged_uids.clone(),
+        }),
+    });
     let socket = scheme_socket(false).map_err(|e| os("scheme socket", e))?;
-    let mut scheme = PtpScheme::new(&clocks);
+    let mut scheme = PtpScheme::new(&clocks, mgmt);
     register_sync_scheme(&socket, SCHEME, &mut scheme).map_err(|e| os("register scheme ptp", e))?;
     // Registered: clients can open /scheme/ptp now (§9: scheme first, then readiness).
     readiness.ready().map_err(|e| os("readiness", e))?;

@@ -119,12 +119,12 @@ fn pmc_set_from_root_changes_priority1_and_another_uid_is_refused() {
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
     let root = effective_uid() == 0;
     if root {
-        let out = pmc(
-            &sock,
-            &dir,
-            &["SET PRIORITY1 7", "GET DEFAULT_DATA_SET"],
+        let out = pmc(&sock, &dir, &["SET PRIORITY1 7", "GET DEFAULT_DATA_SET"]);
+        assert!(
+            out.contains("RESPONSE MANAGEMENT PRIORITY1"),
+            "{out} {:?}",
+            server.counters
         );
-        assert!(out.contains("RESPONSE MANAGEMENT PRIORITY1"), "{out} {:?}", server.counters);
         assert_eq!(crate::testing::pmc_field(&out, "priority1"), "7", "{out}");
         assert!(
             out.lines()
@@ -138,16 +138,12 @@ fn pmc_set_from_root_changes_priority1_and_another_uid_is_refused() {
         assert_eq!(crate::testing::pmc_field(&out, "priority2"), "128", "{out}");
         // Another uid (nobody): refused, and priority1 stays 7.
         let client = dir.join("pmc-nobody");
-        let out = crate::testing::pmc_command(
-            0,
-            &sock,
-            &client,
-            &["SET PRIORITY1 3", "GET PRIORITY1"],
-        )
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .expect("running pmc as nobody");
+        let out =
+            crate::testing::pmc_command(0, &sock, &client, &["SET PRIORITY1 3", "GET PRIORITY1"])
+                .uid(65534)
+                .gid(65534)
+                .output()
+                .expect("running pmc as nobody");
         let out = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.contains("MANAGEMENT_ERROR_STATUS"), "{out}");
         assert_eq!(crate::testing::pmc_field(&out, "priority1"), "7", "{out}");
@@ -161,4 +157,82 @@ fn pmc_set_from_root_changes_priority1_and_another_uid_is_refused() {
     }
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The write-then-read management session (the Redox scheme's `mgmt` handle) over a running
+/// engine: replies queue per request, SETs honour the session's uid.
+#[test]
+fn session_answers_writes_with_reads_and_checks_the_uid() {
+    use crate::mgmt_access::{MgmtSession, SessionError, SetAccess};
+    use crate::ptp::config::MgmtPolicy;
+    use crate::ptp::mgmt::{Action, MgmtRequest, PortIdentity, id, parse};
+
+    let mut s = settings(1, fast_port(NetworkTransport::L2));
+    s.instance.management = MgmtPolicy {
+        priority1: true,
+        ..MgmtPolicy::default()
+    };
+    let r = rig_with(s, MAC, SimPhc::new(1e12, 0.0), Instant::now());
+    assert!(wait_for(Duration::from_secs(10), || r
+        .board
+        .mgmt()
+        .is_some()));
+    let set = SetAccess {
+        engine: r.engine.manager(),
+        privileged_uids: vec![1000],
+    };
+    let req = |action, mid, data: Vec<u8>| {
+        MgmtRequest {
+            sdo_and_version: [0x0D, 0x12],
+            domain: 0,
+            minor_sdo: 0,
+            unicast: false,
+            source: PortIdentity {
+                clock: [7; 8],
+                port: 1,
+            },
+            sequence_id: 3,
+            target: PortIdentity {
+                clock: [0xFF; 8],
+                port: 0xFFFF,
+            },
+            starting_boundary_hops: 0,
+            boundary_hops: 0,
+            action,
+            management_id: mid,
+            data,
+        }
+        .encode()
+    };
+    let mut buf = [0u8; 1500];
+    let mut user = MgmtSession::new(1001);
+    assert_eq!(user.read(&mut buf), Err(SessionError::Empty));
+    assert!(matches!(
+        user.write(&[0x0D, 0x02, 0x00], &r.board, Some(&set)),
+        Err(SessionError::Malformed(_))
+    ));
+    // GET: one reply, which a small buffer does not take away.
+    let get = req(Action::Get, id::DEFAULT_DATA_SET, vec![]);
+    assert_eq!(user.write(&get, &r.board, Some(&set)), Ok(get.len()));
+    assert!(matches!(
+        user.read(&mut buf[..10]),
+        Err(SessionError::TooSmall(_))
+    ));
+    let n = user.read(&mut buf).unwrap();
+    let reply = parse(&buf[..n]).unwrap();
+    assert_eq!(reply.data, r.board.mgmt().unwrap().default.encode());
+    assert_eq!(user.read(&mut buf), Err(SessionError::Empty));
+    // SET from an unprivileged uid: an error status, priority1 unchanged.
+    let set1 = req(Action::Set, id::PRIORITY1, vec![5, 0]);
+    user.write(&set1, &r.board, Some(&set)).unwrap();
+    let n = user.read(&mut buf).unwrap();
+    assert_eq!(&buf[48..50], &[0x00, 0x02], "MANAGEMENT_ERROR_STATUS");
+    assert!(n >= 54);
+    assert_eq!(r.board.mgmt().unwrap().default.priority1, 1);
+    // From a privileged uid: applied.
+    let mut admin = MgmtSession::new(1000);
+    admin.write(&set1, &r.board, Some(&set)).unwrap();
+    let n = admin.read(&mut buf).unwrap();
+    assert_eq!(parse(&buf[..n]).unwrap().data, vec![5, 0]);
+    assert_eq!(r.board.mgmt().unwrap().default.priority1, 5);
 }
