@@ -281,14 +281,15 @@ fn raw_of(format: TimeFormat, frac: u128) -> u64 {
     }
 }
 
-/// The 2^-32 ns value of a raw register value in `format` (s:ns with ns ≥ 1e9 carries).
+/// The 2^-32 ns value of a raw register value in `format` (s:ns with ns ≥ 1e9 carries; the
+/// caller wraps it).
 fn frac_of_raw(format: TimeFormat, raw: u64) -> u128 {
     match format {
         TimeFormat::Igc | TimeFormat::I210 => {
             let ns = (raw >> 32) as u128 * NS_PER_S as u128 + (raw & 0xFFFF_FFFF) as u128;
             ns << FRAC_BITS
         }
-        TimeFormat::I350 => ((raw & ((1 << 40) - 1)) as u128) << FRAC_BITS,
+        TimeFormat::I350 => (raw as u128) << FRAC_BITS,
         TimeFormat::E82576 => (raw as u128) << (FRAC_BITS - E82576_SHIFT),
     }
 }

@@ -114,12 +114,8 @@ impl TimeSync {
 
     /// SYSTIMH write: commits (SYSTIMH, held SYSTIML) in the family's format at `t`.
     pub(super) fn write_systimh(&mut self, t: u64, v: u32) {
-        let h = match self.format() {
-            // The 40-bit counter: SYSTIMH b7:0 (§3).
-            TimeFormat::I350 => v & 0xFF,
-            _ => v,
-        };
-        self.phc.set_raw(t, (h as u64) << 32 | self.hold_l as u64);
+        // The i350's 40-bit counter keeps SYSTIMH b7:0 (§3): `set_raw` wraps the value.
+        self.phc.set_raw(t, (v as u64) << 32 | self.hold_l as u64);
     }
 
     /// TIMADJH write: applies the signed offset at `t` (module docs).

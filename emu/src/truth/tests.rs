@@ -236,3 +236,30 @@ fn true_offset_is_the_exact_difference_and_handles_the_wrap() {
     assert_eq!(o.offset_ns, a.ns_at(o.at_t) as i64 - b.ns_at(o.at_t) as i64);
     assert!(o.offset_ns >= 1_000_000);
 }
+
+#[test]
+fn igb_laws_carry_their_format_through_the_record() {
+    use crate::igb::{Igb, IgbConfig, IgbPart};
+    for part in [IgbPart::I210, IgbPart::I350, IgbPart::E82576] {
+        let clock = VirtualClock::new(1_000);
+        let mut cfg = IgbConfig::new(part, clock.source());
+        cfg.osc_error_ppb = -300;
+        let mut dev = Igb::new(cfg).unwrap();
+        let p = TempPath::new(part.name());
+        dev.set_observer(Some(Arc::new(TruthWriter::create(&p.0).unwrap())));
+        let mut host = RecordingHost::new();
+        // Start the clock as Linux's PTP reset does, then run at a corrected rate.
+        let (reg, v) = match part {
+            IgbPart::E82576 => (TIMINCA, 0x0180_0000 + 40),
+            _ => (TSAUXC, 0),
+        };
+        dev.write32(0, reg, v, &mut host);
+        clock.advance(5 * NS_PER_S);
+        let s = TruthReader::open(&p.0).unwrap().snapshot().unwrap();
+        assert_eq!(s.law.format(), part.time_format());
+        let t = clock.now();
+        assert_eq!(s.law.ns_at(t), dev.phc_now_ns(), "{part:?}");
+        assert_eq!(s.law.raw_at(t), dev.phc_raw(), "{part:?}");
+        assert_ne!(dev.phc_now_ns(), 0);
+    }
+}
