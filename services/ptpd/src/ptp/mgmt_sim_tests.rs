@@ -378,3 +378,23 @@ fn network_sets_need_the_configuration() {
         }
     }
 }
+
+#[test]
+fn time_status_np_reports_the_last_sync_from_the_parent() {
+    let w = world(NetworkTransport::L2, 20);
+    let gm = w.nodes[0].core.clock_identity().unwrap();
+    let master = w.nodes[0].core.mgmt_snapshot().unwrap().time_status;
+    let slave = w.nodes[1].core.mgmt_snapshot().unwrap().time_status;
+    assert_eq!((master.ingress_time_ns, master.gm_present), (0, false));
+    assert_eq!(master.gm_identity, gm);
+    assert_eq!((slave.gm_present, slave.gm_identity), (true, gm));
+    // Syncs come every 2^-4 s (sim::port): the last one reached the slave's PHC less than
+    // two intervals ago (one, plus the wire and driver latencies).
+    let phc_now = w.nodes[1].drv.st().phc.at(w.t);
+    let age_ns = phc_now - slave.ingress_time_ns as f64;
+    assert!(
+        (0.0..2.0 * 62.5e6).contains(&age_ns),
+        "ingress_time {} is {age_ns} ns before the slave's PHC now",
+        slave.ingress_time_ns
+    );
+}

@@ -207,6 +207,7 @@ impl Core {
             // The old port's timers, parked TX contexts and servo lock go with it.
             p.port = None;
             p.timers = [None; 5];
+            p.last_sync_rx_ns = None;
             {
                 let mut st = clock::lock(&p.clock);
                 st.servo = ServoState::default();

@@ -3,6 +3,7 @@
 //! the time properties ptpd announces as grandmaster).
 
 use statime::config::{ClockQuality as StQuality, LeapIndicator, TimePropertiesDS};
+use statime::observability::parent::ParentDS;
 
 use super::super::config::DelayMechanism;
 use super::super::config::TimeProperties;
@@ -42,6 +43,24 @@ fn time_properties(tp: &TimePropertiesDS) -> TimePropertiesDataSet {
     }
 }
 
+fn parent(pds: &ParentDS) -> ParentDataSet {
+    ParentDataSet {
+        parent_port: PortIdentity {
+            clock: pds.parent_port_identity.clock_identity.0,
+            port: pds.parent_port_identity.port_number,
+        },
+        // statime 0.4 computes none of the observed parent statistics (its ParentDS leaves
+        // them out); these are IEEE 1588's "not computed" values, which ptp4l reports too.
+        parent_stats: false,
+        observed_offset_scaled_log_variance: 0xFFFF,
+        observed_phase_change_rate: 0x7FFF_FFFF,
+        gm_priority1: pds.grandmaster_priority_1,
+        gm_quality: quality(pds.grandmaster_clock_quality),
+        gm_priority2: pds.grandmaster_priority_2,
+        gm_identity: pds.grandmaster_identity.0,
+    }
+}
+
 /// What [`super::super::net::rewrite_announce`] puts in our Announces as grandmaster.
 fn announced(tp: &TimeProperties) -> TimePropertiesDataSet {
     let flags = u8::from(tp.utc_offset_valid) << 2
@@ -64,11 +83,14 @@ impl Core {
         let pds = instance.parent_ds();
         let gm = pds.grandmaster_identity.0;
         // The slave port's estimate feeds currentDS, as `snapshot` does for ptpctl status.
-        let est = self.ports.iter().find_map(|p| {
-            p.port
-                .as_ref()
-                .and_then(|r| r.port_current_ds_contribution())
-        });
+        let (est, ingress) = self
+            .ports
+            .iter()
+            .find_map(|p| {
+                let est = p.port.as_ref()?.port_current_ds_contribution()?;
+                Some((Some(est), p.last_sync_rx_ns))
+            })
+            .unwrap_or((None, None));
         let slave = est.is_some();
         let cur = instance.current_ds(est);
         let (offset, delay) = if slave {
@@ -102,24 +124,12 @@ impl Core {
                 offset_from_master_ns: offset,
                 mean_path_delay_ns: delay,
             },
-            parent: ParentDataSet {
-                parent_port: PortIdentity {
-                    clock: pds.parent_port_identity.clock_identity.0,
-                    port: pds.parent_port_identity.port_number,
-                },
-                parent_stats: false,
-                observed_offset_scaled_log_variance: 0xFFFF,
-                observed_phase_change_rate: 0x7FFF_FFFF,
-                gm_priority1: pds.grandmaster_priority_1,
-                gm_quality: quality(pds.grandmaster_clock_quality),
-                gm_priority2: pds.grandmaster_priority_2,
-                gm_identity: gm,
-            },
+            parent: parent(&pds),
             time_properties: tp,
             time_status: TimeStatusNp {
                 master_offset_ns: offset,
-                // ptpd does not keep the last Sync's ingress time here.
-                ingress_time_ns: 0,
+                // The slave port's last Sync from its parent, on its PHC (0 unless a slave).
+                ingress_time_ns: ingress.map_or(0, |ns| i64::try_from(ns).unwrap_or(i64::MAX)),
                 gm_present: gm != own,
                 gm_identity: gm,
             },

@@ -148,6 +148,8 @@ struct PortCtx {
     foreign: HashSet<([u8; 8], u16)>,
     /// Whether "cannot send" has been logged since the port last became ready.
     warned_not_ready: bool,
+    /// Hardware RX time of the last Sync from our parent (TIME_STATUS_NP ingress_time).
+    last_sync_rx_ns: Option<u64>,
 }
 
 /// The protocol loop (see the module docs).
@@ -203,6 +205,7 @@ impl Core {
                     shown: PortState::Initializing,
                     foreign: HashSet::new(),
                     warned_not_ready: false,
+                    last_sync_rx_ns: None,
                 }
             })
             .collect();

@@ -344,6 +344,9 @@ impl Core {
                     log::debug!("port {}: implausible RX timestamp {ns} dropped", i + 1);
                     return;
                 }
+                if m.message_type == msg::SYNC && self.is_parent(src_id, src_port) {
+                    self.ports[i].last_sync_rx_ns = Some(ns);
+                }
                 dispatch!(self, i, now, Cause::Receive, |p| {
                     p.handle_event_receive(payload, Time::from_nanos(ns))
                 });
@@ -351,6 +354,14 @@ impl Core {
             None => dispatch!(self, i, now, Cause::Receive, |p| p
                 .handle_general_receive(payload)),
         }
+    }
+
+    /// Whether a port identity is our parent's (the port we take time from).
+    fn is_parent(&self, clock: [u8; 8], port: u16) -> bool {
+        self.instance.is_some_and(|inst| {
+            let p = inst.parent_ds().parent_port_identity;
+            p.clock_identity.0 == clock && p.port_number == port
+        })
     }
 
     pub(super) fn expire_parked(&mut self, now: u64) {
