@@ -31,11 +31,8 @@
 //! - Departure: the first frame of an idle link leaves `tx_pipeline_ns` after the engine
 //!   runs; later ones wait for the previous frame's serialisation (preamble, FCS and
 //!   inter-frame gap included) at the link speed.
-//! - The TX stamp is PHC(departure) − TX latency (§8.4), so a driver adding the latency gets
-//!   exactly PHC(departure) \[assumption: the latency is applied in PHC nanoseconds, which
-//!   differs from PHC(departure − latency) by latency × rate error, far below 1 ns\]. It is
-//!   latched when the engine processes the frame, with the configured jitter and quantum
-//!   applied (`noise`; exact by default).
+//! - The TX stamp (a frame with MAC_TSTAMP) is latched by the family's [`Mac::tx_stamp`]
+//!   when the engine processes the frame, from the PHC at the departure instant.
 
 use intel_regs::igc::*;
 use ptp_pci::emulated::DeviceHost;
@@ -228,53 +225,9 @@ pub(crate) fn run_tx<M: Mac>(m: &mut M, host: &mut dyn DeviceHost, forced: bool)
     };
     let mut wrote_back = false;
     for _ in 0..ring.n {
-        let p = m.port();
-        let (consumed, rs) = match fetch(host, &ring, &mut p.tx_ctx) {
-            Fetch::Idle => break,
-            Fetch::Frame {
-                first_cmd,
-                consumed,
-                rs,
-                ..
-            } if first_cmd & TSE != 0 => {
-                // TCP segmentation is not modelled: the frame is dropped, counted and logged
-                // once rather than put on the cable as one oversized frame.
-                if p.stats.tx_tso_unmodelled == 0 {
-                    log::warn!(
-                        "{} model: TSO frame (TSE) dropped: segmentation is not modelled",
-                        p.unimpl.name()
-                    );
-                }
-                p.stats.tx_tso_unmodelled += 1;
-                (consumed, rs)
-            }
-            Fetch::Frame {
-                mut data,
-                first_cmd,
-                olinfo,
-                consumed,
-                rs,
-            } => {
-                let ctx = p.tx_ctx[csum::slot(olinfo)];
-                match csum::insert(&mut data, olinfo, &ctx) {
-                    csum::Outcome::None => {}
-                    csum::Outcome::Inserted => p.stats.tx_csum_inserted += 1,
-                    csum::Outcome::Skipped => p.stats.tx_csum_skipped += 1,
-                }
-                if tctl & tctl::PSP != 0 && data.len() < MIN_FRAME {
-                    data.resize(MIN_FRAME, 0);
-                }
-                send_frame(m, &data, first_cmd, host);
-                (consumed, rs)
-            }
-            Fetch::Malformed { consumed, rs } => {
-                p.stats.tx_malformed += 1;
-                (consumed, rs)
-            }
-            Fetch::Stalled => {
-                p.stats.tx_dma_errors += 1;
-                break;
-            }
+        let fetched = fetch(host, &ring, &mut m.port().tx_ctx);
+        let Some((consumed, rs)) = process(m, fetched, tctl, host) else {
+            break;
         };
         for i in rs {
             if let Some(a) = ring.desc_addr(i) {
@@ -291,6 +244,64 @@ pub(crate) fn run_tx<M: Mac>(m: &mut M, host: &mut dyn DeviceHost, forced: bool)
         let ivar = p.regs.get(p.map.ivar0);
         p.irq.queue_cause(0, QueueCause::Tx, ivar, host);
     }
+}
+
+/// Handles one fetch: sends a complete frame (checksums, padding), counts a dropped one.
+/// Returns the descriptors consumed and those to write back, or `None` to stop the queue.
+fn process<M: Mac>(
+    m: &mut M,
+    fetched: Fetch,
+    tctl: u32,
+    host: &mut dyn DeviceHost,
+) -> Option<(u32, Vec<u32>)> {
+    let p = m.port();
+    Some(match fetched {
+        Fetch::Idle => return None,
+        Fetch::Frame {
+            first_cmd,
+            consumed,
+            rs,
+            ..
+        } if first_cmd & TSE != 0 => {
+            // TCP segmentation is not modelled: the frame is dropped, counted and logged
+            // once rather than put on the cable as one oversized frame.
+            if p.stats.tx_tso_unmodelled == 0 {
+                log::warn!(
+                    "{} model: TSO frame (TSE) dropped: segmentation is not modelled",
+                    p.unimpl.name()
+                );
+            }
+            p.stats.tx_tso_unmodelled += 1;
+            (consumed, rs)
+        }
+        Fetch::Frame {
+            mut data,
+            first_cmd,
+            olinfo,
+            consumed,
+            rs,
+        } => {
+            let ctx = p.tx_ctx[csum::slot(olinfo)];
+            match csum::insert(&mut data, olinfo, &ctx) {
+                csum::Outcome::None => {}
+                csum::Outcome::Inserted => p.stats.tx_csum_inserted += 1,
+                csum::Outcome::Skipped => p.stats.tx_csum_skipped += 1,
+            }
+            if tctl & tctl::PSP != 0 && data.len() < MIN_FRAME {
+                data.resize(MIN_FRAME, 0);
+            }
+            send_frame(m, &data, first_cmd, host);
+            (consumed, rs)
+        }
+        Fetch::Malformed { consumed, rs } => {
+            p.stats.tx_malformed += 1;
+            (consumed, rs)
+        }
+        Fetch::Stalled => {
+            p.stats.tx_dma_errors += 1;
+            return None;
+        }
+    })
 }
 
 /// One frame leaves the MAC: departure instant, TX stamp (the family's), wire.
