@@ -47,6 +47,11 @@ host 2k the better master (priority1), and runs PTP between them.
   --ppm-spread PPM        oscillators spread over ±PPM/2 (default 40)
   --initial-offset-ms MS  clocks start up to ±MS apart (default 1)
   --seed N                seed for oscillators, offsets and noise (default: from the time)
+  --tap NETNS             with --hosts 1: host0's cable ends in a TAP device, tap0, inside the
+                          existing network namespace NETNS (root only; `ptplab tap-bridge`),
+                          for Linux software such as ptp4l -S; with --transport UDPv4 the TAP
+                          is 10.213.0.1/24 and host0 sends from 10.213.0.2. The true offset
+                          of host0 is then PHC − CLOCK_REALTIME (the clock of ptp4l -S)
   --linux-igc I           host I is a Linux guest instead: the kernel's igc driver and ptp4l -H
                           in a QEMU VM whose NIC is the same emulated i225 on the same cable
                           (repeatable; needs qemu-system-x86 7.2, linux-image-amd64,
@@ -77,6 +82,8 @@ pub struct LabConfig {
     pub extra_ptpd: String,
     /// Hosts that are Linux guests (igc + ptp4l -H in a VM) instead of igcd + ptpd.
     pub linux_igc: Vec<u32>,
+    /// A network namespace whose TAP device `tap0` host 0's cable ends in (`--tap`).
+    pub tap: Option<String>,
 }
 
 impl Default for LabConfig {
@@ -98,6 +105,7 @@ impl Default for LabConfig {
             seed: ptp_ipc::time::realtime_ns(),
             extra_ptpd: String::new(),
             linux_igc: Vec::new(),
+            tap: None,
         }
     }
 }
@@ -155,6 +163,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
             Long("initial-offset-ms") => l.initial_offset_ms = val!(),
             Long("seed") => l.seed = val!(),
             Long("linux-igc") => l.linux_igc.push(val!()),
+            Long("tap") => l.tap = Some(val!()),
             Long("help") | Short('h') => return Ok(None),
             _ => return Err(bad(arg.unexpected())),
         }
@@ -171,6 +180,14 @@ impl LabConfig {
         }
         if l.linux_igc.iter().any(|&i| i >= l.hosts) {
             return Err("--linux-igc names a host beyond --hosts".into());
+        }
+        if let Some(ns) = &l.tap {
+            if l.hosts != 1 || !l.linux_igc.is_empty() {
+                return Err("--tap needs --hosts 1 (and no --linux-igc)".into());
+            }
+            if !crate::tap::valid_ifname(ns) {
+                return Err(format!("--tap {ns:?}: not a namespace name"));
+            }
         }
         if !matches!(l.nic.as_str(), "i225" | "i226") {
             return Err(format!("unknown NIC {:?} (i225 or i226)", l.nic));
@@ -201,6 +218,11 @@ impl LabConfig {
     pub fn peer(&self, i: u32) -> Option<u32> {
         let p = i ^ 1;
         (p < self.hosts).then_some(p)
+    }
+
+    /// Whether host `i` has a cable (to a peer host or, with `--tap`, to the TAP bridge).
+    pub fn cabled(&self, i: u32) -> bool {
+        self.peer(i).is_some() || (i == 0 && self.tap.is_some())
     }
 }
 
@@ -380,9 +402,27 @@ pub fn spawn_ptpd(
     i: u32,
     extra: &str,
 ) -> Result<u32, String> {
+    spawn_ptpd_with_clock(kids, exe, paths, i, extra, "")
+}
+
+/// [`spawn_ptpd`] with `clock_ptp` lines for the clock's own `[clock.ptp]` table (e.g. its
+/// UDPv4 `source_ip`); none if empty.
+pub fn spawn_ptpd_with_clock(
+    kids: &mut Children,
+    exe: &Path,
+    paths: &HostPaths,
+    i: u32,
+    extra: &str,
+    clock_ptp: &str,
+) -> Result<u32, String> {
     std::fs::create_dir_all(&paths.dir).map_err(|e| format!("{}: {e}", paths.dir.display()))?;
+    let clock_ptp = if clock_ptp.is_empty() {
+        String::new()
+    } else {
+        format!("[clock.ptp]\n{clock_ptp}\n")
+    };
     let config = format!(
-        "socket = {:?}\n{extra}\n[[clock]]\nname = \"igc0\"\nchannel = {:?}\n",
+        "socket = {:?}\n{extra}\n[[clock]]\nname = \"igc0\"\nchannel = {:?}\n{clock_ptp}",
         paths.socket.display().to_string(),
         paths.channel.display().to_string()
     );
@@ -502,6 +542,9 @@ impl Lab {
             } else {
                 lab.guests.push(None);
                 lab.start_igcd(i)?;
+                if i == 0 && lab.cfg.tap.is_some() {
+                    lab.start_tap_bridge()?;
+                }
                 lab.spawn_ptpd(i)?;
             }
         }
@@ -581,7 +624,7 @@ impl Lab {
     fn igcd_args(&self, i: u32) -> Vec<String> {
         let c = &self.cfg;
         let mut a = Vec::new();
-        if c.peer(i).is_some() {
+        if c.cabled(i) {
             let w = self.wire_path(i).display().to_string();
             a.push("--wire".into());
             a.push(if i % 2 == 0 {
@@ -635,8 +678,46 @@ impl Lab {
             osc,
             &args,
         )?;
-        if i % 2 == 0 && self.cfg.peer(i).is_some() {
+        if i % 2 == 0 && self.cfg.cabled(i) {
             wait_for_file(&self.wire_path(i), Duration::from_secs(10))?;
+        }
+        Ok(())
+    }
+
+    /// Starts `ptplab tap-bridge` on the other end of host 0's cable (`--tap`) and waits until
+    /// its TAP is up; an error with the bridge's log if it exits instead.
+    fn start_tap_bridge(&mut self) -> Result<(), String> {
+        let Some(ns) = self.cfg.tap.clone() else {
+            return Ok(());
+        };
+        let dir = &self.hosts[0].dir;
+        let (log, ready) = (dir.join("tap-bridge.log"), dir.join("tap.ready"));
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("tap-bridge")
+            .arg("--wire")
+            .arg(format!("connect:{}", self.wire_path(0).display()))
+            .args(["--netns", &ns, "--tap", "tap0"])
+            .args(["--cable-delay-ns", &self.cfg.cable_delay_ns.to_string()])
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdin(Stdio::null())
+            .stdout(log_file(&log)?)
+            .stderr(log_file(&log)?);
+        if self.cfg.transport == "UDPv4" {
+            let a = format!("{}/{}", crate::tap::TAP_ADDR, crate::tap::PREFIX_LEN);
+            cmd.args(["--addr", &a]);
+        }
+        self.kids
+            .spawn("host0/tap-bridge", cmd)
+            .map_err(|e| format!("starting tap-bridge: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ready.exists() {
+            let gone = self.kids.exited().into_iter().next();
+            if gone.is_some() || Instant::now() > deadline {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                return Err(format!("tap-bridge did not come up: {}", text.trim()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
         Ok(())
     }
@@ -646,11 +727,21 @@ impl Lab {
         // Root may always steer; the lab's own uid too, so a non-root lab can set offsets.
         // Safety: getuid has no preconditions.
         let uid = unsafe { libc::getuid() };
-        if c.peer(i).is_none() && c.hosts == 1 {
+        if !c.cabled(i) && c.hosts == 1 {
             return format!("privileged_uids = [{uid}]\n{}", c.extra_ptpd);
         }
+        // Towards Linux on the TAP: software timestamps there, so a descheduled bridge or ptp4l
+        // delays a frame by milliseconds now and then, and one such sample must not step the
+        // clock (ptp4l's own step_threshold defaults to never); and an ARB timescale, as the
+        // emulated PHC starts from CLOCK_REALTIME (UTC): announcing PTP (TAI) would make a
+        // ptp4l -S slave subtract its 37 s UTC offset.
+        let step = if c.tap.is_some() {
+            "step_threshold = 0.1\nptpTimescale = false\n"
+        } else {
+            ""
+        };
         format!(
-            "privileged_uids = [{uid}]\nmanagement_socket = {:?}\n{}\n[ptp]\npriority1 = {}\nlogSyncInterval = {}\nlogMinDelayReqInterval = {}\nlogMinPdelayReqInterval = {}\nlogAnnounceInterval = -1\nannounceReceiptTimeout = 3\nnetwork_transport = {:?}\ndelay_mechanism = {:?}\nsummary_interval = 0\n",
+            "privileged_uids = [{uid}]\nmanagement_socket = {:?}\n{}\n[ptp]\n{step}priority1 = {}\nlogSyncInterval = {}\nlogMinDelayReqInterval = {}\nlogMinPdelayReqInterval = {}\nlogAnnounceInterval = -1\nannounceReceiptTimeout = 3\nnetwork_transport = {:?}\ndelay_mechanism = {:?}\nsummary_interval = 0\n",
             self.hosts[i as usize].dir.join("ptp4l"),
             c.extra_ptpd,
             if i % 2 == 0 { 100 } else { 128 },
@@ -664,7 +755,14 @@ impl Lab {
 
     fn spawn_ptpd(&mut self, i: u32) -> Result<(), String> {
         let conf = self.ptpd_config(i);
-        spawn_ptpd(&mut self.kids, &self.exe, &self.hosts[i as usize], i, &conf)?;
+        // On the TAP's subnet, so Linux's reverse-path filter accepts the host's UDPv4 frames.
+        let clock_ptp = if i == 0 && self.cfg.tap.is_some() && self.cfg.transport == "UDPv4" {
+            format!("source_ip = \"{}\"", crate::tap::HOST_ADDR)
+        } else {
+            String::new()
+        };
+        let paths = &self.hosts[i as usize];
+        spawn_ptpd_with_clock(&mut self.kids, &self.exe, paths, i, &conf, &clock_ptp)?;
         Ok(())
     }
 
@@ -742,6 +840,18 @@ impl Lab {
         self.cfg.peer(i)
     }
 
+    /// Host `i`'s clock identity, while it runs.
+    pub fn identity(&self, i: u32) -> Option<[u8; 8]> {
+        self.identities.get(i as usize).copied().flatten()
+    }
+
+    /// Host `i`'s PHC − CLOCK_REALTIME now, exactly up to the half-width returned (ns):
+    /// the true offset from `ptp4l -S` on the TAP (`--tap`).
+    pub fn phc_minus_realtime(&self, i: u32) -> Result<(i64, u64), String> {
+        let r = self.truth[i as usize].as_ref().ok_or("host stopped")?;
+        crate::tap::phc_minus_realtime(r).map_err(|e| e.to_string())
+    }
+
     /// The running host whose clock identity is `id`.
     pub fn host_with_identity(&self, id: [u8; 8]) -> Option<u32> {
         self.identities
@@ -761,13 +871,18 @@ impl Lab {
                 PortState::Slave | PortState::Uncalibrated
             )
         });
-        let true_offset_ns = parent.and_then(|p| self.true_offset(i, p).ok());
+        let mut true_offset_ns = parent.and_then(|p| self.true_offset(i, p).ok());
+        // A slave of ptp4l -S on the TAP follows CLOCK_REALTIME.
+        if i == 0 && self.cfg.tap.is_some() && status.port_state == PortState::Slave {
+            true_offset_ns = self.phc_minus_realtime(0).ok().map(|(o, _)| o);
+        }
         let gm = self
             .host_with_identity(status.grandmaster)
             .filter(|&g| g != i);
         let true_gm_offset_ns = match gm {
             Some(g) if Some(g) == parent => true_offset_ns,
             Some(g) => self.true_offset(i, g).ok(),
+            None if self.cfg.tap.is_some() => true_offset_ns,
             None => None,
         };
         Ok(Sample {
@@ -791,7 +906,7 @@ impl Lab {
             }
         }
         for h in &self.hosts {
-            for f in ["igcd.log", "ptpd.log"] {
+            for f in ["igcd.log", "ptpd.log", "tap-bridge.log"] {
                 s += &format!(
                     "--- {}/{f}\n{}",
                     h.dir.display(),
@@ -903,6 +1018,23 @@ fn print_header(lab: &Lab) -> Result<(), String> {
         "  offsets: \"true\" = PHC(host) − PHC(master) exactly, from the emulated clocks' laws; \
          \"servo\" = ptpd's (or a guest ptp4l's) own estimate (offset_from_master)"
     );
+    if let Some(ns) = &lab.cfg.tap {
+        let dir = &lab.hosts[0].dir;
+        let t = if lab.cfg.transport == "UDPv4" {
+            "-4"
+        } else {
+            "-2"
+        };
+        println!(
+            "  host0's cable ends in tap0 in netns {ns}; e.g. (as root)\n    \
+             ip netns exec {ns} ptp4l -i tap0 -S -m {t} --free_running 1 --priority1 50 \
+             --logSyncInterval {s} --logMinDelayReqInterval {s} --logAnnounceInterval -1 \
+             --uds_address {}\n    pmc -u -b 0 -s {} 'GET TIME_STATUS_NP'",
+            lab.rt.path.join("ptp4l-uds").display(),
+            dir.join("ptp4l").display(),
+            s = lab.cfg.sync_interval
+        );
+    }
     if lab.rt.owned {
         println!("  (the runtime directory is removed at exit; --runtime-dir keeps it)");
     }

@@ -4,4 +4,5 @@ pub mod figures;
 pub mod lab;
 pub mod plot;
 pub mod procs;
+pub mod tap;
 pub mod vm;

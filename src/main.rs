@@ -2,7 +2,7 @@
 //!
 //! The binary is also a multi-call entry for the daemons it starts (`ptplab igcd ...`,
 //! `ptplab ptpd ...`, `ptplab ptpctl ...`, `ptplab tsperf ...`,
-//! `ptplab devhost ...`), so `cargo run` needs no other binary built: each host
+//! `ptplab devhost ...`, `ptplab tap-bridge ...`), so `cargo run` needs no other binary built: each host
 //! is still separate processes running the daemons' own entry points.
 
 use std::process::ExitCode;
@@ -14,6 +14,7 @@ fn main() -> ExitCode {
         Some("ptpd") => ptpd::main_with_args(args.skip(1)),
         Some("ptpctl") => ptpctl::main_with_args(args.skip(1)),
         Some("devhost") => redox_ptp::devhost::main_with_args(args.skip(1)),
+        Some("tap-bridge") => redox_ptp::tap::main_with_args(args.skip(1)),
         Some("tsperf") => {
             // tsperf starts igcd as a separate process: this same binary, `ptplab igcd`.
             let igcd = std::env::current_exe()

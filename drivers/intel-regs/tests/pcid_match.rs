@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use intel_regs::ids::{IGC_PARTS, VENDOR_INTEL};
+use intel_regs::ids::{IGB_PARTS, IGC_PARTS, Part, VENDOR_INTEL};
 
 fn recipes() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recipes")
@@ -73,18 +73,35 @@ fn matched_ids(file: &Path, driver: &str) -> Vec<(u16, u16)> {
     ids
 }
 
-#[test]
-fn igcd_match_file_lists_exactly_igc_parts() {
-    let got = matched_ids(&recipes().join("igcd/igcd.toml"), "igcd");
+/// The match file of `driver` lists exactly the IDs of `parts`, each once.
+fn check_match_file(driver: &str, parts: &[Part]) {
+    let got = matched_ids(&recipes().join(format!("{driver}/{driver}.toml")), driver);
     let set: BTreeSet<(u16, u16)> = got.iter().copied().collect();
-    assert_eq!(set.len(), got.len(), "duplicate IDs in igcd.toml");
-    let want: BTreeSet<(u16, u16)> = IGC_PARTS.iter().map(|p| (VENDOR_INTEL, p.device)).collect();
+    assert_eq!(set.len(), got.len(), "duplicate IDs in {driver}.toml");
+    let want: BTreeSet<(u16, u16)> = parts.iter().map(|p| (VENDOR_INTEL, p.device)).collect();
     let missing: Vec<_> = want.difference(&set).collect();
     let extra: Vec<_> = set.difference(&want).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "igcd.toml vs IGC_PARTS: missing {missing:04x?}, extra {extra:04x?}"
+        "{driver}.toml vs its parts table: missing {missing:04x?}, extra {extra:04x?}"
     );
+}
+
+#[test]
+fn igcd_match_file_lists_exactly_igc_parts() {
+    check_match_file("igcd", IGC_PARTS);
+}
+
+#[test]
+fn igbd_match_file_lists_exactly_igb_parts() {
+    check_match_file("igbd", IGB_PARTS);
+}
+
+#[test]
+fn no_device_is_claimed_by_two_drivers() {
+    let igc: BTreeSet<u16> = IGC_PARTS.iter().map(|p| p.device).collect();
+    let igb: BTreeSet<u16> = IGB_PARTS.iter().map(|p| p.device).collect();
+    assert_eq!(igc.intersection(&igb).count(), 0);
 }
 
 #[test]
@@ -98,7 +115,7 @@ fn recipes_build_and_install_what_redox_expects() {
         "/usr/lib/drivers/",
         "/usr/lib/pcid.d/",
         "recipes/${driver}/${driver}.toml",
-        "DRIVERS=\"igcd\"",
+        "DRIVERS=\"igcd igbd\"",
     ] {
         assert!(script.contains(needle), "igcd recipe lacks {needle}");
     }

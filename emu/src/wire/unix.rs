@@ -343,6 +343,15 @@ impl WirePort for UnixDatagramWire {
     }
 }
 
+/// The socket, for a caller that waits for datagrams with poll(2) instead of polling
+/// [`WirePort::poll_rx`] on a timer (e.g. a bridge to a TAP device, whose frames must leave
+/// as soon as they arrive).
+impl std::os::fd::AsFd for UnixDatagramWire {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
+
 impl Drop for UnixDatagramWire {
     fn drop(&mut self) {
         if let Some(p) = self.bound_path.take() {
