@@ -381,3 +381,77 @@ fn e82576_rx_stamp_sets_no_header_even_with_the_buffer_enables() {
         "recorded as unmodelled"
     );
 }
+
+#[test]
+fn legacy_intx_level_follows_icr_and_ims_at_the_e1000_offsets() {
+    let mut d = Dp::new(IgbPart::I210);
+    d.transmit(&not_ptp(), false);
+    assert!(!d.dev.nic().intx_level(), "TXDW pending but masked: INTx stays low");
+    d.wr(IMS, icr::TXDW);
+    assert!(d.dev.nic().intx_level(), "TXDW pending and enabled: INTx asserted");
+    assert_ne!(d.rd(ICR) & icr::TXDW, 0);
+    assert!(!d.dev.nic().intx_level(), "the ICR read cleared it");
+}
+
+proptest::proptest! {
+    /// The 82576 filter's frame parser takes any bytes without panicking, and whatever it
+    /// finds, the match under any TSYNCRXCTL/TSYNCRXCFG/ETQF is total.
+    #[test]
+    fn ptp_parser_and_filter_are_total(
+        frame in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..120),
+        ctl in proptest::prelude::any::<u32>(),
+        cfg in proptest::prelude::any::<u32>(),
+        f in proptest::prelude::any::<u32>(),
+    ) {
+        if let Some(m) = super::stamping::parse_ptp(&frame) {
+            let _ = super::stamping::ptp_match(&m, ctl, cfg, |_| f);
+        }
+    }
+}
+
+/// A PTP message over IPv4/UDP to port `port`: `ptp` is the PTP payload.
+fn ptp_udp(port: u16, ptp: &[u8]) -> Vec<u8> {
+    let mut f = vec![
+        0x01, 0x00, 0x5E, 0, 1, 0x81, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00,
+    ];
+    let mut ip = [0u8; 20];
+    ip[0] = 0x45;
+    ip[9] = 17;
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0x01, 0x3F]);
+    f.extend_from_slice(&port.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    f.extend_from_slice(ptp);
+    f
+}
+
+#[test]
+fn e82576_stamps_udp_event_messages_and_v1_by_control_field() {
+    let mut d = Dp::new(IgbPart::E82576);
+    d.wr(TSYNCRXCTL, tsyncrxctl::ENABLED | tsyncrxctl::TYPE_EVENT_V2);
+    let v2_sync = &ptp_l2(0, 7)[14..];
+    let general = d.arrive(&ptp_udp(320, v2_sync), S).unwrap();
+    assert_eq!(
+        general.status & rxd::STAT_TS,
+        0,
+        "port 320 is not the event port"
+    );
+    let g = d.arrive(&ptp_udp(319, v2_sync), 2 * S).unwrap();
+    assert_ne!(g.status & rxd::STAT_TS, 0, "UDP needs no ETQF");
+    assert_eq!(d.rd(RXSATRH) >> 16, 7);
+    d.rd(RXSTMPH);
+    // PTPv1 (versionPTP 1 as a big-endian u16), control field 1 = Delay_Req at byte 32.
+    let mut v1 = [0u8; 40];
+    v1[1] = 1;
+    v1[32] = 1;
+    d.wr(TSYNCRXCTL, tsyncrxctl::ENABLED | tsyncrxctl::TYPE_L4_V1);
+    d.wr(TSYNCRXCFG, 0);
+    let sync = d.arrive(&ptp_udp(319, &v1), 3 * S).unwrap();
+    d.wr(TSYNCRXCFG, 1);
+    let req = d.arrive(&ptp_udp(319, &v1), 4 * S).unwrap();
+    assert_eq!(
+        (sync.status & rxd::STAT_TS, req.status & rxd::STAT_TS),
+        (0, rxd::STAT_TS)
+    );
+    assert_eq!(d.rd(RXSTMPL), d.raw_at(4 * S) as u32);
+}
