@@ -1,7 +1,8 @@
 //! linuxptp's `pmc -u` against lab hosts (igcd on an emulated i225 + ptpd, real processes):
 //! each host's ptpd serves management on `<runtime dir>/hostN/ptp4l`, and what pmc reads there
-//! is what the clock scheme's status (`ptpctl status`) shows. Fails, not skips, without pmc:
-//! CI installs linuxptp.
+//! is what the clock scheme's status (`ptpctl status`) shows; a SET PRIORITY1 from pmc (the
+//! lab's uid is privileged) moves the grandmaster role. Fails, not skips, without pmc: CI
+//! installs linuxptp.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -54,19 +55,25 @@ fn within_spread(x: f64, v: &[i64]) -> bool {
     x >= lo as f64 - w && x <= hi as f64 + w
 }
 
-#[test]
-fn pmc_reads_what_ptpctl_status_shows() {
-    let lab = Lab::start(LabConfig::default(), &exe(), None).unwrap();
+/// Waits (at most 90 s) until hosts 0 and 1 are in `states`.
+fn wait_states(lab: &Lab, states: [PortState; 2]) {
     let t0 = Instant::now();
-    while lab.status(1).map(|s| s.port_state) != Ok(PortState::Slave) {
+    let now = || [0, 1].map(|i| lab.status(i).map(|s| s.port_state));
+    while now() != states.map(Ok) {
         assert!(
             t0.elapsed() < Duration::from_secs(90),
-            "host1 never SLAVE: {:?}\n{}",
-            lab.status(1),
+            "hosts never {states:?}: {:?}\n{}",
+            now(),
             lab.logs()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[test]
+fn pmc_reads_what_ptpctl_status_shows() {
+    let lab = Lab::start(LabConfig::default(), &exe(), None).unwrap();
+    wait_states(&lab, [PortState::Master, PortState::Slave]);
     // Master (host0, priority1 100).
     let m = pmc(&lab, 0, &ALL);
     let ms = lab.status(0).unwrap();
@@ -116,4 +123,38 @@ fn pmc_reads_what_ptpctl_status_shows() {
         assert!(within_spread(x, v), "{name} {x} vs status {v:?}\n{s}");
     }
     assert!(num(&s, "meanPathDelay") > 0.0, "{s}");
+}
+
+#[test]
+fn pmc_set_priority1_makes_the_slave_the_grandmaster() {
+    let cfg = LabConfig {
+        extra_ptpd: "management_settable = [\"priority1\"]\n".into(),
+        ..LabConfig::default()
+    };
+    let lab = Lab::start(cfg, &exe(), None).unwrap();
+    wait_states(&lab, [PortState::Master, PortState::Slave]);
+    let gm0 = lab.status(0).unwrap().grandmaster;
+    // Host1 (priority1 128) is set to 50, better than host0's 100.
+    let out = pmc(&lab, 1, &["SET PRIORITY1 50", "GET DEFAULT_DATA_SET"]);
+    assert!(out.contains("RESPONSE MANAGEMENT PRIORITY1"), "{out}");
+    assert_eq!(pmc_field(&out, "priority1"), "50", "{out}");
+    let values: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("priority1"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        values,
+        ["50", "50"],
+        "the SET's answer and DEFAULT_DATA_SET\n{out}"
+    );
+    let id1 = pmc_field(&out, "clockIdentity").to_string();
+    assert_ne!(id1, pmc_identity(gm0));
+    wait_states(&lab, [PortState::Slave, PortState::Master]);
+    for i in [0, 1] {
+        assert_eq!(pmc_identity(lab.status(i).unwrap().grandmaster), id1);
+    }
+    let p0 = pmc(&lab, 0, &["GET PARENT_DATA_SET"]);
+    assert_eq!(pmc_field(&p0, "grandmasterIdentity"), id1, "{p0}");
+    assert_eq!(pmc_field(&p0, "grandmasterPriority1"), "50", "{p0}");
 }

@@ -4,6 +4,9 @@
 //! socket = "/run/redox-ptp/ptp.sock"   # the clock scheme (Linux hosts)
 //! privileged_uids = [1000]             # may set/adjust besides root
 //! request_timeout_ms = 1000
+//! management_socket = "/var/run/ptp4l" # IEEE 1588 management for pmc -u (needs [ptp])
+//! management_settable = ["priority1", "priority2"]  # what a privileged SET may change
+//! management_network_set = false       # SETs arriving on the PTP ports count as privileged
 //!
 //! [[clock]]
 //! name = "igc0"
@@ -65,6 +68,15 @@ pub struct Config {
     /// /var/run/ptp4l for `pmc -u`); absent: none. Needs `[ptp]`.
     #[serde(default)]
     pub management_socket: Option<PathBuf>,
+    /// What a management SET may change (`"priority1"`, `"priority2"`); default nothing. Only
+    /// privileged requesters may SET: on the management socket (and Redox's
+    /// `/scheme/ptp/mgmt`) root and `privileged_uids`.
+    #[serde(default)]
+    pub management_settable: Vec<String>,
+    /// Honour SETs arriving on the PTP ports (`pmc -2` / `-4`, which carry no credentials);
+    /// default no.
+    #[serde(default)]
+    pub management_network_set: bool,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -122,7 +134,14 @@ impl Config {
             .iter()
             .map(|c| (c.name.clone(), c.ptp.clone()))
             .collect();
-        Ok(crate::ptp::config::resolve(self.ptp.as_ref(), &clocks)?)
+        let mut settings = crate::ptp::config::resolve(self.ptp.as_ref(), &clocks)?;
+        if let Some(s) = &mut settings {
+            s.instance.management = crate::ptp::config::management_policy(
+                &self.management_settable,
+                self.management_network_set,
+            )?;
+        }
+        Ok(settings)
     }
 
     pub fn request_timeout(&self) -> Duration {
@@ -155,6 +174,19 @@ mod tests {
         assert!(e.to_string().contains("management_socket"), "{e}");
         let c = Config::from_str(&format!("{base}[ptp]\n"), Path::new("t.toml")).unwrap();
         assert_eq!(c.management_socket, Some(PathBuf::from("/tmp/m")));
+        let m = c.ptp_settings().unwrap().unwrap().instance.management;
+        assert_eq!(
+            m,
+            crate::ptp::config::MgmtPolicy::default(),
+            "nothing settable"
+        );
+        let set = "management_settable = [\"priority1\"]\nmanagement_network_set = true\n";
+        let c = Config::from_str(&format!("{set}{base}[ptp]\n"), Path::new("t.toml")).unwrap();
+        let m = c.ptp_settings().unwrap().unwrap().instance.management;
+        assert!(m.priority1 && !m.priority2 && m.network_set, "{m:?}");
+        let bad = "management_settable = [\"clockClass\"]\n";
+        let e = Config::from_str(&format!("{bad}{base}[ptp]\n"), Path::new("t.toml")).unwrap_err();
+        assert!(e.to_string().contains("clockClass"), "{e}");
     }
 
     #[test]

@@ -20,9 +20,6 @@
 //! max_frequency = 500000         # ppb, clamp of every frequency adjustment
 //! step_threshold = 0.001         # s, the Kalman filter's step threshold
 //! utc_offset = 37                # what the grandmaster announces (see ptp/mod.rs)
-//! management_settable = ["priority1", "priority2"]   # what a management SET may change
-//!                                # (default: nothing); only privileged peers may SET
-//! management_network_set = false # honour SETs arriving on the PTP ports (pmc -2/-4)
 //!
 //! [[clock]]
 //! name = "igc0"
@@ -206,11 +203,6 @@ pub struct PtpSection {
     pub delay_asymmetry: Option<i64>,
     pub tx_timestamp_timeout: Option<u64>,
     pub max_frequency: Option<u32>,
-    /// What a management SET may change (`"priority1"`, `"priority2"`); default nothing.
-    pub management_settable: Option<Vec<String>>,
-    /// Whether SETs arriving on the PTP ports (`pmc -2` / `-4`, which carry no credentials) are
-    /// honoured; default no (only the local management socket's privileged peers may SET).
-    pub management_network_set: Option<bool>,
 }
 
 impl PtpSection {
@@ -497,18 +489,23 @@ fn resolve_port(clock: usize, name: &str, o: &PortOptions) -> Result<PortSetting
     Ok(p)
 }
 
-fn resolve_management(g: &PtpSection) -> Result<MgmtPolicy, PtpConfigError> {
+/// The management SET policy from ptpd.toml's `management_settable` (names of what a SET may
+/// change) and `management_network_set`.
+pub fn management_policy(
+    settable: &[String],
+    network_set: bool,
+) -> Result<MgmtPolicy, PtpConfigError> {
     let mut m = MgmtPolicy {
-        network_set: g.management_network_set.unwrap_or(false),
+        network_set,
         ..MgmtPolicy::default()
     };
-    for name in g.management_settable.iter().flatten() {
+    for name in settable {
         match name.as_str() {
             "priority1" => m.priority1 = true,
             "priority2" => m.priority2 = true,
             other => {
                 return Err(PtpConfigError::Unsupported {
-                    section: "[ptp]".into(),
+                    section: "ptpd.toml".into(),
                     key: "management_settable",
                     value: other.into(),
                     supported: "\"priority1\", \"priority2\"",
@@ -563,7 +560,6 @@ pub fn resolve(
     tp.time_traceable = g.time_traceable.unwrap_or(tp.time_traceable);
     tp.frequency_traceable = g.frequency_traceable.unwrap_or(tp.frequency_traceable);
     tp.time_source = g.time_source.unwrap_or(tp.time_source);
-    inst.management = resolve_management(g)?;
 
     let defaults = g.port_defaults();
     // Validate the defaults even when every clock overrides them, so a typo never hides.
@@ -629,14 +625,10 @@ mod tests {
 
     #[test]
     fn management_policy_names_what_is_settable() {
-        let clocks = [("a".to_string(), None)];
-        let resolve_toml = |t: &str| {
-            let g: PtpSection = toml::from_str(t).unwrap();
-            resolve(Some(&g), &clocks).map(|s| s.unwrap().instance.management)
-        };
-        assert_eq!(resolve_toml(""), Ok(MgmtPolicy::default()));
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(management_policy(&[], false), Ok(MgmtPolicy::default()));
         assert_eq!(
-            resolve_toml("management_settable = [\"priority2\"]\nmanagement_network_set = true"),
+            management_policy(&names(&["priority2"]), true),
             Ok(MgmtPolicy {
                 priority1: false,
                 priority2: true,
@@ -644,7 +636,7 @@ mod tests {
             })
         );
         assert!(matches!(
-            resolve_toml("management_settable = [\"priority1\", \"domainNumber\"]"),
+            management_policy(&names(&["priority1", "domainNumber"]), false),
             Err(PtpConfigError::Unsupported {
                 key: "management_settable",
                 ..
