@@ -872,8 +872,14 @@ impl Lab {
             )
         });
         let mut true_offset_ns = parent.and_then(|p| self.true_offset(i, p).ok());
-        // A slave of ptp4l -S on the TAP follows CLOCK_REALTIME.
-        if i == 0 && self.cfg.tap.is_some() && status.port_state == PortState::Slave {
+        // A slave of ptp4l -S on the TAP follows CLOCK_REALTIME. UNCALIBRATED too: with
+        // software timestamps on the other side, ptpd's lock criterion (4 Syncs within 20 µs
+        // in a row) comes and goes while the port keeps following.
+        let following = matches!(
+            status.port_state,
+            PortState::Slave | PortState::Uncalibrated
+        );
+        if i == 0 && self.cfg.tap.is_some() && following {
             true_offset_ns = self.phc_minus_realtime(0).ok().map(|(o, _)| o);
         }
         let gm = self

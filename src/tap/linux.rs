@@ -45,6 +45,10 @@ impl TapBridge {
         let wire = wire
             .map_err(|source| TapError::Wire { path, source })?
             .with_cable(Cable::new(o.cable_delay_ns));
+        // Frames due in the future wait in ppoll's timeout: no default 50 µs timer slack on
+        // top of their arrival instant.
+        // Safety: PR_SET_TIMERSLACK takes a plain integer and affects only this thread.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
         enter_netns(&o.netns)?;
         let tap = create_tap(&o.tap)?;
         configure(&o.tap, o.addr)?;
