@@ -15,6 +15,8 @@ use ptp_ipc::RxFilter;
 use ptp_pci::Mmio;
 
 use crate::clock::ClockHw;
+use crate::daemon::device::{VECTOR_OTHER, VECTOR_QUEUES};
+use crate::mac::{self, MacRegs};
 use crate::ring::{RxRing, TxRing};
 use crate::txts::TsRegs;
 use crate::{HwError, Regs};
@@ -90,27 +92,71 @@ pub trait Family: Send + Sync + Sized + Clone + std::fmt::Debug + 'static {
     /// The clock of this part (sharing the family's state where it has any).
     fn clock(&self) -> Self::Clock;
 
-    /// Resets the port with bounded waits.
-    fn reset<M: Mmio>(&self, regs: &Regs<M>) -> Result<(), HwError>;
-    /// Takes ownership from firmware, asks for link and waits at most `wait` for it.
-    fn link_up<M: Mmio>(&self, regs: &Regs<M>, wait: Duration) -> Link;
-    /// The link as STATUS shows it now.
-    fn link<M: Mmio>(&self, regs: &Regs<M>) -> Link;
-    /// The MAC address the NVM preloaded.
-    fn read_mac<M: Mmio>(&self, regs: &Regs<M>) -> [u8; 6];
-    /// Programs TX queue 0 over `ring` and enables the transmitter.
-    fn setup_tx<M: Mmio>(&self, regs: &Regs<M>, ring: &TxRing);
-    /// Programs RX queue 0 over `ring` and enables the receiver.
-    fn setup_rx<M: Mmio>(&self, regs: &Regs<M>, ring: &RxRing);
-    /// TX tail register of queue 0.
-    fn tdt(&self) -> u32;
-    /// RX tail register of queue 0.
-    fn rdt(&self) -> u32;
+    /// Where the family's MAC registers differ ([`mac`]).
+    fn mac_regs(&self) -> MacRegs;
+    /// STATUS decoded into the link state (the speed bits differ).
+    fn link_from_status(&self, status: u32) -> Link;
+    /// The ICR causes a single-vector or polled driver enables.
+    fn shared_causes(&self) -> u32;
 
-    /// Routes and enables the causes for `layout`.
-    fn enable_irqs<M: Mmio>(&self, regs: &Regs<M>, layout: IrqLayout);
-    /// Re-enables a vector after its causes were handled.
-    fn rearm<M: Mmio>(&self, regs: &Regs<M>, which: Rearm);
+    /// Resets the port with bounded waits.
+    fn reset<M: Mmio>(&self, regs: &Regs<M>) -> Result<(), HwError> {
+        mac::reset(regs, &self.mac_regs())
+    }
+    /// Takes ownership from firmware, asks for link and waits at most `wait` for it.
+    fn link_up<M: Mmio>(&self, regs: &Regs<M>, wait: Duration) -> Link {
+        self.link_from_status(mac::link_up(regs, wait))
+    }
+    /// The link as STATUS shows it now.
+    fn link<M: Mmio>(&self, regs: &Regs<M>) -> Link {
+        self.link_from_status(regs.read(intel_regs::igc::STATUS))
+    }
+    /// The MAC address the NVM preloaded.
+    fn read_mac<M: Mmio>(&self, regs: &Regs<M>) -> [u8; 6] {
+        mac::read_mac(regs)
+    }
+    /// Programs TX queue 0 over `ring` and enables the transmitter.
+    fn setup_tx<M: Mmio>(&self, regs: &Regs<M>, ring: &TxRing) {
+        mac::setup_tx(regs, &self.mac_regs(), ring)
+    }
+    /// Programs RX queue 0 over `ring` and enables the receiver.
+    fn setup_rx<M: Mmio>(&self, regs: &Regs<M>, ring: &RxRing) {
+        mac::setup_rx(regs, &self.mac_regs(), ring)
+    }
+    /// TX tail register of queue 0.
+    fn tdt(&self) -> u32 {
+        self.mac_regs().tdt()
+    }
+    /// RX tail register of queue 0.
+    fn rdt(&self) -> u32 {
+        self.mac_regs().rdt()
+    }
+
+    /// Routes and enables the causes for `layout` (§6): MSI-X with the "other" causes and the
+    /// queues on their own vectors, everything on one MSI-X vector, or plain ICR.
+    fn enable_irqs<M: Mmio>(&self, regs: &Regs<M>, layout: IrqLayout) {
+        let m = self.mac_regs();
+        match layout {
+            IrqLayout::Split => {
+                mac::route_other_msix(regs, &m, VECTOR_OTHER);
+                mac::route_queue_msix(regs, VECTOR_QUEUES);
+            }
+            IrqLayout::SingleMsix => {
+                mac::route_other_msix(regs, &m, 0);
+                mac::route_queue_msix(regs, 0);
+            }
+            IrqLayout::Shared => mac::route_shared(regs, &m, self.shared_causes()),
+        }
+    }
+    /// Re-enables a vector (auto-masked when it fired) after its causes were handled.
+    fn rearm<M: Mmio>(&self, regs: &Regs<M>, which: Rearm) {
+        let v = match which {
+            Rearm::Other => 1 << VECTOR_OTHER,
+            Rearm::Queues => 1 << VECTOR_QUEUES,
+            Rearm::Single => 1,
+        };
+        regs.write(intel_regs::igc::EIMS, v);
+    }
     /// Reads (and so clears) the causes of the "other" vector.
     fn read_causes<M: Mmio>(&self, regs: &Regs<M>) -> Causes;
     /// Raises the vector the time-sync thread waits on, by software, so that it wakes now.

@@ -14,28 +14,21 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use intel_regs::ids::{self, Part};
-use intel_regs::igb::{self as r, ctrl, ctrl_ext, eecd, gpie, icr, status, timinca};
+use intel_regs::igb::{self as r, icr, status, timinca};
 use intel_regs::igc::txd;
 use ptp_ipc::RxFilter;
 use ptp_pci::Mmio;
 
 use crate::clock::ClockHw;
-use crate::daemon::device::{VECTOR_OTHER, VECTOR_QUEUES};
-use crate::family::{
-    Causes, Family, IrqLayout, Link, Rearm, RxFrame, keeps_rx_stamp, split_ts_header,
-};
-use crate::ring::{RxRing, TxRing};
+use crate::daemon::device::VECTOR_OTHER;
+use crate::family::{Causes, Family, IrqLayout, Link, RxFrame, keeps_rx_stamp, split_ts_header};
+use crate::mac::{self, MacRegs};
 use crate::txts::{StampFormat, TsRegs};
 use crate::{HwError, Regs};
 
 const NS_PER_S: u64 = 1_000_000_000;
-/// Bounds of the bring-up polls (as igc: Linux waits ≤ 10 ms for AUTO_RD).
-const GIO_TIMEOUT: Duration = Duration::from_millis(800);
-const AUTO_RD_TIMEOUT: Duration = Duration::from_millis(100);
-const POLL_STEP: Duration = Duration::from_micros(100);
 /// An 82576 RX latch nobody claimed for this long is released (Linux igb_ptp_rx_hang: 5 s).
 const RX_LATCH_HANG_NS: u64 = 5 * NS_PER_S;
 
@@ -307,9 +300,15 @@ const SHARED_CAUSES: u32 =
     icr::LSC | icr::DOUTSYNC | icr::DRSTA | icr::RXT0 | icr::TXDW | icr::RXDMT0;
 /// ICR causes of the "other" vector.
 const OTHER_CAUSES: u32 = icr::LSC | icr::TS | icr::DOUTSYNC | icr::DRSTA;
-/// SRRCTL for queue 0: 2 KB buffers, 256-byte header field, advanced one-buffer descriptors.
-const SRRCTL_BASE: u32 =
-    (2048 >> 10) | (256 << r::srrctl::BSIZEHDR_SHIFT) | r::srrctl::DESCTYPE_ADV_ONEBUF;
+/// Where the igb MAC registers differ from igc's: the e1000 ICR block and queue offsets (§6,
+/// e1000_regs.h).
+const MAC: MacRegs = MacRegs {
+    icr: r::ICR,
+    ims: r::IMS,
+    imc: r::IMC,
+    rxq: r::rdbal(0),
+    txq: r::tdbal(0),
+};
 
 fn ts_regs(format: StampFormat) -> TsRegs {
     TsRegs {
@@ -335,129 +334,23 @@ impl Family for Igb {
         Ok((part, Igb::new(mac)))
     }
 
+    fn mac_regs(&self) -> MacRegs {
+        MAC
+    }
+
+    fn link_from_status(&self, status: u32) -> Link {
+        link_from_status(status)
+    }
+
+    fn shared_causes(&self) -> u32 {
+        SHARED_CAUSES
+    }
+
     fn clock(&self) -> IgbClock {
         IgbClock {
             mac: self.mac,
             tc: self.tc.clone(),
         }
-    }
-
-    fn reset<M: Mmio>(&self, regs: &Regs<M>) -> Result<(), HwError> {
-        // Stop DMA before the reset so no descriptor write lands in freed memory.
-        regs.modify(r::CTRL, ctrl::GIO_MASTER_DISABLE, 0);
-        regs.poll(
-            "GIO master disable",
-            r::STATUS,
-            status::GIO_MASTER_ENABLE,
-            0,
-            GIO_TIMEOUT,
-            POLL_STEP,
-        )?;
-        regs.write(r::IMC, u32::MAX);
-        regs.write(r::RCTL, 0);
-        regs.write(r::TCTL, r::tctl::PSP);
-        let _ = regs.read(r::STATUS);
-        regs.modify(r::CTRL, ctrl::RST, 0);
-        regs.poll(
-            "EECD.AUTO_RD after reset",
-            r::EECD,
-            eecd::AUTO_RD,
-            eecd::AUTO_RD,
-            AUTO_RD_TIMEOUT,
-            POLL_STEP,
-        )?;
-        regs.write(r::IMC, u32::MAX);
-        let _ = regs.read(r::ICR);
-        Ok(())
-    }
-
-    fn link_up<M: Mmio>(&self, regs: &Regs<M>, wait: Duration) -> Link {
-        regs.modify(r::CTRL_EXT, ctrl_ext::DRV_LOAD, 0);
-        regs.modify(r::CTRL, ctrl::SLU, ctrl::FRCSPD | ctrl::FRCDPX);
-        let s = regs
-            .poll(
-                "link up",
-                r::STATUS,
-                status::LU,
-                status::LU,
-                wait,
-                POLL_STEP * 10,
-            )
-            .unwrap_or_else(|_| regs.read(r::STATUS));
-        link_from_status(s)
-    }
-
-    fn link<M: Mmio>(&self, regs: &Regs<M>) -> Link {
-        link_from_status(regs.read(r::STATUS))
-    }
-
-    fn read_mac<M: Mmio>(&self, regs: &Regs<M>) -> [u8; 6] {
-        let lo = regs.read(r::ral(0)).to_le_bytes();
-        let hi = regs.read(r::rah(0)).to_le_bytes();
-        [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]]
-    }
-
-    fn setup_tx<M: Mmio>(&self, regs: &Regs<M>, ring: &TxRing) {
-        regs.write(r::txdctl(0), 0);
-        let _ = regs.read(r::STATUS);
-        regs.write(r::tdlen(0), ring.byte_len());
-        regs.write(r::tdbal(0), ring.bus_addr() as u32);
-        regs.write(r::tdbah(0), (ring.bus_addr() >> 32) as u32);
-        regs.write(r::tdh(0), 0);
-        regs.write(r::tdt(0), 0);
-        regs.write(r::txdctl(0), 8 | 1 << 8 | 16 << 16 | r::xdctl::QUEUE_ENABLE);
-        let tctl = regs.read(r::TCTL);
-        regs.write(
-            r::TCTL,
-            (tctl & !r::tctl::CT_MASK)
-                | r::tctl::PSP
-                | r::tctl::RTLC
-                | 15 << r::tctl::CT_SHIFT
-                | r::tctl::EN,
-        );
-    }
-
-    fn setup_rx<M: Mmio>(&self, regs: &Regs<M>, ring: &RxRing) {
-        regs.write(r::rxdctl(0), 0);
-        regs.write(r::rdbal(0), ring.bus_addr() as u32);
-        regs.write(r::rdbah(0), (ring.bus_addr() >> 32) as u32);
-        regs.write(r::rdlen(0), ring.byte_len());
-        regs.write(r::rdh(0), 0);
-        regs.write(r::rdt(0), 0);
-        regs.write(r::srrctl(0), SRRCTL_BASE);
-        regs.write(r::rxdctl(0), 8 | 8 << 8 | 4 << 16 | r::xdctl::QUEUE_ENABLE);
-        regs.write(r::rdt(0), ring.initial_tail());
-        // Promiscuous: PTP multicast addresses and the lab's frames must all reach ptpd.
-        regs.write(
-            r::RCTL,
-            r::rctl::EN
-                | r::rctl::BAM
-                | r::rctl::SECRC
-                | r::rctl::LPE
-                | r::rctl::UPE
-                | r::rctl::MPE,
-        );
-    }
-
-    fn tdt(&self) -> u32 {
-        r::tdt(0)
-    }
-
-    fn rdt(&self) -> u32 {
-        r::rdt(0)
-    }
-
-    fn enable_irqs<M: Mmio>(&self, regs: &Regs<M>, layout: IrqLayout) {
-        enable_irqs(regs, layout)
-    }
-
-    fn rearm<M: Mmio>(&self, regs: &Regs<M>, which: Rearm) {
-        let v = match which {
-            Rearm::Other => 1 << VECTOR_OTHER,
-            Rearm::Queues => 1 << VECTOR_QUEUES,
-            Rearm::Single => 1,
-        };
-        regs.write(r::EIMS, v);
     }
 
     fn read_causes<M: Mmio>(&self, regs: &Regs<M>) -> Causes {
@@ -612,50 +505,11 @@ impl Family for Igb {
     }
 }
 
-/// Interrupt routing (§6), as igc's at the igb offsets: MSI-X with the "other" causes on
-/// [`VECTOR_OTHER`] and queue 0 on [`VECTOR_QUEUES`], one MSI-X vector, or plain ICR.
-fn enable_irqs<M: Mmio>(regs: &Regs<M>, layout: IrqLayout) {
-    let msix = gpie::NSICR | gpie::MSIX_MODE | gpie::EIAME | gpie::PBA;
-    let (other, queues) = match layout {
-        IrqLayout::Split => (VECTOR_OTHER as u32, VECTOR_QUEUES as u32),
-        IrqLayout::SingleMsix => (0, 0),
-        IrqLayout::Shared => {
-            regs.write(r::GPIE, gpie::NSICR);
-            regs.write(r::IMS, SHARED_CAUSES);
-            return;
-        }
-    };
-    regs.write(r::GPIE, msix);
-    regs.write(r::IVAR_MISC, (other | r::IVAR_VALID) << 8);
-    let q = queues | r::IVAR_VALID;
-    regs.write(r::IVAR0, q | q << 8);
-    let mask = (1u32 << other) | (1u32 << queues);
-    regs.modify(r::EIAC, mask, 0);
-    regs.modify(r::EIAM, mask, 0);
-    regs.write(r::EIMS, mask);
-    regs.write(r::IMS, icr::LSC | icr::DOUTSYNC | icr::DRSTA);
-}
-
 /// i210/i350: every frame stamped into the buffer (TYPE_ALL, SRRCTL.TIMESTAMP, and on i210
 /// RXPBS.CFG_TS_EN, §8.2); the driver keeps the stamps the filter asks for.
-fn apply_rx_filter_in_buffer<M: Mmio>(mac: Mac, regs: &Regs<M>, filter: RxFilter) {
-    let i210 = mac == Mac::I210;
-    if filter == RxFilter::None {
-        regs.write(r::TSYNCRXCTL, 0);
-        regs.write(r::srrctl(0), SRRCTL_BASE);
-        if i210 {
-            regs.modify(r::RXPBS, 0, r::rxpbs::CFG_TS_EN);
-        }
-        return;
-    }
-    if i210 {
-        regs.modify(r::RXPBS, r::rxpbs::CFG_TS_EN, 0);
-    }
-    regs.write(r::srrctl(0), SRRCTL_BASE | r::srrctl::TIMESTAMP);
-    regs.write(
-        r::TSYNCRXCTL,
-        r::tsyncrxctl::ENABLED | r::tsyncrxctl::TYPE_ALL,
-    );
+fn apply_rx_filter_in_buffer<M: Mmio>(part: Mac, regs: &Regs<M>, filter: RxFilter) {
+    let on = (filter != RxFilter::None).then_some(r::tsyncrxctl::ENABLED | r::tsyncrxctl::TYPE_ALL);
+    mac::in_buffer_rx_stamps(regs, &MAC, on, part == Mac::I210);
 }
 
 /// 82576: EVENT_V2 with the 1588 ethertype filter (§8.3), or off.

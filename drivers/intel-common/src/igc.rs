@@ -4,30 +4,30 @@
 use std::time::Duration;
 
 use intel_regs::ids::{self, Part};
-use intel_regs::igc::{self as r, ctrl, ctrl_ext, eecd, gpie, icr, status, timadj, timinca};
+use intel_regs::igc::{self as r, icr, status, timadj, timinca};
 use ptp_pci::Mmio;
 
 use intel_regs::igc::{rxd, txd};
 use ptp_ipc::RxFilter;
 
 use crate::clock::ClockHw;
-use crate::family::{Causes, Family, IrqLayout, Rearm};
+use crate::family::{Causes, Family, IrqLayout};
 pub use crate::family::{Link, RxFrame, keeps_rx_stamp};
+use crate::mac::{self, MacRegs};
 use crate::ring::{RxRing, TxRing};
 use crate::txts::TsRegs;
 use crate::{HwError, Regs};
 
-/// MSI-X vector assignment: queues on 0, the "other" cause (link, time sync) on its own vector
-/// so the timestamp IRQ thread is woken only by time-sync work.
-pub const VECTOR_QUEUES: u16 = 0;
-pub const VECTOR_OTHER: u16 = 1;
-pub const VECTORS: u16 = 2;
+pub use crate::daemon::device::{VECTOR_OTHER, VECTOR_QUEUES, VECTORS};
 
-/// Bounds of the bring-up polls. Linux waits up to 10 ms for AUTO_RD and ~800 ms for the GIO
-/// master disable; emulated devices answer at once. A real PHY takes seconds to link.
-const GIO_TIMEOUT: Duration = Duration::from_millis(800);
-const AUTO_RD_TIMEOUT: Duration = Duration::from_millis(100);
-const POLL_STEP: Duration = Duration::from_micros(100);
+/// Where the i225's MAC registers differ from igb's (§6, §10.1).
+pub const MAC: MacRegs = MacRegs {
+    icr: r::ICR,
+    ims: r::IMS,
+    imc: r::IMC,
+    rxq: r::rdbal(0),
+    txq: r::tdbal(0),
+};
 
 /// Identifies the part behind `vendor:device`.
 pub fn probe(vendor: u16, device: u16) -> Result<&'static Part, HwError> {
@@ -36,9 +36,7 @@ pub fn probe(vendor: u16, device: u16) -> Result<&'static Part, HwError> {
 
 /// The MAC address the NVM preloaded into RAL0/RAH0 (§10.1).
 pub fn read_mac<M: Mmio>(regs: &Regs<M>) -> [u8; 6] {
-    let lo = regs.read(r::ral(0)).to_le_bytes();
-    let hi = regs.read(r::rah(0)).to_le_bytes();
-    [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]]
+    mac::read_mac(regs)
 }
 
 /// Decodes STATUS (§10.1) as Linux's igc does (igc_mac.c: igc_get_speed_and_duplex_copper):
@@ -64,65 +62,19 @@ pub fn link_from_status(s: u32) -> Link {
 
 /// Resets the port and waits for the NVM auto-read, as `igc_reset_hw_base` (§10.2 step 1).
 pub fn reset<M: Mmio>(regs: &Regs<M>) -> Result<(), HwError> {
-    // Stop DMA before the reset so no descriptor write lands in freed memory.
-    regs.modify(r::CTRL, ctrl::GIO_MASTER_DISABLE, 0);
-    regs.poll(
-        "GIO master disable",
-        r::STATUS,
-        status::GIO_MASTER_ENABLE,
-        0,
-        GIO_TIMEOUT,
-        POLL_STEP,
-    )?;
-    regs.write(r::IMC, u32::MAX);
-    regs.write(r::RCTL, 0);
-    regs.write(r::TCTL, r::tctl::PSP);
-    let _ = regs.read(r::STATUS); // flush posted writes
-    regs.modify(r::CTRL, ctrl::RST, 0);
-    regs.poll(
-        "EECD.AUTO_RD after reset",
-        r::EECD,
-        eecd::AUTO_RD,
-        eecd::AUTO_RD,
-        AUTO_RD_TIMEOUT,
-        POLL_STEP,
-    )?;
-    regs.write(r::IMC, u32::MAX);
-    let _ = regs.read(r::ICR);
-    Ok(())
+    mac::reset(regs, &MAC)
 }
 
 /// Takes ownership from firmware and asks for link (§10.2 step 2). Returns the link state after
 /// waiting at most `wait` for it (a missing cable is not an error: the link event comes later).
 pub fn link_up<M: Mmio>(regs: &Regs<M>, wait: Duration) -> Link {
-    regs.modify(r::CTRL_EXT, ctrl_ext::DRV_LOAD, 0);
-    regs.modify(r::CTRL, ctrl::SLU, ctrl::FRCSPD | ctrl::FRCDPX);
-    match regs.poll(
-        "link up",
-        r::STATUS,
-        status::LU,
-        status::LU,
-        wait,
-        POLL_STEP * 10,
-    ) {
-        Ok(s) => link_from_status(s),
-        Err(_) => link_from_status(regs.read(r::STATUS)),
-    }
+    link_from_status(mac::link_up(regs, wait))
 }
 
 /// MSI-X routing (§6): the "other" causes to [`VECTOR_OTHER`], auto-clear and auto-mask on it,
 /// and link-state, DMA-out-of-sync and reset-asserted causes enabled.
 pub fn enable_msix<M: Mmio>(regs: &Regs<M>) {
-    regs.write(
-        r::GPIE,
-        gpie::NSICR | gpie::MSIX_MODE | gpie::EIAME | gpie::PBA,
-    );
-    regs.write(r::IVAR_MISC, (VECTOR_OTHER as u32 | r::IVAR_VALID) << 8);
-    let mask = 1u32 << VECTOR_OTHER;
-    regs.modify(r::EIAC, mask, 0);
-    regs.modify(r::EIAM, mask, 0);
-    regs.write(r::EIMS, mask);
-    regs.write(r::IMS, icr::LSC | icr::DOUTSYNC | icr::DRSTA);
+    mac::route_other_msix(regs, &MAC, VECTOR_OTHER);
 }
 
 /// PTP reset as `igc_ptp_reset` (§5): timer 0 counting, no SDP routing, the TX-timestamp cause
@@ -233,56 +185,18 @@ pub fn tx_tstamp_cmd(set: u8) -> u32 {
 
 /// Programs TX queue 0 over `ring` and enables the transmitter (§10.2 step 3).
 pub fn setup_tx<M: Mmio>(regs: &Regs<M>, ring: &TxRing) {
-    regs.write(r::txdctl(0), 0);
-    let _ = regs.read(r::STATUS);
-    regs.write(r::tdlen(0), ring.byte_len());
-    regs.write(r::tdbal(0), ring.bus_addr() as u32);
-    regs.write(r::tdbah(0), (ring.bus_addr() >> 32) as u32);
-    regs.write(r::tdh(0), 0);
-    regs.write(r::tdt(0), 0);
-    regs.write(r::txdctl(0), 8 | 1 << 8 | 16 << 16 | r::xdctl::QUEUE_ENABLE);
-    let tctl = regs.read(r::TCTL);
-    regs.write(
-        r::TCTL,
-        (tctl & !r::tctl::CT_MASK)
-            | r::tctl::PSP
-            | r::tctl::RTLC
-            | 15 << r::tctl::CT_SHIFT
-            | r::tctl::EN,
-    );
+    mac::setup_tx(regs, &MAC, ring);
 }
 
-/// SRRCTL for queue 0: 2 KB buffers, 256-byte header field, advanced one-buffer descriptors.
-const SRRCTL_BASE: u32 =
-    (2048 >> 10) | (256 << r::srrctl::BSIZEHDR_SHIFT) | r::srrctl::DESCTYPE_ADV_ONEBUF;
-
-/// Programs RX queue 0 over `ring` and enables the receiver, promiscuous (PTP multicast
-/// addresses, and the lab's frames, must all reach ptpd) with CRC stripping (§10.2 step 4).
+/// Programs RX queue 0 over `ring` and enables the receiver (§10.2 step 4).
 pub fn setup_rx<M: Mmio>(regs: &Regs<M>, ring: &RxRing) {
-    regs.write(r::rxdctl(0), 0);
-    regs.write(r::rdbal(0), ring.bus_addr() as u32);
-    regs.write(r::rdbah(0), (ring.bus_addr() >> 32) as u32);
-    regs.write(r::rdlen(0), ring.byte_len());
-    regs.write(r::rdh(0), 0);
-    regs.write(r::rdt(0), 0);
-    regs.write(r::srrctl(0), SRRCTL_BASE);
-    regs.write(r::rxdctl(0), 8 | 8 << 8 | 4 << 16 | r::xdctl::QUEUE_ENABLE);
-    regs.write(r::rdt(0), ring.initial_tail());
-    regs.write(
-        r::RCTL,
-        r::rctl::EN | r::rctl::BAM | r::rctl::SECRC | r::rctl::LPE | r::rctl::UPE | r::rctl::MPE,
-    );
+    mac::setup_rx(regs, &MAC, ring);
 }
 
 /// Routes queue 0's RX and TX causes to [`VECTOR_QUEUES`] (IVAR0 entry 0, §6) with auto-clear
 /// and auto-mask, and enables it.
 pub fn enable_queue_irqs<M: Mmio>(regs: &Regs<M>) {
-    let v = VECTOR_QUEUES as u32 | r::IVAR_VALID;
-    regs.write(r::IVAR0, v | v << 8);
-    let mask = 1u32 << VECTOR_QUEUES;
-    regs.modify(r::EIAC, mask, 0);
-    regs.modify(r::EIAM, mask, 0);
-    regs.write(r::EIMS, mask);
+    mac::route_queue_msix(regs, VECTOR_QUEUES);
 }
 
 /// Re-enables the queue vector after its work is done.
@@ -298,16 +212,8 @@ pub const SHARED_CAUSES: u32 = icr::LSC | icr::DOUTSYNC | icr::DRSTA | icr::RXT0
 /// One MSI-X vector for every cause (§6): MSI-X mode, the "other" causes (IVAR_MISC) and
 /// queue 0's RX and TX causes (IVAR0) all on vector 0, auto-cleared and auto-masked.
 pub fn enable_single_msix<M: Mmio>(regs: &Regs<M>) {
-    regs.write(
-        r::GPIE,
-        gpie::NSICR | gpie::MSIX_MODE | gpie::EIAME | gpie::PBA,
-    );
-    regs.write(r::IVAR_MISC, r::IVAR_VALID << 8);
-    regs.write(r::IVAR0, r::IVAR_VALID | r::IVAR_VALID << 8);
-    regs.modify(r::EIAC, 1, 0);
-    regs.modify(r::EIAM, 1, 0);
-    regs.write(r::EIMS, 1);
-    regs.write(r::IMS, icr::LSC | icr::DOUTSYNC | icr::DRSTA);
+    mac::route_other_msix(regs, &MAC, 0);
+    mac::route_queue_msix(regs, 0);
 }
 
 /// Re-enables the single MSI-X vector of [`enable_single_msix`].
@@ -318,8 +224,7 @@ pub fn rearm_single_msix<M: Mmio>(regs: &Regs<M>) {
 /// MSI, a legacy line, or no interrupt at all (polled): no MSI-X mode, every cause in ICR
 /// (read-to-clear), enabled in IMS, so one ICR read per pass sees them all.
 pub fn enable_shared_irqs<M: Mmio>(regs: &Regs<M>) {
-    regs.write(r::GPIE, gpie::NSICR);
-    regs.write(r::IMS, SHARED_CAUSES);
+    mac::route_shared(regs, &MAC, SHARED_CAUSES);
 }
 
 /// The TSYNCRXCTL type for a requested RX filter. The i225 has one documented type, ALL
@@ -339,21 +244,9 @@ pub fn rx_filter_type(filter: RxFilter) -> Result<Option<u32>, HwError> {
 /// Applies an RX filter without touching the link or the rings (§8.1 enable/disable order):
 /// reconfiguring timestamping never takes the link down (seed 003).
 pub fn apply_rx_filter<M: Mmio>(regs: &Regs<M>, filter: RxFilter) -> Result<(), HwError> {
-    match rx_filter_type(filter)? {
-        None => {
-            regs.write(r::TSYNCRXCTL, 0);
-            regs.write(r::srrctl(0), SRRCTL_BASE);
-            regs.modify(r::RXPBS, 0, r::rxpbs::CFG_TS_EN);
-        }
-        Some(ty) => {
-            regs.modify(r::RXPBS, r::rxpbs::CFG_TS_EN, 0);
-            regs.write(r::srrctl(0), SRRCTL_BASE | r::srrctl::TIMESTAMP);
-            regs.write(
-                r::TSYNCRXCTL,
-                r::tsyncrxctl::ENABLED | ty | r::tsyncrxctl::RXSYNSIG,
-            );
-        }
-    }
+    let on =
+        rx_filter_type(filter)?.map(|ty| r::tsyncrxctl::ENABLED | ty | r::tsyncrxctl::RXSYNSIG);
+    mac::in_buffer_rx_stamps(regs, &MAC, on, true);
     Ok(())
 }
 
@@ -397,46 +290,14 @@ impl Family for Igc {
     fn clock(&self) -> Igc {
         Igc
     }
-    fn reset<M: Mmio>(&self, regs: &Regs<M>) -> Result<(), HwError> {
-        reset(regs)
+    fn mac_regs(&self) -> MacRegs {
+        MAC
     }
-    fn link_up<M: Mmio>(&self, regs: &Regs<M>, wait: Duration) -> Link {
-        link_up(regs, wait)
+    fn link_from_status(&self, status: u32) -> Link {
+        link_from_status(status)
     }
-    fn link<M: Mmio>(&self, regs: &Regs<M>) -> Link {
-        link_from_status(regs.read(r::STATUS))
-    }
-    fn read_mac<M: Mmio>(&self, regs: &Regs<M>) -> [u8; 6] {
-        read_mac(regs)
-    }
-    fn setup_tx<M: Mmio>(&self, regs: &Regs<M>, ring: &TxRing) {
-        setup_tx(regs, ring)
-    }
-    fn setup_rx<M: Mmio>(&self, regs: &Regs<M>, ring: &RxRing) {
-        setup_rx(regs, ring)
-    }
-    fn tdt(&self) -> u32 {
-        r::tdt(0)
-    }
-    fn rdt(&self) -> u32 {
-        r::rdt(0)
-    }
-    fn enable_irqs<M: Mmio>(&self, regs: &Regs<M>, layout: IrqLayout) {
-        match layout {
-            IrqLayout::Split => {
-                enable_msix(regs);
-                enable_queue_irqs(regs);
-            }
-            IrqLayout::SingleMsix => enable_single_msix(regs),
-            IrqLayout::Shared => enable_shared_irqs(regs),
-        }
-    }
-    fn rearm<M: Mmio>(&self, regs: &Regs<M>, which: Rearm) {
-        match which {
-            Rearm::Other => rearm_other(regs),
-            Rearm::Queues => rearm_queues(regs),
-            Rearm::Single => rearm_single_msix(regs),
-        }
+    fn shared_causes(&self) -> u32 {
+        SHARED_CAUSES
     }
     fn read_causes<M: Mmio>(&self, regs: &Regs<M>) -> Causes {
         let c = read_other_causes(regs);

@@ -13,6 +13,7 @@ pub mod funnel;
 pub mod igb;
 pub mod igc;
 pub mod irq;
+pub mod mac;
 pub mod ring;
 pub mod service;
 pub mod txts;

@@ -1,0 +1,356 @@
+//! The e1000-style MAC that igc and igb parts share: reset, link, queue 0 rings, MSI-X routing
+//! and the in-buffer RX timestamp mode are the same sequences with the same bits on both
+//! (reference §6, §8.1, §10; Linux e1000_defines.h and igc_defines.h agree on every bit used
+//! here, a test checks it); only some offsets differ, which a family gives as [`MacRegs`].
+
+use std::time::Duration;
+
+use intel_regs::igc::{
+    self as r, ctrl, ctrl_ext, eecd, gpie, icr, rctl, srrctl, status, tctl, xdctl,
+};
+use ptp_pci::Mmio;
+
+use crate::ring::{RxRing, TxRing};
+use crate::{HwError, Regs};
+
+/// Bounds of the bring-up polls. Linux waits up to 10 ms for AUTO_RD and ~800 ms for the GIO
+/// master disable; emulated devices answer at once. A real PHY takes seconds to link.
+const GIO_TIMEOUT: Duration = Duration::from_millis(800);
+const AUTO_RD_TIMEOUT: Duration = Duration::from_millis(100);
+const POLL_STEP: Duration = Duration::from_micros(100);
+
+/// What differs between the families' MAC layouts: the ICR block (igc 0x1500, igb 0xC0) and
+/// where queue 0's RX and TX registers start (igc 0xC000/0xE000, igb 0x2800/0x3800). Everything
+/// else this module touches sits at the same offset on both (§1, §6, §10.1; a test checks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MacRegs {
+    pub icr: u32,
+    pub ims: u32,
+    pub imc: u32,
+    /// RDBAL of queue 0; the queue's other RX registers follow at fixed offsets.
+    pub rxq: u32,
+    /// TDBAL of queue 0; likewise.
+    pub txq: u32,
+}
+
+impl MacRegs {
+    pub const fn rdbal(&self) -> u32 {
+        self.rxq
+    }
+    pub const fn rdbah(&self) -> u32 {
+        self.rxq + 0x04
+    }
+    pub const fn rdlen(&self) -> u32 {
+        self.rxq + 0x08
+    }
+    pub const fn srrctl(&self) -> u32 {
+        self.rxq + 0x0C
+    }
+    pub const fn rdh(&self) -> u32 {
+        self.rxq + 0x10
+    }
+    pub const fn rdt(&self) -> u32 {
+        self.rxq + 0x18
+    }
+    pub const fn rxdctl(&self) -> u32 {
+        self.rxq + 0x28
+    }
+    pub const fn tdbal(&self) -> u32 {
+        self.txq
+    }
+    pub const fn tdbah(&self) -> u32 {
+        self.txq + 0x04
+    }
+    pub const fn tdlen(&self) -> u32 {
+        self.txq + 0x08
+    }
+    pub const fn tdh(&self) -> u32 {
+        self.txq + 0x10
+    }
+    pub const fn tdt(&self) -> u32 {
+        self.txq + 0x18
+    }
+    pub const fn txdctl(&self) -> u32 {
+        self.txq + 0x28
+    }
+}
+
+/// IVAR entries are `vector | VALID` (§6).
+const IVAR_VALID: u32 = r::IVAR_VALID;
+/// SRRCTL for queue 0: 2 KB buffers, 256-byte header field, advanced one-buffer descriptors.
+pub const SRRCTL_BASE: u32 =
+    (2048 >> 10) | (256 << srrctl::BSIZEHDR_SHIFT) | srrctl::DESCTYPE_ADV_ONEBUF;
+/// The "other" causes every family enables: link, DMA out of sync, reset asserted.
+pub const OTHER_IMS: u32 = icr::LSC | icr::DOUTSYNC | icr::DRSTA;
+
+/// Resets the port and waits for the NVM auto-read, as Linux's reset_hw (§10.2 step 1): DMA
+/// stopped first so no descriptor write lands in freed memory.
+pub fn reset<M: Mmio>(regs: &Regs<M>, m: &MacRegs) -> Result<(), HwError> {
+    regs.modify(r::CTRL, ctrl::GIO_MASTER_DISABLE, 0);
+    regs.poll(
+        "GIO master disable",
+        r::STATUS,
+        status::GIO_MASTER_ENABLE,
+        0,
+        GIO_TIMEOUT,
+        POLL_STEP,
+    )?;
+    regs.write(m.imc, u32::MAX);
+    regs.write(r::RCTL, 0);
+    regs.write(r::TCTL, tctl::PSP);
+    let _ = regs.read(r::STATUS); // flush posted writes
+    regs.modify(r::CTRL, ctrl::RST, 0);
+    regs.poll(
+        "EECD.AUTO_RD after reset",
+        r::EECD,
+        eecd::AUTO_RD,
+        eecd::AUTO_RD,
+        AUTO_RD_TIMEOUT,
+        POLL_STEP,
+    )?;
+    regs.write(m.imc, u32::MAX);
+    let _ = regs.read(m.icr);
+    Ok(())
+}
+
+/// Takes ownership from firmware and asks for link (§10.2 step 2); STATUS after waiting at
+/// most `wait` for link up (a missing cable is not an error: the link event comes later).
+pub fn link_up<M: Mmio>(regs: &Regs<M>, wait: Duration) -> u32 {
+    regs.modify(r::CTRL_EXT, ctrl_ext::DRV_LOAD, 0);
+    regs.modify(r::CTRL, ctrl::SLU, ctrl::FRCSPD | ctrl::FRCDPX);
+    regs.poll(
+        "link up",
+        r::STATUS,
+        status::LU,
+        status::LU,
+        wait,
+        POLL_STEP * 10,
+    )
+    .unwrap_or_else(|_| regs.read(r::STATUS))
+}
+
+/// The MAC address the NVM preloaded into RAL0/RAH0.
+pub fn read_mac<M: Mmio>(regs: &Regs<M>) -> [u8; 6] {
+    let lo = regs.read(r::ral(0)).to_le_bytes();
+    let hi = regs.read(r::rah(0)).to_le_bytes();
+    [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]]
+}
+
+/// Programs TX queue 0 over `ring` and enables the transmitter (§10.2 step 3).
+pub fn setup_tx<M: Mmio>(regs: &Regs<M>, m: &MacRegs, ring: &TxRing) {
+    regs.write(m.txdctl(), 0);
+    let _ = regs.read(r::STATUS);
+    regs.write(m.tdlen(), ring.byte_len());
+    regs.write(m.tdbal(), ring.bus_addr() as u32);
+    regs.write(m.tdbah(), (ring.bus_addr() >> 32) as u32);
+    regs.write(m.tdh(), 0);
+    regs.write(m.tdt(), 0);
+    regs.write(m.txdctl(), 8 | 1 << 8 | 16 << 16 | xdctl::QUEUE_ENABLE);
+    let t = regs.read(r::TCTL);
+    regs.write(
+        r::TCTL,
+        (t & !tctl::CT_MASK) | tctl::PSP | tctl::RTLC | 15 << tctl::CT_SHIFT | tctl::EN,
+    );
+}
+
+/// Programs RX queue 0 over `ring` and enables the receiver, promiscuous (PTP multicast
+/// addresses, and the lab's frames, must all reach ptpd) with CRC stripping (§10.2 step 4).
+pub fn setup_rx<M: Mmio>(regs: &Regs<M>, m: &MacRegs, ring: &RxRing) {
+    regs.write(m.rxdctl(), 0);
+    regs.write(m.rdbal(), ring.bus_addr() as u32);
+    regs.write(m.rdbah(), (ring.bus_addr() >> 32) as u32);
+    regs.write(m.rdlen(), ring.byte_len());
+    regs.write(m.rdh(), 0);
+    regs.write(m.rdt(), 0);
+    regs.write(m.srrctl(), SRRCTL_BASE);
+    regs.write(m.rxdctl(), 8 | 8 << 8 | 4 << 16 | xdctl::QUEUE_ENABLE);
+    regs.write(m.rdt(), ring.initial_tail());
+    regs.write(
+        r::RCTL,
+        rctl::EN | rctl::BAM | rctl::SECRC | rctl::LPE | rctl::UPE | rctl::MPE,
+    );
+}
+
+/// MSI-X mode with the "other" causes (IVAR_MISC) on vector `other`, auto-cleared and
+/// auto-masked, and `OTHER_IMS` enabled (§6).
+pub fn route_other_msix<M: Mmio>(regs: &Regs<M>, m: &MacRegs, other: u16) {
+    regs.write(
+        r::GPIE,
+        gpie::NSICR | gpie::MSIX_MODE | gpie::EIAME | gpie::PBA,
+    );
+    regs.write(r::IVAR_MISC, (other as u32 | IVAR_VALID) << 8);
+    let mask = 1u32 << other;
+    regs.modify(r::EIAC, mask, 0);
+    regs.modify(r::EIAM, mask, 0);
+    regs.write(r::EIMS, mask);
+    regs.write(m.ims, OTHER_IMS);
+}
+
+/// Queue 0's RX and TX causes (IVAR0 entry 0) on vector `v`, auto-cleared and auto-masked.
+pub fn route_queue_msix<M: Mmio>(regs: &Regs<M>, v: u16) {
+    let e = v as u32 | IVAR_VALID;
+    regs.write(r::IVAR0, e | e << 8);
+    let mask = 1u32 << v;
+    regs.modify(r::EIAC, mask, 0);
+    regs.modify(r::EIAM, mask, 0);
+    regs.write(r::EIMS, mask);
+}
+
+/// No MSI-X: every cause in ICR (read-to-clear), `causes` enabled in IMS.
+pub fn route_shared<M: Mmio>(regs: &Regs<M>, m: &MacRegs, causes: u32) {
+    regs.write(r::GPIE, gpie::NSICR);
+    regs.write(m.ims, causes);
+}
+
+/// The in-buffer RX timestamp mode (§8.1, §8.2): `tsyncrxctl` (ENABLED | TYPE_ALL | the
+/// family's extras) with SRRCTL.TIMESTAMP, and RXPBS.CFG_TS_EN where the part has it; `None`
+/// turns it off in the reverse order. The link and the rings are not touched (seed 003).
+pub fn in_buffer_rx_stamps<M: Mmio>(
+    regs: &Regs<M>,
+    m: &MacRegs,
+    tsyncrxctl: Option<u32>,
+    rxpbs: bool,
+) {
+    use intel_regs::igc::rxpbs::CFG_TS_EN;
+    match tsyncrxctl {
+        None => {
+            regs.write(r::TSYNCRXCTL, 0);
+            regs.write(m.srrctl(), SRRCTL_BASE);
+            if rxpbs {
+                regs.modify(r::RXPBS, 0, CFG_TS_EN);
+            }
+        }
+        Some(v) => {
+            if rxpbs {
+                regs.modify(r::RXPBS, CFG_TS_EN, 0);
+            }
+            regs.write(m.srrctl(), SRRCTL_BASE | srrctl::TIMESTAMP);
+            regs.write(r::TSYNCRXCTL, v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MacRegs;
+    use intel_regs::{igb as b, igc as c};
+
+    #[test]
+    fn queue_registers_follow_each_familys_base() {
+        let igc = MacRegs {
+            icr: c::ICR,
+            ims: c::IMS,
+            imc: c::IMC,
+            rxq: c::rdbal(0),
+            txq: c::tdbal(0),
+        };
+        let igb = MacRegs {
+            icr: b::ICR,
+            ims: b::IMS,
+            imc: b::IMC,
+            rxq: b::rdbal(0),
+            txq: b::tdbal(0),
+        };
+        let igc_q = [
+            c::rdbah(0),
+            c::rdlen(0),
+            c::srrctl(0),
+            c::rdh(0),
+            c::rdt(0),
+            c::rxdctl(0),
+        ];
+        let igb_q = [
+            b::rdbah(0),
+            b::rdlen(0),
+            b::srrctl(0),
+            b::rdh(0),
+            b::rdt(0),
+            b::rxdctl(0),
+        ];
+        for (m, q) in [(igc, igc_q), (igb, igb_q)] {
+            assert_eq!(
+                [
+                    m.rdbah(),
+                    m.rdlen(),
+                    m.srrctl(),
+                    m.rdh(),
+                    m.rdt(),
+                    m.rxdctl()
+                ],
+                q
+            );
+        }
+        let igc_t = [c::tdbah(0), c::tdlen(0), c::tdh(0), c::tdt(0), c::txdctl(0)];
+        let igb_t = [b::tdbah(0), b::tdlen(0), b::tdh(0), b::tdt(0), b::txdctl(0)];
+        for (m, t) in [(igc, igc_t), (igb, igb_t)] {
+            assert_eq!([m.tdbah(), m.tdlen(), m.tdh(), m.tdt(), m.txdctl()], t);
+        }
+    }
+
+    #[test]
+    fn igc_and_igb_share_every_bit_this_module_programs() {
+        let pairs = [
+            (c::ctrl::GIO_MASTER_DISABLE, b::ctrl::GIO_MASTER_DISABLE),
+            (c::ctrl::SLU, b::ctrl::SLU),
+            (c::ctrl::FRCSPD, b::ctrl::FRCSPD),
+            (c::ctrl::FRCDPX, b::ctrl::FRCDPX),
+            (c::ctrl::RST, b::ctrl::RST),
+            (c::status::LU, b::status::LU),
+            (c::status::GIO_MASTER_ENABLE, b::status::GIO_MASTER_ENABLE),
+            (c::eecd::AUTO_RD, b::eecd::AUTO_RD),
+            (c::ctrl_ext::DRV_LOAD, b::ctrl_ext::DRV_LOAD),
+            (c::icr::LSC, b::icr::LSC),
+            (c::icr::DOUTSYNC, b::icr::DOUTSYNC),
+            (c::icr::DRSTA, b::icr::DRSTA),
+            (c::icr::TS, b::icr::TS),
+            (c::gpie::NSICR, b::gpie::NSICR),
+            (c::gpie::MSIX_MODE, b::gpie::MSIX_MODE),
+            (c::gpie::EIAME, b::gpie::EIAME),
+            (c::gpie::PBA, b::gpie::PBA),
+            (c::tctl::PSP, b::tctl::PSP),
+            (c::tctl::EN, b::tctl::EN),
+            (c::tctl::RTLC, b::tctl::RTLC),
+            (c::tctl::CT_MASK, b::tctl::CT_MASK),
+            (c::rctl::EN, b::rctl::EN),
+            (c::rctl::BAM, b::rctl::BAM),
+            (c::rctl::SECRC, b::rctl::SECRC),
+            (c::rctl::LPE, b::rctl::LPE),
+            (c::rctl::UPE, b::rctl::UPE),
+            (c::rctl::MPE, b::rctl::MPE),
+            (c::xdctl::QUEUE_ENABLE, b::xdctl::QUEUE_ENABLE),
+            (c::srrctl::TIMESTAMP, b::srrctl::TIMESTAMP),
+            (
+                c::srrctl::DESCTYPE_ADV_ONEBUF,
+                b::srrctl::DESCTYPE_ADV_ONEBUF,
+            ),
+            (c::rxpbs::CFG_TS_EN, b::rxpbs::CFG_TS_EN),
+            (c::IVAR_VALID, b::IVAR_VALID),
+        ];
+        for (i, (x, y)) in pairs.iter().enumerate() {
+            assert_eq!(x, y, "pair {i}");
+        }
+        assert_eq!(c::srrctl::BSIZEHDR_SHIFT, b::srrctl::BSIZEHDR_SHIFT);
+        let offsets = [
+            (c::CTRL, b::CTRL),
+            (c::STATUS, b::STATUS),
+            (c::EECD, b::EECD),
+            (c::CTRL_EXT, b::CTRL_EXT),
+            (c::RCTL, b::RCTL),
+            (c::TCTL, b::TCTL),
+            (c::RXPBS, b::RXPBS),
+            (c::ral(0), b::ral(0)),
+            (c::rah(0), b::rah(0)),
+            (c::GPIE, b::GPIE),
+            (c::EIMS, b::EIMS),
+            (c::EIAC, b::EIAC),
+            (c::EIAM, b::EIAM),
+            (c::IVAR0, b::IVAR0),
+            (c::IVAR_MISC, b::IVAR_MISC),
+            (c::TSYNCRXCTL, b::TSYNCRXCTL),
+        ];
+        for (i, (x, y)) in offsets.iter().enumerate() {
+            assert_eq!(x, y, "offset {i}");
+        }
+        assert_eq!(c::tctl::CT_SHIFT, b::tctl::CT_SHIFT);
+    }
+}
