@@ -526,7 +526,11 @@ impl Igb {
     pub fn phc_running(&self) -> bool {
         let running = self.tsync.phc.is_running();
         match self.part {
-            IgbPart::E82576 => running && self.tsync.phc.timinca() >> 24 != 0,
+            // IncPeriod 0 or IncValue 0: the counter does not advance (module docs of `phc`).
+            IgbPart::E82576 => {
+                let inca = self.tsync.phc.timinca();
+                running && inca >> 24 != 0 && inca & 0x00FF_FFFF != 0
+            }
             _ => running,
         }
     }
