@@ -386,9 +386,15 @@ fn e82576_rx_stamp_sets_no_header_even_with_the_buffer_enables() {
 fn legacy_intx_level_follows_icr_and_ims_at_the_e1000_offsets() {
     let mut d = Dp::new(IgbPart::I210);
     d.transmit(&not_ptp(), false);
-    assert!(!d.dev.nic().intx_level(), "TXDW pending but masked: INTx stays low");
+    assert!(
+        !d.dev.nic().intx_level(),
+        "TXDW pending but masked: INTx stays low"
+    );
     d.wr(IMS, icr::TXDW);
-    assert!(d.dev.nic().intx_level(), "TXDW pending and enabled: INTx asserted");
+    assert!(
+        d.dev.nic().intx_level(),
+        "TXDW pending and enabled: INTx asserted"
+    );
     assert_ne!(d.rd(ICR) & icr::TXDW, 0);
     assert!(!d.dev.nic().intx_level(), "the ICR read cleared it");
 }
