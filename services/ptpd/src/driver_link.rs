@@ -7,7 +7,7 @@
 //!
 //! Every connection starts with `Hello`; the session is up when the driver's own hello
 //! (`Restarted`) arrives. A driver that ends a connection says why (`Closed`): a refused link
-//! retries every [`REFUSED_RETRY`] (the driver's rule may change), and a link a newer ptpd
+//! retries every `REFUSED_RETRY` (the driver's rule may change), and a link a newer ptpd
 //! replaced stays down, so two ptpds never take a NIC from each other in turn.
 
 use std::collections::HashMap;

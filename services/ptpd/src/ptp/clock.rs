@@ -93,7 +93,7 @@ pub struct ClockState {
     /// measurement and the following frequency change.
     pub high_water_ns: Option<u64>,
     /// (PHC ns, engine monotonic ns) of the latest plausible stamp: where the PHC is expected
-    /// to be (see [`ClockState::plausible`]).
+    /// to be (see [`plausible`]).
     pub anchor: Option<(u64, u64)>,
     /// The time of the measurement statime's filter is processing (ns), so a step can be
     /// checked against the filter's own time (see [`MIN_PHC_AFTER_STEP_NS`]).
@@ -356,7 +356,7 @@ pub struct TracedConfig {
 
 /// statime's [`KalmanFilter`] with two additions: it records each measurement for the
 /// ptp4l-style logs and the status snapshot, and it restarts itself when the PHC's time runs
-/// backwards by more than [`BACKWARDS_RESET`] without a step through the clock (a driver
+/// backwards by more than [`BACKWARDS_RESET_NS`] without a step through the clock (a driver
 /// restart that reset the PHC). Without that, the Kalman filter ignores every measurement
 /// older than its internal time, forever.
 pub struct TracedFilter {

@@ -40,7 +40,9 @@
 //!   use for them). statime does not answer management either: ptpd does, from a snapshot of
 //!   the engine's data sets ([`manage`], [`mgmt`]), on the port a request arrives on (`pmc -2`,
 //!   `pmc -4`) and on the local `management_socket` (`pmc -u`, `crate::mgmt_socket`), as
-//!   ptp4l does.
+//!   ptp4l does; on Redox at `/scheme/ptp/mgmt`. A privileged SET of priority1/priority2
+//!   (what `management_settable` lists) rebuilds the instance and its ports, since statime
+//!   keeps defaultDS private: the BMCA and the servo start over.
 //! - **Servo restarts**: statime's Kalman filter ignores measurements older than its own time;
 //!   after a driver restart that resets the PHC that would be forever, so the filter wrapper
 //!   restarts the servo when the PHC runs backwards without a step ([`clock::TracedFilter`]).

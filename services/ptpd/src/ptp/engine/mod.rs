@@ -1,4 +1,4 @@
-//! The PTP engine: one statime [`PtpInstance`](statime::PtpInstance) with one port per PTP
+//! The PTP engine: one statime instance ([`statime::PtpInstance`]) with one port per PTP
 //! clock, driven by driver events and a timer table (shared/reference/ptp-and-benchmarks.md
 //! §1.6).
 //!
@@ -11,14 +11,14 @@
 //! runs on a helper thread so a slow driver never stalls the protocol.
 //!
 //! `Core`'s methods live beside the concern they serve:
-//! - [`port_io`]: driver events in, frames out, parked TX timestamp contexts;
-//! - [`timers`]: the timer table and the next deadline;
-//! - [`actions`]: statime's instance, its ports' actions and the BMCA;
-//! - [`configure`]: driver timestamping setup after (re)connect;
-//! - [`status`]: derived port states, log lines and the published snapshots;
-//! - [`mgmt`]: the management data sets (a read-only view of the above);
-//! - [`manage`]: management requests arriving on a port, and SETs from any transport;
-//! - [`thread`]: the production thread ([`Engine`]).
+//! - `port_io`: driver events in, frames out, parked TX timestamp contexts;
+//! - `timers`: the timer table and the next deadline;
+//! - `actions`: statime's instance, its ports' actions and the BMCA;
+//! - `configure`: driver timestamping setup after (re)connect;
+//! - `status`: derived port states, log lines and the published snapshots;
+//! - `mgmt`: the management data sets (a read-only view of the above);
+//! - `manage`: management requests arriving on a port, and SETs from any transport;
+//! - `thread`: the production thread ([`Engine`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
