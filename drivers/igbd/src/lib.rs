@@ -17,14 +17,6 @@ pub use intel_common::daemon::Error;
 /// igbd's command line.
 pub type Options = intel_common::daemon::Options<Igb>;
 
-/// The daemon over the igb family.
-pub mod daemon {
-    pub use intel_common::daemon::{ClockPageSlot, EventSink, NetPort, NetSendError};
-
-    /// A brought-up igb NIC.
-    pub type Device<F> = intel_common::daemon::Device<F, intel_common::igb::Igb>;
-}
-
 /// Entry point of the `igbd` binary.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     intel_common::daemon::main_with_args::<Igb>(args, run)
@@ -33,11 +25,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 /// Opens the device the options name and runs the daemon until it fails.
 pub fn run(opts: Options) -> Result<(), Error> {
     #[cfg(all(feature = "emulate", any(target_os = "linux", target_os = "redox")))]
-    if let Some(model) = opts.emulate {
-        return intel_common::daemon::run_emulated(
-            move |o: &Options| options::emulated_function(model, o),
-            opts,
-        );
-    }
+    return intel_common::daemon::run(opts, options::emulated_model);
+    #[cfg(not(all(feature = "emulate", any(target_os = "linux", target_os = "redox"))))]
     intel_common::daemon::run_pcid(opts)
 }

@@ -4,18 +4,7 @@
 #[cfg(feature = "emulate")]
 use crate::{Error, Options};
 
-/// Builds the emulated PCI function for `model`, cabled as `--wire` says, with its model thread
-/// running in real time.
-#[cfg(feature = "emulate")]
-pub fn emulated_function(
-    model: &str,
-    opts: &Options,
-) -> Result<ptp_pci::emulated::EmuFunction<ptp_emu::igb::Igb>, Error> {
-    let (nic, name) = emulated_model(model, opts)?;
-    Ok(opts.emulated_function(nic, name))
-}
-
-/// The model `emulated_function` serves, with its name: cabled as `--wire` says, publishing
+/// The emulated NIC for `--emulate model`, with its name: cabled as `--wire` says, publishing
 /// to `--truth`.
 #[cfg(feature = "emulate")]
 pub fn emulated_model(model: &str, opts: &Options) -> Result<(ptp_emu::igb::Igb, String), Error> {

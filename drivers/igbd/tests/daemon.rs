@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use igbd::Options;
-use igbd::daemon::{Device, EventSink};
+use intel_common::daemon::EventSink;
+use intel_common::igb::Igb;
 use intel_regs::igb as r;
 use ptp_emu::igb::Igb as Model;
 use ptp_ipc::time::mono_ns;
@@ -79,7 +80,7 @@ fn sync_frame(seq: u16) -> Vec<u8> {
 }
 
 struct Rig {
-    dev: Device<EmuFunction<Model>>,
+    dev: intel_common::daemon::Device<EmuFunction<Model>, Igb>,
     events: Arc<Events>,
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -98,9 +99,10 @@ fn rig(model: &str, extra: &[&str], setup: impl FnOnce(&EmuFunction<Model>)) -> 
     let opts = Options::parse(args.iter().map(Into::into))
         .unwrap()
         .unwrap();
-    let func = igbd::options::emulated_function(opts.emulate.unwrap(), &opts).unwrap();
+    let (nic, name) = igbd::options::emulated_model(opts.emulate.unwrap(), &opts).unwrap();
+    let func = opts.emulated_function(nic, name);
     setup(&func);
-    let dev = Device::bring_up(func, &opts, Default::default(), 1).unwrap();
+    let dev = intel_common::daemon::Device::bring_up(func, &opts, Default::default(), 1).unwrap();
     let events = Arc::new(Events::default());
     let stop = Arc::new(AtomicBool::new(false));
     let threads = dev.start_threads(events.clone(), stop.clone());

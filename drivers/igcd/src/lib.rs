@@ -31,12 +31,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 /// Opens the device the options name and runs the daemon until it fails.
 pub fn run(opts: Options) -> Result<(), Error> {
     #[cfg(all(feature = "emulate", any(target_os = "linux", target_os = "redox")))]
-    if let Some(model) = opts.emulate {
-        return intel_common::daemon::run_emulated(
-            move |o: &Options| options::emulated_function(model, o),
-            opts,
-        );
-    }
+    return intel_common::daemon::run(opts, options::emulated_model);
+    #[cfg(not(all(feature = "emulate", any(target_os = "linux", target_os = "redox"))))]
     intel_common::daemon::run_pcid(opts)
 }
 

@@ -225,6 +225,33 @@ pub fn keeps_rx_stamp(filter: RxFilter, frame: &[u8]) -> bool {
     }
 }
 
+/// The in-buffer RX path (§8.1, §8.2): strips the timestamp header (status bit `tsip`), keeps
+/// the stamp only when `filter` asks for this frame, converts it with `to_ns` (the header's
+/// dwords 2–3 as one LE u64) and subtracts the RX latency of the link (§8.4).
+pub fn in_buffer_rx_frame(
+    filter: RxFilter,
+    status: u32,
+    tsip: u32,
+    buf: &[u8],
+    rx_latency_ns: u64,
+    to_ns: impl FnOnce(u64) -> u64,
+) -> RxFrame<'_> {
+    let (raw, frame) = split_ts_header(status, tsip, buf);
+    if ptp_ipc::frame::classify(frame).is_none() {
+        return RxFrame::Other { frame };
+    }
+    let rx_ns = raw
+        .filter(|_| keeps_rx_stamp(filter, frame))
+        .map(|raw| to_ns(raw).saturating_sub(rx_latency_ns));
+    RxFrame::Ptp { rx_ns, frame }
+}
+
+/// A stamp whose high word is seconds and low word nanoseconds (i225, i210: SYSTIMH:SYSTIML,
+/// the RX header's dwords 3:2), in ns.
+pub fn sec_ns(raw: u64) -> u64 {
+    (raw >> 32) * 1_000_000_000 + (raw & 0xFFFF_FFFF)
+}
+
 /// The 16-byte timestamp header the in-buffer mode puts before a frame (TSIP, §8.1): its
 /// dwords 2–3 as one little-endian u64 (igc and i210: ns | s << 32; i350: the raw count).
 pub fn split_ts_header(status: u32, tsip: u32, buf: &[u8]) -> (Option<u64>, &[u8]) {

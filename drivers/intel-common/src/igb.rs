@@ -23,7 +23,9 @@ use ptp_pci::Mmio;
 
 use crate::clock::ClockHw;
 use crate::daemon::device::VECTOR_OTHER;
-use crate::family::{Causes, Family, IrqLayout, Link, RxFrame, keeps_rx_stamp, split_ts_header};
+use crate::family::{
+    Causes, Family, IrqLayout, Link, RxFrame, in_buffer_rx_frame, keeps_rx_stamp, sec_ns,
+};
 use crate::mac::{self, MacRegs};
 use crate::txts::{StampFormat, TsRegs};
 use crate::{HwError, Regs};
@@ -261,7 +263,7 @@ impl Igb {
     /// A raw count (i350, 82576) or s:ns value (i210) in PHC ns.
     fn raw_to_ns(&self, raw: u64) -> u64 {
         match &self.tc {
-            None => (raw >> 32) * NS_PER_S + (raw & 0xFFFF_FFFF),
+            None => sec_ns(raw),
             Some(tc) => {
                 let mask = if self.mac == Mac::I350 {
                     (1 << r::NBITS_82580) - 1
@@ -470,16 +472,14 @@ impl Family for Igb {
     ) -> RxFrame<'a> {
         match self.mac {
             Mac::E82576 => self.rx_frame_82576(regs, filter, status, buf),
-            _ => {
-                let (raw, frame) = split_ts_header(status, r::rxd::STAT_TSIP, buf);
-                if ptp_ipc::frame::classify(frame).is_none() {
-                    return RxFrame::Other { frame };
-                }
-                let rx_ns = raw
-                    .filter(|_| keeps_rx_stamp(filter, frame))
-                    .map(|raw| self.raw_to_ns(raw).saturating_sub(rx_latency_ns));
-                RxFrame::Ptp { rx_ns, frame }
-            }
+            _ => in_buffer_rx_frame(
+                filter,
+                status,
+                r::rxd::STAT_TSIP,
+                buf,
+                rx_latency_ns,
+                |raw| self.raw_to_ns(raw),
+            ),
         }
     }
 

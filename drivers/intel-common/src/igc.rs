@@ -13,6 +13,7 @@ use ptp_ipc::RxFilter;
 use crate::clock::ClockHw;
 use crate::family::{Causes, Family, IrqLayout};
 pub use crate::family::{Link, RxFrame, keeps_rx_stamp};
+use crate::family::{in_buffer_rx_frame, sec_ns, split_ts_header};
 use crate::mac::{self, MacRegs};
 use crate::ring::{RxRing, TxRing};
 use crate::txts::TsRegs;
@@ -253,14 +254,7 @@ pub fn apply_rx_filter<M: Mmio>(regs: &Regs<M>, filter: RxFilter) -> Result<(), 
 /// Classifies one received buffer: strips the timestamp header, keeps the stamp only when
 /// `filter` asks for this frame, and subtracts the RX latency of the link (§8.4).
 pub fn rx_frame(filter: RxFilter, status: u32, buf: &[u8], rx_latency_ns: u64) -> RxFrame<'_> {
-    let (stamp, frame) = split_rx_stamp(status, buf);
-    if ptp_ipc::frame::classify(frame).is_none() {
-        return RxFrame::Other { frame };
-    }
-    let rx_ns = stamp
-        .filter(|_| keeps_rx_stamp(filter, frame))
-        .map(|ns| ns.saturating_sub(rx_latency_ns));
-    RxFrame::Ptp { rx_ns, frame }
+    in_buffer_rx_frame(filter, status, rxd::STAT_TSIP, buf, rx_latency_ns, sec_ns)
 }
 
 /// Splits a received buffer into (timer-0 stamp in ns, frame) when the write-back says the
@@ -269,10 +263,8 @@ pub fn split_rx_stamp(status: u32, buf: &[u8]) -> (Option<u64>, &[u8]) {
     if status & rxd::STAT_TSIP == 0 || buf.len() < r::TS_HDR_LEN {
         return (None, buf);
     }
-    let dw =
-        |i: usize| u32::from_le_bytes([buf[4 * i], buf[4 * i + 1], buf[4 * i + 2], buf[4 * i + 3]]);
-    let ns = dw(3) as u64 * NS_PER_S + dw(2) as u64;
-    (Some(ns), &buf[r::TS_HDR_LEN..])
+    let (raw, frame) = split_ts_header(status, rxd::STAT_TSIP, buf);
+    (raw.map(sec_ns), frame)
 }
 
 /// The i225/i226 as a [`Family`]: four TX sets with the TXSTMPH_0 quirk, s:ns SYSTIM latched

@@ -89,6 +89,29 @@ fn init_logging(prog: &str, name: &str) {
     let _ = b.try_init();
 }
 
+/// A daemon's emulated model for `--emulate MODEL`, with its name.
+#[cfg(feature = "emulate")]
+pub type EmulatedModel<Fam, D> = fn(&str, &Options<Fam>) -> Result<(D, String), Error>;
+
+/// Runs the daemon until it fails: on the NIC `model` builds for `--emulate MODEL` (its model
+/// thread running in real time), else on the function pcid-spawner handed it.
+#[cfg(all(feature = "emulate", any(target_os = "linux", target_os = "redox")))]
+pub fn run<Fam: Family, D: ptp_pci::emulated::Device + Send + 'static>(
+    opts: Options<Fam>,
+    model: EmulatedModel<Fam, D>,
+) -> Result<(), Error> {
+    match opts.emulate {
+        Some(name) => run_emulated(
+            move |o: &Options<Fam>| {
+                let (nic, label) = model(name, o)?;
+                Ok(o.emulated_function(nic, label))
+            },
+            opts,
+        ),
+        None => run_pcid(opts),
+    }
+}
+
 /// Runs the daemon on a function `make` builds (an emulated NIC) until it fails.
 #[cfg(any(target_os = "linux", target_os = "redox"))]
 pub fn run_emulated<Fam: Family, F: ptp_pci::PciFunction + 'static>(
