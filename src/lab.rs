@@ -1,8 +1,12 @@
-//! ptplab: starts emulated hosts as real processes — igcd on an emulated NIC and ptpd per host,
+//! ptplab: starts emulated hosts as real processes — a driver daemon on an emulated NIC (igcd
+//! for i225/i226, igbd for i210/i211/i350/82576: `--nic LIST`, one per host) and ptpd per host,
 //! hosts joined pairwise by an emulated cable — shows live status, prints a summary, and stops
-//! everything on exit or signal.
+//! everything on exit or signal. Every host is judged on its ground-truth record, which for
+//! every family is the clock ptpd reads (`ptp_emu::truth`: SYSTIM, or igbd's timecounter over
+//! it on i350/82576).
 //!
-//! Layout: `DIR/host<i>/` holds `igc0.sock` (driver channel), `clock0.page` (clock page),
+//! Layout: `DIR/host<i>/` holds `igc0.sock` (driver channel, whatever the family), `clock0.page`
+//! (clock page),
 //! `truth` (the emulated PHC's ground-truth record, `ptp_emu::truth`), `ptpd.toml`, `ptp.sock`
 //! (the clock scheme) and the daemons' logs; `DIR/wire<k>.sock` is the
 //! cable of pair k (hosts 2k and 2k+1).
@@ -26,13 +30,15 @@ pub use guest::GuestHost;
 
 pub const USAGE: &str = "\
 usage: ptplab [options]          (cargo run --release -- [options])
-Starts emulated hosts (igcd + ptpd each, real processes), hosts 2k and 2k+1 joined by a cable,
-host 2k the better master (priority1), and runs PTP between them.
+Starts emulated hosts (a driver daemon + ptpd each, real processes), hosts 2k and 2k+1 joined
+by a cable, host 2k the better master (priority1), and runs PTP between them.
   --hosts N               hosts (default 2; 1 = a single clock, no PTP peer)
   --duration SECS         run SECS seconds, then print the summary (default: until Ctrl-C)
   --runtime-dir DIR       where sockets, clock pages and logs go (default: a fresh temporary
                           directory, removed at exit)
-  --nic i225|i226         emulated NIC (default i225)
+  --nic LIST              emulated NIC per host, comma-separated, the last one repeated
+                          (default i225): i225|i226 run igcd, i210|i211|i350|82576 run igbd;
+                          e.g. --hosts 4 --nic i225,i210,i225,82576
   --json                  per-second records and a final summary as JSON lines
   --plot FILE.svg         draw offset and frequency over time
   --transport L2|UDPv4    network_transport (default L2)
@@ -65,6 +71,7 @@ Each host i serves its clock scheme at DIR/host<i>/ptp.sock; try
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabConfig {
     pub hosts: u32,
+    /// The emulated NIC of each host, comma-separated; the last one is repeated (`--nic`).
     pub nic: String,
     pub transport: String,
     pub delay_mechanism: String,
@@ -189,8 +196,22 @@ impl LabConfig {
                 return Err(format!("--tap {ns:?}: not a namespace name"));
             }
         }
-        if !matches!(l.nic.as_str(), "i225" | "i226") {
-            return Err(format!("unknown NIC {:?} (i225 or i226)", l.nic));
+        for n in l.nic.split(',') {
+            if driver_for(n).is_none() {
+                return Err(format!(
+                    "unknown NIC {n:?} in --nic (i225, i226, i210, i211, i350 or 82576)"
+                ));
+            }
+        }
+        if let Some(&i) = l
+            .linux_igc
+            .iter()
+            .find(|&&i| driver_for(l.nic_of(i)) != Some("igcd"))
+        {
+            return Err(format!(
+                "--linux-igc {i}: host{i}'s NIC is {}, the guest's igc needs i225 or i226",
+                l.nic_of(i)
+            ));
         }
         if !matches!(l.transport.as_str(), "L2" | "UDPv4") {
             return Err("--transport must be L2 or UDPv4".into());
@@ -214,6 +235,18 @@ impl LabConfig {
         Ok(())
     }
 
+    /// Host `i`'s emulated NIC: the `i`-th of `--nic`, or its last.
+    pub fn nic_of(&self, i: u32) -> &str {
+        let mut it = self.nic.split(',');
+        let last = self.nic.rsplit(',').next().unwrap_or("");
+        it.nth(i as usize).unwrap_or(last)
+    }
+
+    /// The daemon host `i` runs (`igcd` or `igbd`).
+    pub fn driver_of(&self, i: u32) -> &'static str {
+        driver_for(self.nic_of(i)).unwrap_or("igcd")
+    }
+
     /// The peer of host `i` on its cable, if any.
     pub fn peer(&self, i: u32) -> Option<u32> {
         let p = i ^ 1;
@@ -223,6 +256,15 @@ impl LabConfig {
     /// Whether host `i` has a cable (to a peer host or, with `--tap`, to the TAP bridge).
     pub fn cabled(&self, i: u32) -> bool {
         self.peer(i).is_some() || (i == 0 && self.tap.is_some())
+    }
+}
+
+/// The driver daemon for an emulated NIC name, `None` if there is no model of it.
+pub fn driver_for(nic: &str) -> Option<&'static str> {
+    match nic {
+        "i225" | "i226" => Some("igcd"),
+        "i210" | "i211" | "i350" | "82576" => Some("igbd"),
+        _ => None,
     }
 }
 
@@ -362,8 +404,9 @@ fn log_file(p: &Path) -> Result<Stdio, String> {
         .map_err(|e| format!("{}: {e}", p.display()))
 }
 
-/// Starts igcd for host `i` on an emulated `nic` whose oscillator is `osc_ppm` off, with
-/// `extra` igcd arguments (the wire, noise).
+/// Starts the driver daemon for host `i` (igcd or igbd, as [`driver_for`] says) on an emulated
+/// `nic` whose oscillator is `osc_ppm` off, with `extra` daemon arguments (the wire, noise).
+/// Its child name is `host<i>/<daemon>`, its log `<daemon>.log`.
 pub fn spawn_igcd(
     kids: &mut Children,
     exe: &Path,
@@ -373,10 +416,11 @@ pub fn spawn_igcd(
     osc_ppm: f64,
     extra: &[String],
 ) -> Result<u32, String> {
+    let daemon = driver_for(nic).ok_or_else(|| format!("no emulated NIC {nic:?}"))?;
     std::fs::create_dir_all(&paths.dir).map_err(|e| format!("{}: {e}", paths.dir.display()))?;
-    let log = paths.dir.join("igcd.log");
+    let log = paths.dir.join(format!("{daemon}.log"));
     let mut igcd = Command::new(exe);
-    igcd.arg("igcd")
+    igcd.arg(daemon)
         .args(["--emulate", nic, "--name", &format!("host{i}")])
         .arg("--channel")
         .arg(&paths.channel)
@@ -389,8 +433,8 @@ pub fn spawn_igcd(
         .stdin(Stdio::null())
         .stdout(log_file(&log)?)
         .stderr(log_file(&log)?);
-    kids.spawn(&format!("host{i}/igcd"), igcd)
-        .map_err(|e| format!("starting igcd: {e}"))
+    kids.spawn(&format!("host{i}/{daemon}"), igcd)
+        .map_err(|e| format!("starting {daemon}: {e}"))
 }
 
 /// Writes host `i`'s ptpd config (`extra` TOML goes at the top level, before any table) and
@@ -591,7 +635,7 @@ impl Lab {
         let mut args = self.igcd_args(i);
         args.extend([
             "--emulate".into(),
-            c.nic.clone(),
+            c.nic_of(i).to_string(),
             "--name".into(),
             format!("host{i}"),
         ]);
@@ -665,7 +709,7 @@ impl Lab {
     /// connecting end starts.
     pub fn start_igcd(&mut self, i: u32) -> Result<(), String> {
         let args = self.igcd_args(i);
-        let (nic, osc) = (self.cfg.nic.clone(), self.osc_ppm[i as usize]);
+        let (nic, osc) = (self.cfg.nic_of(i).to_string(), self.osc_ppm[i as usize]);
         if i % 2 == 1 {
             wait_for_file(&self.wire_path(i), Duration::from_secs(10))?;
         }
@@ -698,6 +742,8 @@ impl Lab {
             .arg(format!("connect:{}", self.wire_path(0).display()))
             .args(["--netns", &ns, "--tap", "tap0"])
             .args(["--cable-delay-ns", &self.cfg.cable_delay_ns.to_string()])
+            // Its wake-up latency is part of every frame's path (see crate::tap).
+            .args(["--rt-priority", "10"])
             .arg("--ready-file")
             .arg(&ready)
             .stdin(Stdio::null())
@@ -775,7 +821,8 @@ impl Lab {
         self.truth[i as usize] = None;
         self.identities[i as usize] = None;
         self.kids.stop(&format!("host{i}/ptpd"));
-        self.kids.stop(&format!("host{i}/igcd"));
+        self.kids
+            .stop(&format!("host{i}/{}", self.cfg.driver_of(i)));
     }
 
     /// Starts host `i` again after [`Self::stop_host`].
@@ -912,7 +959,7 @@ impl Lab {
             }
         }
         for h in &self.hosts {
-            for f in ["igcd.log", "ptpd.log", "tap-bridge.log"] {
+            for f in ["igcd.log", "igbd.log", "ptpd.log", "tap-bridge.log"] {
                 s += &format!(
                     "--- {}/{f}\n{}",
                     h.dir.display(),
@@ -1002,7 +1049,7 @@ fn print_header(lab: &Lab) -> Result<(), String> {
             println!(
                 "  host{i}: Linux igc + ptp4l -H in a VM on an emulated {}, oscillator {:+.1} ppm \
                  — logs in {}",
-                lab.cfg.nic,
+                lab.cfg.nic_of(i as u32),
                 lab.osc_ppm[i],
                 h.dir.join("vm").display()
             );
@@ -1014,8 +1061,9 @@ fn print_header(lab: &Lab) -> Result<(), String> {
             .caps(0)
             .map_err(|e| e.to_string())?;
         println!(
-            "  host{i}: {} oscillator {:+.1} ppm — clock scheme {}",
+            "  host{i}: {} ({}) oscillator {:+.1} ppm — clock scheme {}",
             caps.part,
+            lab.cfg.driver_of(i as u32),
             lab.osc_ppm[i],
             h.socket.display()
         );
@@ -1080,6 +1128,7 @@ fn host_summary(lab: &Lab, i: u32, trace: &[Sample], elapsed: f64) -> serde_json
     let is_slave = last.port_state == PortState::Slave;
     let mut m = serde_json::Map::new();
     m.insert("host".into(), json!(i));
+    m.insert("nic".into(), json!(lab.cfg.nic_of(i)));
     m.insert("state".into(), json!(last.port_state.name()));
     Figures::of(trace, Source::True, elapsed).json_fields("true", &mut m);
     Figures::of(trace, Source::Servo, elapsed).json_fields("servo", &mut m);
@@ -1120,7 +1169,11 @@ fn print_summary(lab: &Lab, traces: &[Vec<Sample>], elapsed: f64) {
     );
     for (i, tr) in traces.iter().enumerate() {
         let last = tr.last().map(|p| p.status.clone()).unwrap_or_default();
-        println!("  host{i}: {}", last.port_state.name());
+        println!(
+            "  host{i} ({}): {}",
+            lab.cfg.nic_of(i as u32),
+            last.port_state.name()
+        );
         if last.port_state != PortState::Slave {
             continue;
         }
@@ -1190,6 +1243,36 @@ mod tests {
             phc_ns: phc,
             sys_after_ns: after,
         }
+    }
+
+    #[test]
+    fn nic_list_names_one_nic_per_host_and_repeats_the_last() {
+        let c = LabConfig {
+            hosts: 4,
+            nic: "i225,i210,82576".into(),
+            ..LabConfig::default()
+        };
+        c.validate().unwrap();
+        let nics: Vec<&str> = (0..4).map(|i| c.nic_of(i)).collect();
+        assert_eq!(nics, ["i225", "i210", "82576", "82576"]);
+        let drivers: Vec<&str> = (0..4).map(|i| c.driver_of(i)).collect();
+        assert_eq!(drivers, ["igcd", "igbd", "igbd", "igbd"]);
+        assert_eq!(LabConfig::default().nic_of(7), "i225");
+        for bad in ["i225,e1000", "", "i225,"] {
+            let c = LabConfig {
+                nic: bad.into(),
+                ..LabConfig::default()
+            };
+            assert!(c.validate().is_err(), "{bad:?} accepted");
+        }
+        // A Linux guest runs igc: its host must have an igc part.
+        let c = LabConfig {
+            nic: "i225,i350".into(),
+            linux_igc: vec![1],
+            ..LabConfig::default()
+        };
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("--linux-igc 1"), "{e}");
     }
 
     #[test]

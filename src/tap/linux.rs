@@ -49,6 +49,16 @@ impl TapBridge {
         // top of their arrival instant.
         // Safety: PR_SET_TIMERSLACK takes a plain integer and affects only this thread.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        if let Some(priority) = o.rt_priority {
+            let param = libc::sched_param {
+                sched_priority: priority,
+            };
+            // Safety: pid 0 is the calling thread; `param` is a valid sched_param.
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+                let source = io::Error::last_os_error();
+                return Err(TapError::RealTime { priority, source });
+            }
+        }
         enter_netns(&o.netns)?;
         let tap = create_tap(&o.tap)?;
         configure(&o.tap, o.addr)?;
@@ -90,7 +100,12 @@ impl TapBridge {
         while let Some(f) = self.wire.poll_rx(now) {
             // One write is one frame: the TAP takes all of it or none.
             match self.tap.write(&f.data) {
-                Ok(n) if n == f.data.len() => self.stats.wire_to_tap += 1,
+                Ok(n) if n == f.data.len() => {
+                    self.stats.wire_to_tap += 1;
+                    let late = mono_ns().saturating_sub(f.arrival_ns);
+                    self.stats.late_ns_sum = self.stats.late_ns_sum.saturating_add(late);
+                    self.stats.late_ns_max = self.stats.late_ns_max.max(late);
+                }
                 _ => self.stats.tap_write_errors += 1,
             }
         }
