@@ -216,47 +216,33 @@ fn a_stamp_that_never_comes_is_lost_after_the_timeout_and_frees_the_pair() {
     }
 }
 
-#[test]
-fn e82576_tx_stamps_are_polled_in_every_interrupt_mode() {
-    let modes = [
-        IrqSupport {
-            msix_entries: 1,
-            ..IrqSupport::default()
-        },
-        IrqSupport {
-            msix_entries: 0,
-            msi: true,
-            legacy_line: Some(11),
-        },
-        IrqSupport::default(),
-    ];
-    for irqs in modes {
-        let r = rig("82576", &[], |f| f.offer_irqs(irqs));
-        for cookie in 1..=3 {
-            r.send(cookie);
-            r.events.tx_stamp(cookie);
-        }
-        assert_eq!(r.events.tx_stamps().len(), 3, "{irqs:?}");
-        r.finish();
-    }
-}
-
 /// Quantile `q` of `v` (sorted in place).
 fn quantile(v: &mut [u64], q: f64) -> u64 {
     v.sort_unstable();
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
-#[test]
-fn e82576_poll_delivers_within_its_bound_under_a_busy_host() {
-    const POLL_US: u64 = 200;
-    const STAMPS: u64 = 40;
-    /// The model thread sleeps at most this between passes (igbd's emulated function).
-    const MODEL_SLEEP_NS: u64 = 1_000_000;
-    let r = rig("82576", &["--tx-poll-us", "200"], |_| {});
+/// The 82576 poll interval the timing tests run with.
+const POLL_US: u64 = 200;
+/// The emulated NIC's model thread sleeps at most this between passes (its EmuFunction).
+const MODEL_SLEEP_NS: u64 = 1_000_000;
+
+/// Delivery times of one run and their bound.
+struct Delivery {
+    p90: u64,
+    max: u64,
+    bound: u64,
+}
+
+/// Sends `n` stamped frames one at a time on `r` (an 82576 started with `--tx-poll-us
+/// POLL_US`), with `spinners` threads keeping the CPUs busy, and returns the delivery times
+/// with their bound. The bound: a stamp waits for one model pass, the IRQ thread's wake-up
+/// (the kick), one poll interval and, without an interrupt vector, one `irq_poll_ns` sleep;
+/// each of those three wake-ups may be late by as much as the worst lateness of a `POLL_US`
+/// sleep measured beside the stamps in this run.
+fn delivery(r: &Rig, n: u64, spinners: usize, irq_poll_ns: u64) -> Delivery {
     let busy = Arc::new(AtomicBool::new(true));
-    // Two spinning threads: the 2-core host is fully busy besides the driver and the model.
-    let spinners: Vec<_> = (0..2)
+    let spin: Vec<_> = (0..spinners)
         .map(|_| {
             let b = busy.clone();
             std::thread::spawn(move || {
@@ -266,8 +252,6 @@ fn e82576_poll_delivers_within_its_bound_under_a_busy_host() {
             })
         })
         .collect();
-    // This run's wake-up latency: how late a sleep of one poll interval ends, measured beside
-    // the stamps for as long as they are taken.
     let probe = {
         let b = busy.clone();
         std::thread::spawn(move || {
@@ -281,7 +265,7 @@ fn e82576_poll_delivers_within_its_bound_under_a_busy_host() {
         })
     };
     let mut delays = Vec::new();
-    for cookie in 1..=STAMPS {
+    for cookie in 1..=n {
         let sent = mono_ns();
         r.send(cookie);
         let (_, got) = r.events.tx_stamp(cookie);
@@ -289,18 +273,17 @@ fn e82576_poll_delivers_within_its_bound_under_a_busy_host() {
         std::thread::sleep(Duration::from_millis(5));
     }
     busy.store(false, Ordering::Relaxed);
-    for s in spinners {
+    for s in spin {
         s.join().unwrap();
     }
     let mut late = probe.join().unwrap();
     let max_late = *late.iter().max().unwrap();
-    // A stamp waits for one model pass and one poll of the IRQ thread; each wake-up can be
-    // late by as much as this run's worst.
-    let bound = MODEL_SLEEP_NS + POLL_US * 1000 + 2 * max_late;
+    let bound = MODEL_SLEEP_NS + POLL_US * 1000 + irq_poll_ns + 3 * max_late;
     let p90 = quantile(&mut delays, 0.9);
     eprintln!(
-        "82576 TX stamp delivery, busy host: median {} µs, p90 {} µs, max {} µs; wake-up \
-         lateness median {} µs, max {} µs ({} samples); bound {} µs",
+        "82576 TX stamp delivery ({spinners} spinners, {:?}): median {} µs, p90 {} µs, max {} \
+         µs; wake-up lateness median {} µs, max {} µs ({} samples); bound {} µs",
+        r.dev.irq_mode,
         quantile(&mut delays, 0.5) / 1000,
         p90 / 1000,
         delays.iter().max().unwrap() / 1000,
@@ -309,10 +292,62 @@ fn e82576_poll_delivers_within_its_bound_under_a_busy_host() {
         late.len(),
         bound / 1000
     );
+    assert_eq!(r.events.tx_stamps().len(), n as usize);
+    Delivery {
+        p90,
+        max: *delays.iter().max().unwrap(),
+        bound,
+    }
+}
+
+#[test]
+fn e82576_tx_stamps_are_polled_promptly_in_every_interrupt_mode() {
+    // One MSI-X entry (kicked through EICS), MSI (through ICS), no interrupt at all (the IRQ
+    // thread sleeps --irq-poll-us, 1000 µs, between passes).
+    let modes = [
+        (
+            IrqSupport {
+                msix_entries: 1,
+                ..IrqSupport::default()
+            },
+            0,
+        ),
+        (
+            IrqSupport {
+                msix_entries: 0,
+                msi: true,
+                legacy_line: Some(11),
+            },
+            0,
+        ),
+        (IrqSupport::default(), 1_000_000),
+    ];
+    for (irqs, irq_poll_ns) in modes {
+        let r = rig("82576", &["--tx-poll-us", "200"], |f| f.offer_irqs(irqs));
+        let d = delivery(&r, 10, 0, irq_poll_ns);
+        assert!(
+            d.p90 <= d.bound,
+            "{irqs:?}: p90 {} ns beyond {} ns",
+            d.p90,
+            d.bound
+        );
+        r.finish();
+    }
+}
+
+#[test]
+fn e82576_poll_delivers_within_its_bound_under_a_busy_host() {
+    let r = rig("82576", &["--tx-poll-us", "200"], |_| {});
+    // Two spinning threads: the 2-core host is fully busy besides the driver and the model.
+    let d = delivery(&r, 40, 2, 0);
+    // Every stamp: one that waited out a 100 ms IRQ wait (no kick, or no poll while pending)
+    // is the failure this test is for, and it is rare when the stamp is usually there at the
+    // first look.
     assert!(
-        p90 <= bound,
-        "p90 delivery {p90} ns beyond {bound} ns: the poll does not run at its interval"
+        d.max <= d.bound,
+        "slowest delivery {} ns beyond {} ns: the poll does not run at its interval",
+        d.max,
+        d.bound
     );
-    assert_eq!(r.events.tx_stamps().len(), STAMPS as usize);
     r.finish();
 }
