@@ -1,6 +1,7 @@
 //! ptplab: boots emulated PTP hosts as real processes. See `cargo run --release -- --help`.
 //!
 //! The binary is also a multi-call entry for the daemons it starts (`ptplab igcd ...`,
+//! `ptplab igbd ...`,
 //! `ptplab ptpd ...`, `ptplab ptpctl ...`, `ptplab tsperf ...`,
 //! `ptplab devhost ...`, `ptplab tap-bridge ...`), so `cargo run` needs no other binary built: each host
 //! is still separate processes running the daemons' own entry points.
@@ -11,6 +12,7 @@ fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1).peekable();
     match args.peek().and_then(|a| a.to_str()) {
         Some("igcd") => igcd::main_with_args(args.skip(1)),
+        Some("igbd") => igbd::main_with_args(args.skip(1)),
         Some("ptpd") => ptpd::main_with_args(args.skip(1)),
         Some("ptpctl") => ptpctl::main_with_args(args.skip(1)),
         Some("devhost") => redox_ptp::devhost::main_with_args(args.skip(1)),

@@ -27,8 +27,26 @@
 //! | 14 | bar_writes | outside the seqlock |
 //! | 15 | wire_lost | frames the cable towards this port lost (total) |
 //! | 16 | format | the family's SYSTIM format ([`TimeFormat::code`](crate::phc::TimeFormat::code)) |
+//! | 17 | drv_valid | 1 while a driver timecounter is published ([`DriverClock`]) |
+//! | 18 | drv_count | the counter value the timecounter was last based at |
+//! | 19, 20 | drv_fp lo, hi | its time then, ns · 2^drv_shift (u128) |
+//! | 21 | drv_mask | the counter's width mask |
+//! | 22 | drv_shift | counter units per ns, as a power of two |
 //!
-//! Words 3–12 and 16 are the seqlock-protected record; 13–15 are free-running counters.
+//! Words 3–12 and 16–22 are the seqlock-protected record; 13–15 are free-running counters.
+//!
+//! # The clock a PTP service sees
+//!
+//! For igc and i210/i211 the driver serves SYSTIM itself, so the clock is the law. The i350 and
+//! 82576 drivers (igbd, as Linux's igb) serve a software 64-bit ns timecounter over the raw
+//! SYSTIM count: settime and adjtime only re-base that timecounter, frequency goes to TIMINCA.
+//! Their driver publishes the timecounter's mapping from count to ns into the same record
+//! ([`ModelObserver::driver_clock_update`], from the driver thread, through the same seqlock),
+//! and every reader evaluates **the served clock**: `ns(t) = DriverClock::ns_of(law.raw_at(t))`
+//! when a driver clock is published, `law.ns_at(t)` otherwise ([`TruthSnapshot::ns_at`]).
+//! [`true_offset`], [`TruthReader::now`], the lab and tsperf all go through that one function,
+//! whatever the family. A timecounter's state is re-published on every reading the driver
+//! takes, so its base stays within one wrap of the count (i350: 2^40 ns ≈ 18 min).
 //!
 //! # Why the truth is exact
 //!
@@ -58,6 +76,43 @@ pub trait ModelObserver: Send + Sync {
     fn bar_write(&self);
     /// Frames the cable towards this port has lost so far (a running total).
     fn wire_lost(&self, total: u64);
+    /// Runs `change` — which updates the driver's software clock over this PHC and returns its
+    /// mapping then in force (`None`: the driver serves SYSTIM as it reads) — as one update of
+    /// the published record, like [`Self::phc_law_update`]. Called by the driver, not the model.
+    /// Default: runs `change` and publishes nothing.
+    fn driver_clock_update(&self, change: &mut dyn FnMut() -> Option<DriverClock>) {
+        change();
+    }
+}
+
+/// A driver's timecounter over a wrapping PHC counter (Linux's `timecounter`, i350 and 82576):
+/// the time of counter value `c` is `(fp + ((c − count) mod (mask + 1))) >> shift` ns — the
+/// mapping a driver's reading at `count` left in force. Counts up to half a wrap behind `count`
+/// are earlier times (as the driver converts stamps older than its last reading).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DriverClock {
+    /// The counter value at the last re-base.
+    pub count: u64,
+    /// The time then, in ns · 2^`shift`.
+    pub fp: u128,
+    /// The counter's width mask (2^bits − 1).
+    pub mask: u64,
+    /// Counter units per ns, as a power of two.
+    pub shift: u32,
+}
+
+impl DriverClock {
+    /// The served time of counter value `c`, ns.
+    pub fn ns_of(&self, c: u64) -> u64 {
+        let ahead = c.wrapping_sub(self.count) & self.mask;
+        let fp = if ahead > self.mask / 2 {
+            let behind = self.count.wrapping_sub(c) & self.mask;
+            self.fp.saturating_sub(u128::from(behind))
+        } else {
+            self.fp.wrapping_add(u128::from(ahead))
+        };
+        (fp >> self.shift.min(127)) as u64
+    }
 }
 
 /// A shared observer, as a model holds it.

@@ -23,6 +23,20 @@ pub fn emulated_model(model: &str, opts: &Options) -> Result<(ptp_emu::igb::Igb,
     if let Some(w) = setup.wire {
         nic.nic_mut().attach_wire(w);
     }
+    if let Some(t) = setup.truth.clone() {
+        // i350/82576: ptpd reads the timecounter, so the truth record carries its mapping.
+        intel_common::igb::publish_timecounters_to(Box::new(move |change| {
+            t.driver_clock_update(&mut || {
+                let s = change();
+                Some(ptp_emu::truth::DriverClock {
+                    count: s.count,
+                    fp: s.fp,
+                    mask: s.mask,
+                    shift: s.shift,
+                })
+            })
+        }));
+    }
     if setup.truth.is_some() {
         nic.set_observer(setup.truth);
     }

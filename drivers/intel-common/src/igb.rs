@@ -62,6 +62,30 @@ impl Mac {
     }
 }
 
+/// A timecounter's mapping from counter value to time: `count` reads as `fp` (ns · 2^`shift`),
+/// later counts add their advance modulo `mask + 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeCounterState {
+    pub count: u64,
+    pub fp: u128,
+    pub mask: u64,
+    pub shift: u32,
+}
+
+/// Receives every change of a timecounter's mapping: runs the change it is given (which
+/// returns the new mapping) as one update of what it publishes.
+pub type TimeCounterSink = dyn Fn(&mut dyn FnMut() -> TimeCounterState) + Send + Sync;
+
+static TIMECOUNTER_SINK: std::sync::OnceLock<Box<TimeCounterSink>> = std::sync::OnceLock::new();
+
+/// Publishes every timecounter of this process through `sink` from now on: an emulated
+/// daemon's ground truth (`--truth`), since the clock ptpd reads on i350/82576 is the
+/// timecounter, not SYSTIM. One sink per process (a daemon drives one device); `false` if one
+/// was set already.
+pub fn publish_timecounters_to(sink: Box<TimeCounterSink>) -> bool {
+    TIMECOUNTER_SINK.set(sink).is_ok()
+}
+
 /// A software clock extending a hardware counter that wraps (Linux's timecounter, §3): time =
 /// the ns at the last reading plus the counter's advance since, taken modulo its width. Kept in
 /// fixed point (ns · 2^shift) so that no fraction is lost between readings. Must be read at
@@ -91,16 +115,46 @@ impl TimeCounter {
 
     /// From now on `count` reads as `ns` (settime, and every step).
     pub fn set(&self, count: u64, ns: u64) {
-        *self.lock() = (count & self.mask, (ns as u128) << self.shift);
+        let (mask, shift) = (self.mask, self.shift);
+        self.update(|g| *g = (count & mask, (ns as u128) << shift));
     }
 
     /// Takes a fresh counter reading: advances the base and returns the time in ns.
     pub fn read(&self, count: u64) -> u64 {
+        let (mask, shift) = (self.mask, self.shift);
+        self.update(|g| {
+            let delta = count.wrapping_sub(g.0) & mask;
+            g.1 = g.1.wrapping_add(delta as u128);
+            g.0 = count & mask;
+            (g.1 >> shift) as u64
+        })
+    }
+
+    /// Applies `f` to the state under the lock, inside the process's [`TimeCounterSink`]'s
+    /// update when there is one, so the published mapping changes exactly with this one.
+    fn update<R: Default>(&self, f: impl FnOnce(&mut (u64, u128)) -> R) -> R {
         let mut g = self.lock();
-        let delta = count.wrapping_sub(g.0) & self.mask;
-        g.1 = g.1.wrapping_add(delta as u128);
-        g.0 = count & self.mask;
-        (g.1 >> self.shift) as u64
+        let Some(sink) = TIMECOUNTER_SINK.get() else {
+            return f(&mut g);
+        };
+        let (mask, shift) = (self.mask, self.shift);
+        let (mut f, mut out) = (Some(f), R::default());
+        sink(&mut || {
+            if let Some(f) = f.take() {
+                out = f(&mut g);
+            }
+            TimeCounterState {
+                count: g.0,
+                fp: g.1,
+                mask,
+                shift,
+            }
+        });
+        // A sink that did not run the change: apply it anyway.
+        if let Some(f) = f.take() {
+            out = f(&mut g);
+        }
+        out
     }
 
     /// The time of a stamp `count` (TX or RX) without moving the base: a count up to half a wrap
@@ -564,8 +618,14 @@ impl Igb {
             }
         }
         if wanted && rx_ns.is_none() {
-            self.rx.lost.fetch_add(1, Ordering::Relaxed);
-            log::debug!("82576: PTP event frame without its RX stamp (latch held or taken)");
+            let n = self.rx.lost.fetch_add(1, Ordering::Relaxed) + 1;
+            // Logged at 1, 2, 4, 8, ... so a burst cannot flood the log.
+            if n.is_power_of_two() {
+                log::warn!(
+                    "82576: {n} PTP event frame(s) without their RX stamp so far (the latch was \
+                     held by an earlier frame, or held another frame's stamp)"
+                );
+            }
         }
         RxFrame::Ptp {
             rx_ns: rx_ns.filter(|_| wanted),

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
-use super::{ModelObserver, TruthError};
+use super::{DriverClock, ModelObserver, TruthError};
 use crate::clock::{HostClock, TimeSource};
 use crate::phc::{LawParts, PhcLaw, TimeFormat};
 
@@ -18,7 +18,7 @@ pub const TRUTH_FILE_LEN: usize = 4096;
 /// Word 0 of an initialised record: "PTPTRUTH" little-endian.
 pub const TRUTH_MAGIC: u64 = u64::from_le_bytes(*b"PTPTRUTH");
 /// Layout version; readers refuse any other.
-pub const TRUTH_VERSION: u64 = 2;
+pub const TRUTH_VERSION: u64 = 3;
 /// How long a reader waits for a writer inside an update before [`TruthError::Busy`]: an
 /// update is a few stores, so this only runs out when the writer was preempted for longer
 /// than any scheduler delay a busy host shows, or died mid-update.
@@ -48,6 +48,12 @@ struct Record {
     bar_writes: AtomicU64,
     wire_lost: AtomicU64,
     format: AtomicU64,
+    drv_valid: AtomicU64,
+    drv_count: AtomicU64,
+    drv_fp_lo: AtomicU64,
+    drv_fp_hi: AtomicU64,
+    drv_mask: AtomicU64,
+    drv_shift: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Record>() <= TRUTH_FILE_LEN);
@@ -60,6 +66,8 @@ const _: () = assert!(std::mem::size_of::<AtomicU64>() <= std::mem::size_of::<us
 pub struct TruthSnapshot {
     /// The PHC law in force.
     pub law: PhcLaw,
+    /// The driver's timecounter over the PHC, when its driver serves one (i350, 82576).
+    pub driver: Option<DriverClock>,
     /// Law changes this writer has published.
     pub generation: u64,
     /// BAR reads the driver made against the model (free-running, not part of the seqlock).
@@ -68,6 +76,28 @@ pub struct TruthSnapshot {
     pub bar_writes: u64,
     /// Frames the cable towards this port lost.
     pub wire_lost: u64,
+}
+
+impl TruthSnapshot {
+    /// The served clock at host instant `t`, ns (see "The clock a PTP service sees").
+    pub fn ns_at(&self, t: u64) -> u64 {
+        served_ns(&self.law, self.driver.as_ref(), t)
+    }
+}
+
+/// The time the PTP service reads at `t`: through the driver's timecounter when there is one.
+fn served_ns(law: &PhcLaw, driver: Option<&DriverClock>, t: u64) -> u64 {
+    match driver {
+        Some(d) => d.ns_of(law.raw_at(t)),
+        None => law.ns_at(t),
+    }
+}
+
+/// One consistent read of the clock part of the record.
+struct Clock {
+    law: PhcLaw,
+    driver: Option<DriverClock>,
+    generation: u64,
 }
 
 impl Record {
@@ -116,6 +146,38 @@ impl Record {
         self.format.store(p.format.code(), Ordering::Relaxed);
     }
 
+    fn store_driver(&self, d: Option<&DriverClock>) {
+        let d = d.copied().unwrap_or_default();
+        self.drv_count.store(d.count, Ordering::Relaxed);
+        self.drv_fp_lo.store(d.fp as u64, Ordering::Relaxed);
+        self.drv_fp_hi.store((d.fp >> 64) as u64, Ordering::Relaxed);
+        self.drv_mask.store(d.mask, Ordering::Relaxed);
+        self.drv_shift.store(u64::from(d.shift), Ordering::Relaxed);
+    }
+
+    /// The driver clock words as loaded (possibly torn): `Err` for one no writer stores.
+    fn load_driver(&self) -> Result<Option<DriverClock>, TruthError> {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        if l(&self.drv_valid) != 1 {
+            return Ok(None);
+        }
+        let shift = l(&self.drv_shift);
+        let d = DriverClock {
+            count: l(&self.drv_count),
+            fp: u128::from(l(&self.drv_fp_lo)) | u128::from(l(&self.drv_fp_hi)) << 64,
+            mask: l(&self.drv_mask),
+            shift: shift.min(64) as u32,
+        };
+        // A mask that is not 2^k − 1, or a shift past the fraction bits, would give a
+        // meaningless clock.
+        let ok = d.mask != 0 && d.mask.wrapping_add(1) & d.mask == 0 && shift < 64;
+        if ok {
+            Ok(Some(d))
+        } else {
+            Err(TruthError::Corrupt)
+        }
+    }
+
     /// The record's fields as loaded (possibly torn; the caller validates with `seq`).
     fn load_law(&self) -> (u64, u64, LawParts) {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -133,14 +195,16 @@ impl Record {
         (l(&self.valid), l(&self.generation), parts)
     }
 
-    /// A consistent law and the even `seq` it was read under (bounded retries).
-    fn read_law(&self) -> Result<(PhcLaw, u64, u64), TruthError> {
+    /// A consistent law with the driver clock, and the even `seq` it was read under (bounded
+    /// retries).
+    fn read_law(&self) -> Result<(Clock, u64), TruthError> {
         self.check_header()?;
         let mut deadline = None;
         for k in 0u32.. {
             let s1 = self.seq.load(Ordering::Acquire);
             if s1 & 1 == 0 {
                 let (valid, generation, parts) = self.load_law();
+                let driver = self.load_driver();
                 // Pairs with the writer's fence: if a load above saw a later update's store,
                 // the re-load below sees that update's odd (or a later) value.
                 fence(Ordering::Acquire);
@@ -149,7 +213,13 @@ impl Record {
                         return Err(TruthError::Empty);
                     }
                     let law = PhcLaw::from_parts(parts).ok_or(TruthError::Corrupt)?;
-                    return Ok((law, generation, s1));
+                    let driver = driver?;
+                    let clock = Clock {
+                        law,
+                        driver,
+                        generation,
+                    };
+                    return Ok((clock, s1));
                 }
             }
             if k < SPINS {
@@ -264,6 +334,7 @@ impl TruthWriter {
         if r.check_header().is_ok() {
             let odd = r.begin();
             r.store_law(false, None);
+            r.drv_valid.store(0, Ordering::Relaxed);
             r.generation.store(0, Ordering::Relaxed);
             r.end(odd);
         } else {
@@ -272,6 +343,8 @@ impl TruthWriter {
             r.seq.store(0, Ordering::Relaxed);
             r.generation.store(0, Ordering::Relaxed);
             r.store_law(false, None);
+            r.drv_valid.store(0, Ordering::Relaxed);
+            r.store_driver(None);
             r.magic.store(TRUTH_MAGIC, Ordering::Release);
         }
         for c in [&r.bar_reads, &r.bar_writes, &r.wire_lost] {
@@ -313,6 +386,16 @@ impl ModelObserver for TruthWriter {
         self.map.record().bar_reads.fetch_add(1, Ordering::Relaxed);
     }
 
+    fn driver_clock_update(&self, change: &mut dyn FnMut() -> Option<DriverClock>) {
+        let _g = self.update.lock().unwrap_or_else(|p| p.into_inner());
+        let r = self.map.record();
+        let odd = r.begin();
+        let d = change();
+        r.drv_valid.store(u64::from(d.is_some()), Ordering::Relaxed);
+        r.store_driver(d.as_ref());
+        r.end(odd);
+    }
+
     fn bar_write(&self) {
         self.map.record().bar_writes.fetch_add(1, Ordering::Relaxed);
     }
@@ -330,6 +413,7 @@ impl Drop for TruthWriter {
         let r = self.map.record();
         let odd = r.begin();
         r.store_law(false, None);
+        r.drv_valid.store(0, Ordering::Relaxed);
         r.end(odd);
     }
 }
@@ -361,25 +445,26 @@ impl TruthReader {
     /// stays inside an update).
     pub fn snapshot(&self) -> Result<TruthSnapshot, TruthError> {
         let r = self.map.record();
-        let (law, generation, _) = r.read_law()?;
+        let (c, _) = r.read_law()?;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Ok(TruthSnapshot {
-            law,
-            generation,
+            law: c.law,
+            driver: c.driver,
+            generation: c.generation,
             bar_reads: l(&r.bar_reads),
             bar_writes: l(&r.bar_writes),
             wire_lost: l(&r.wire_lost),
         })
     }
 
-    /// The PHC time now, exactly, and the host instant it is for.
+    /// The served PHC time now, exactly, and the host instant it is for.
     pub fn now(&self) -> Result<(u64, u64), TruthError> {
         let r = self.map.record();
         for _ in 0..MAX_OFFSET_TRIES {
-            let (law, _, s) = r.read_law()?;
+            let (c, s) = r.read_law()?;
             let t = HostClock::new().now_ns();
             if r.unchanged(s) {
-                return Ok((law.ns_at(t), t));
+                return Ok((served_ns(&c.law, c.driver.as_ref(), t), t));
             }
         }
         Err(TruthError::Busy)
@@ -389,22 +474,24 @@ impl TruthReader {
 /// A true offset between two emulated PHCs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TrueOffset {
-    /// PHC_a(t) − PHC_b(t), ns (SYSTIM truncated to whole ns on both sides, as the registers
-    /// read; across the 2^32 s wrap, the short way round).
+    /// PHC_a(t) − PHC_b(t), ns, of the served clocks (SYSTIM truncated to whole ns on both
+    /// sides, as the registers read; across the 2^32 s wrap, the short way round).
     pub offset_ns: i64,
     /// The host CLOCK_MONOTONIC instant `t`, ns.
     pub at_t: u64,
 }
 
-/// `a − b` at `t` in the laws' ns views: on their common SYSTIM circle when they wrap alike,
-/// plainly otherwise.
-fn offset_between(a: &PhcLaw, b: &PhcLaw, t: u64) -> i64 {
-    let (fa, fb) = (a.format(), b.format());
-    let (na, nb) = (a.ns_at(t), b.ns_at(t));
-    if fa.wrap_ns() == fb.wrap_ns() {
-        fa.diff_ns(na, nb)
+/// `a − b` at `t` of the served clocks: on their common SYSTIM circle when both serve SYSTIM
+/// and it wraps alike, plainly otherwise (a driver's 64-bit timecounter does not wrap).
+fn offset_between(a: &Clock, b: &Clock, t: u64) -> i64 {
+    let (fa, fb) = (a.law.format(), b.law.format());
+    let na = served_ns(&a.law, a.driver.as_ref(), t);
+    let nb = served_ns(&b.law, b.driver.as_ref(), t);
+    let plain = a.driver.is_some() || b.driver.is_some() || fa.wrap_ns() != fb.wrap_ns();
+    if plain {
+        (i128::from(na) - i128::from(nb)).clamp(i64::MIN.into(), i64::MAX.into()) as i64
     } else {
-        na as i64 - nb as i64
+        fa.diff_ns(na, nb)
     }
 }
 
@@ -413,8 +500,8 @@ fn offset_between(a: &PhcLaw, b: &PhcLaw, t: u64) -> i64 {
 pub fn true_offset(a: &TruthReader, b: &TruthReader) -> Result<TrueOffset, TruthError> {
     let (ra, rb) = (a.map.record(), b.map.record());
     for _ in 0..MAX_OFFSET_TRIES {
-        let (la, _, sa) = ra.read_law()?;
-        let (lb, _, sb) = rb.read_law()?;
+        let (la, sa) = ra.read_law()?;
+        let (lb, sb) = rb.read_law()?;
         let t = HostClock::new().now_ns();
         if ra.unchanged(sa) && rb.unchanged(sb) {
             return Ok(TrueOffset {

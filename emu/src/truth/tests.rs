@@ -263,3 +263,109 @@ fn igb_laws_carry_their_format_through_the_record() {
         assert_ne!(dev.phc_now_ns(), 0);
     }
 }
+
+#[test]
+fn driver_clock_maps_counts_like_a_timecounter_wrap_and_stamps_behind_included() {
+    // i350-like: 40-bit ns count, no fraction.
+    let mask = (1u64 << 40) - 1;
+    let d = DriverClock {
+        count: mask - 9,
+        fp: 1_000_000,
+        mask,
+        shift: 0,
+    };
+    // 20 counts later, across the wrap.
+    assert_eq!(d.ns_of(10), 1_000_020);
+    // A stamp 5 counts before the base is earlier, not a wrap ahead.
+    assert_eq!(d.ns_of(mask - 14), 999_995);
+    // 82576-like: ns << 19, 64-bit count.
+    let d = DriverClock {
+        count: 7 << 19,
+        fp: 100 << 19,
+        mask: u64::MAX,
+        shift: 19,
+    };
+    assert_eq!(d.ns_of((7 + 50) << 19), 150);
+    assert_eq!(d.ns_of(((7 + 50) << 19) + (1 << 18)), 150);
+}
+
+#[test]
+fn a_published_driver_clock_is_the_clock_readers_evaluate() {
+    let (pa, pb) = (TempPath::new("drv-a"), TempPath::new("drv-b"));
+    let (wa, wb) = (
+        TruthWriter::create(&pa.0).unwrap(),
+        TruthWriter::create(&pb.0).unwrap(),
+    );
+    let (ra, rb) = (
+        TruthReader::open(&pa.0).unwrap(),
+        TruthReader::open(&pb.0).unwrap(),
+    );
+    // a: an 82576 counter stopped at a known count; b: an i225 stopped at 5 s.
+    let mut a = Phc::with_format(TimeFormat::E82576, 0, 3 * NS_PER_S, 0);
+    a.set_running(0, false);
+    let mut b = Phc::new(0, 5 * NS_PER_S, 0);
+    b.set_running(0, false);
+    wa.publish(&a.law());
+    wb.publish(&b.law());
+    // Without a driver clock the record is the raw counter's ns view (3 s).
+    assert_eq!(
+        true_offset(&ra, &rb).unwrap().offset_ns,
+        -2 * NS_PER_S as i64
+    );
+    // The driver re-based its timecounter: the counter's current value now reads as 5 s + 7 ns.
+    let raw = a.law().raw_at(0);
+    let mut ran = false;
+    wa.driver_clock_update(&mut || {
+        ran = true;
+        Some(DriverClock {
+            count: raw,
+            fp: u128::from(5 * NS_PER_S + 7) << 19,
+            mask: u64::MAX,
+            shift: 19,
+        })
+    });
+    assert!(ran, "the driver's change runs inside the update");
+    assert_eq!(true_offset(&ra, &rb).unwrap().offset_ns, 7);
+    assert_eq!(true_offset(&rb, &ra).unwrap().offset_ns, -7);
+    assert_eq!(ra.now().unwrap().0, 5 * NS_PER_S + 7);
+    let s = ra.snapshot().unwrap();
+    assert!(s.driver.is_some());
+    assert_eq!(s.ns_at(0), 5 * NS_PER_S + 7);
+    // A model law change keeps the driver clock; the driver withdrawing it restores SYSTIM.
+    wa.publish(&a.law());
+    assert_eq!(true_offset(&ra, &rb).unwrap().offset_ns, 7);
+    wa.driver_clock_update(&mut || None);
+    assert_eq!(
+        true_offset(&ra, &rb).unwrap().offset_ns,
+        -2 * NS_PER_S as i64
+    );
+}
+
+#[test]
+fn a_corrupt_driver_clock_is_a_typed_error_and_a_new_writer_clears_it() {
+    let p = TempPath::new("drv-corrupt");
+    let w = TruthWriter::create(&p.0).unwrap();
+    let r = TruthReader::open(&p.0).unwrap();
+    w.publish(&Phc::with_format(TimeFormat::I350, 0, 5, 0).law());
+    w.driver_clock_update(&mut || {
+        Some(DriverClock {
+            count: 0,
+            fp: 0,
+            mask: (1 << 40) - 1,
+            shift: 0,
+        })
+    });
+    assert!(r.snapshot().unwrap().driver.is_some());
+    // Word 21 = drv_mask: not of the form 2^k − 1.
+    {
+        let f = std::fs::OpenOptions::new().write(true).open(&p.0).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&0x1234u64.to_le_bytes(), 21 * 8).unwrap();
+    }
+    assert_eq!(r.snapshot().err(), Some(TruthError::Corrupt));
+    // A restarted daemon takes the record over without its predecessor's timecounter.
+    drop(w);
+    let w = TruthWriter::create(&p.0).unwrap();
+    w.publish(&Phc::with_format(TimeFormat::I350, 0, 5, 0).law());
+    assert_eq!(r.snapshot().unwrap().driver, None);
+}
