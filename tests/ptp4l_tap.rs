@@ -372,3 +372,18 @@ fn ptp4l_offset_lines_parse() {
     let log = format!("{l}\nptp4l[5235.000]: master offset 5 s2 freq +0 path delay 7\n");
     assert_eq!(offsets_between(&log, 5234.2, 5236.0).len(), 1);
 }
+
+#[test]
+fn tap_option_needs_a_single_host_and_a_namespace_name() {
+    let parse = |args: &[&str]| redox_ptp::lab::parse(args.iter().map(Into::into));
+    let o = parse(&["--hosts", "1", "--tap", "ns0"]).unwrap().unwrap();
+    assert_eq!(o.lab.tap.as_deref(), Some("ns0"));
+    assert!(o.lab.cabled(0));
+    assert!(parse(&["--tap", "ns0"]).unwrap_err().contains("--hosts 1"));
+    assert!(parse(&["--hosts", "1", "--tap", "a/b"]).is_err());
+    let cfg = LabConfig {
+        hosts: 1,
+        ..LabConfig::default()
+    };
+    assert!(!cfg.cabled(0), "no --tap, no cable");
+}
