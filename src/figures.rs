@@ -76,6 +76,24 @@ pub struct OffsetStats {
     pub max_abs_ns: i64,
 }
 
+/// Standard error of the mean of an autocorrelated series, by batch means: a locked servo's
+/// offset wanders slowly, so neighbouring samples are not independent and σ/√N would understate
+/// the uncertainty. The means of `batches` contiguous batches are close to independent when a
+/// batch is longer than the wander's correlation time (a few sync intervals in the lab), so
+/// SE = sd(batch means)/√B. `None` with fewer than 2 batches or 2 samples per batch.
+pub fn batch_se(v: &[i64], batches: usize) -> Option<f64> {
+    let len = v.len().checked_div(batches)?;
+    if len < 2 || batches < 2 {
+        return None;
+    }
+    let means: Vec<i64> = v
+        .chunks_exact(len)
+        .take(batches)
+        .map(|c| (c.iter().sum::<i64>() as f64 / c.len() as f64).round() as i64)
+        .collect();
+    Some(OffsetStats::of(&means)?.sd_ns / (batches as f64).sqrt())
+}
+
 impl OffsetStats {
     /// Statistics of `v`; `None` if empty.
     pub fn of(v: &[i64]) -> Option<Self> {
@@ -165,6 +183,18 @@ impl Figures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_se_is_the_spread_of_batch_means() {
+        // Batches of 2 with means 0, 10, 20, 30: sd = 12.91, SE = sd / 2.
+        let v = [-1, 1, 9, 11, 19, 21, 29, 31];
+        let se = batch_se(&v, 4).unwrap();
+        assert!((se - 12.909_944 / 2.0).abs() < 1e-3, "{se}");
+        // Within-batch noise does not count, a trend between batches does.
+        assert_eq!(batch_se(&[5, -5, 5, -5, 5, -5], 3), Some(0.0));
+        assert_eq!(batch_se(&[1, 2, 3], 2), None);
+        assert_eq!(batch_se(&[1, 2, 3, 4], 0), None);
+    }
 
     fn slave(t: f64, servo: i64, truth: Option<i64>) -> Sample {
         Sample {

@@ -76,20 +76,8 @@ fn trace(lab: &Lab, i: u32, dur: Duration) -> (Vec<i64>, Vec<i64>) {
     (off, delay)
 }
 
-/// Standard error of the mean of an autocorrelated series, by batch means: the servo's offset
-/// wanders slowly, so neighbouring samples are not independent and σ/√N would understate the
-/// uncertainty. The means of B contiguous batches are close to independent when a batch is
-/// longer than the wander's correlation time (a few sync intervals here), so SE = sd(batch
-/// means)/√B.
 fn batch_se(v: &[i64], batches: usize) -> f64 {
-    let len = v.len() / batches;
-    assert!(len >= 2, "{} samples are too few", v.len());
-    let means: Vec<i64> = v
-        .chunks_exact(len)
-        .take(batches)
-        .map(|c| (c.iter().sum::<i64>() as f64 / c.len() as f64).round() as i64)
-        .collect();
-    OffsetStats::of(&means).expect("batches").sd_ns / (batches as f64).sqrt()
+    redox_ptp::figures::batch_se(v, batches).expect("enough samples for the batches")
 }
 
 /// How far a reported mean path delay may be from the cable's, for a run whose true offsets
