@@ -18,11 +18,18 @@ fn main() -> ExitCode {
         Some("devhost") => redox_ptp::devhost::main_with_args(args.skip(1)),
         Some("tap-bridge") => redox_ptp::tap::main_with_args(args.skip(1)),
         Some("tsperf") => {
-            // tsperf starts igcd as a separate process: this same binary, `ptplab igcd`.
-            let igcd = std::env::current_exe()
-                .map(|p| vec![p.into_os_string(), "igcd".into()])
-                .unwrap_or_default();
-            tsperf::main_with_args(args.skip(1), igcd)
+            // tsperf starts the daemon as a separate process: this same binary, `ptplab igcd`
+            // or `ptplab igbd`.
+            let verb = |v: &str| {
+                std::env::current_exe()
+                    .map(|p| vec![p.into_os_string(), v.into()])
+                    .unwrap_or_default()
+            };
+            let daemons = tsperf::Daemons {
+                igcd: verb("igcd"),
+                igbd: verb("igbd"),
+            };
+            tsperf::main_with_args(args.skip(1), daemons)
         }
         _ => redox_ptp::lab::main_with_args(args),
     }

@@ -1,5 +1,6 @@
-//! The real path: igcd on an emulated i225 with a loopback wire, started as a separate process,
-//! driven over its driver channel exactly as ptpd drives it.
+//! The real path: the driver daemon (igcd for i225/i226, igbd for i210/i211/i350/82576) on an
+//! emulated NIC with a loopback wire, started as a separate process, driven over its driver
+//! channel exactly as ptpd drives it.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -42,8 +43,17 @@ impl Drop for TempDir {
     }
 }
 
-/// How to start igcd: a program and its leading arguments (`[igcd]` or `[ptplab, igcd]`).
+/// How to start a daemon: a program and its leading arguments (`[igcd]` or `[ptplab, igcd]`).
 pub type IgcdCommand = Vec<OsString>;
+
+/// The daemon that drives an emulated NIC, `None` for a NIC no daemon emulates.
+pub fn daemon_for(nic: &str) -> Option<&'static str> {
+    match nic {
+        "i225" | "i226" => Some("igcd"),
+        "i210" | "i211" | "i350" | "82576" => Some("igbd"),
+        _ => None,
+    }
+}
 
 /// A running igcd and the connection to it.
 pub struct Driver {
@@ -58,6 +68,8 @@ pub struct Driver {
     frame: Vec<u8>,
     truth: TruthReader,
     pub sets: u8,
+    nic: String,
+    daemon: &'static str,
     _dir: TempDir,
 }
 
@@ -74,15 +86,15 @@ pub fn sync_frame(id: u64) -> Vec<u8> {
     f
 }
 
-fn wait_for(path: &Path, child: &mut Child, timeout: Duration) -> Result<(), String> {
+fn wait_for(daemon: &str, path: &Path, child: &mut Child, timeout: Duration) -> Result<(), String> {
     let t = Instant::now();
     while !path.exists() {
         if let Ok(Some(st)) = child.try_wait() {
-            return Err(format!("igcd exited during start-up ({st})"));
+            return Err(format!("{daemon} exited during start-up ({st})"));
         }
         if t.elapsed() > timeout {
             return Err(format!(
-                "igcd did not create {} in {timeout:?}",
+                "{daemon} did not create {} in {timeout:?}",
                 path.display()
             ));
         }
@@ -92,28 +104,34 @@ fn wait_for(path: &Path, child: &mut Child, timeout: Duration) -> Result<(), Str
 }
 
 impl Driver {
-    /// Starts igcd with `sets` TX timestamp sets on `wire` (loopback or none), and connects.
-    pub fn start(cmd: &IgcdCommand, sets: u8, wire: &str) -> Result<Self, String> {
-        let dir = TempDir::new("igcd")?;
-        Self::start_in(dir, cmd, sets, wire, &[])
+    /// Starts the daemon `cmd` (igcd or igbd, as [`daemon_for`] names for `nic`) on an emulated
+    /// `nic` with `sets` TX timestamp sets on `wire` (loopback or none), and connects.
+    pub fn start(cmd: &IgcdCommand, nic: &str, sets: u8, wire: &str) -> Result<Self, String> {
+        let dir = TempDir::new("drv")?;
+        Self::start_in(dir, cmd, nic, sets, wire, &[])
     }
 
     /// Like [`Self::start`] in `dir` with the given `--wire`.
     pub fn start_in(
         dir: TempDir,
         cmd: &IgcdCommand,
+        nic: &str,
         sets: u8,
         wire: &str,
         extra: &[&str],
     ) -> Result<Self, String> {
-        let (prog, pre) = cmd.split_first().ok_or("no igcd command")?;
-        let sock = dir.0.join("igc.sock");
+        let daemon = daemon_for(nic).ok_or_else(|| format!("no emulated NIC {nic:?}"))?;
+        let (prog, pre) = cmd
+            .split_first()
+            .ok_or_else(|| format!("no {daemon} command"))?;
+        let sock = dir.0.join("drv.sock");
         let page = dir.0.join("clock.page");
         let truth_path = dir.0.join("truth");
-        let log = std::fs::File::create(dir.0.join("igcd.log")).map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(dir.0.join(format!("{daemon}.log")))
+            .map_err(|e| e.to_string())?;
         let mut child = Command::new(prog)
             .args(pre)
-            .args(["--emulate", "i225", "--wire", wire, "--name", "tsperf"])
+            .args(["--emulate", nic, "--wire", wire, "--name", "tsperf"])
             .args(["--tx-ts-sets", &sets.to_string()])
             .arg("--channel")
             .arg(&sock)
@@ -126,9 +144,9 @@ impl Driver {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .map_err(|e| format!("starting igcd ({}): {e}", prog.to_string_lossy()))?;
+            .map_err(|e| format!("starting {daemon} ({}): {e}", prog.to_string_lossy()))?;
         let conn = (|| {
-            wait_for(&sock, &mut child, Duration::from_secs(10))?;
+            wait_for(daemon, &sock, &mut child, Duration::from_secs(10))?;
             let t = Instant::now();
             loop {
                 match SeqpacketConn::connect(&sock) {
@@ -136,11 +154,11 @@ impl Driver {
                     Err(TransportError::NotFound(_)) if t.elapsed() < Duration::from_secs(10) => {
                         std::thread::sleep(Duration::from_millis(10))
                     }
-                    Err(e) => return Err(format!("connecting to igcd: {e}")),
+                    Err(e) => return Err(format!("connecting to {daemon}: {e}")),
                 }
             }
         })();
-        // The model's own counters: igcd creates the record before it serves its channel.
+        // The model's own counters: the daemon creates the record before it serves its channel.
         let conn = conn.and_then(|c| {
             TruthReader::open(&truth_path)
                 .map(|t| (c, t))
@@ -155,7 +173,7 @@ impl Driver {
             }
         };
         let chan = Arc::new(Channel::new(conn));
-        // Like ptpd: igcd serves a connection only after its hello.
+        // Like ptpd: the daemon serves a connection only after its hello.
         let hello = PtpdToDriver {
             seq: 0,
             request: DriverRequest::Hello,
@@ -163,7 +181,7 @@ impl Driver {
         if let Err(e) = chan.send(&hello, Some(Duration::from_secs(1))) {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("hello to igcd: {e}"));
+            return Err(format!("hello to {daemon}: {e}"));
         }
         let reader_page = page.clone();
         let (ctx, crx) = unbounded();
@@ -189,6 +207,8 @@ impl Driver {
             frame: sync_frame(0),
             truth,
             sets,
+            nic: nic.to_string(),
+            daemon,
             _dir: dir,
         })
     }
@@ -203,7 +223,7 @@ impl Driver {
             .push((self.seq, tx));
         self.post(req, Duration::from_secs(1))?;
         rx.recv_timeout(Duration::from_secs(2))
-            .map_err(|_| "igcd did not answer".to_string())
+            .map_err(|_| format!("{} did not answer", self.daemon))
     }
 
     pub fn stats(&mut self) -> Result<Stats, String> {
@@ -223,7 +243,7 @@ impl Driver {
         }
     }
 
-    /// The igcd process id.
+    /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -259,7 +279,9 @@ impl Drop for Driver {
 impl Target for Driver {
     fn name(&self) -> String {
         format!(
-            "igcd, emulated i225, {} TX timestamp set{}",
+            "{}, emulated {}, {} TX timestamp set{}",
+            self.daemon,
+            self.nic,
             self.sets,
             if self.sets == 1 { "" } else { "s" }
         )

@@ -1,7 +1,8 @@
 //! tsperf: measures the TX-timestamp path the way ntpperf measures a server (reference
-//! ptp-and-benchmarks §3): a ramp of timestamp requests through the real path — a separate igcd
-//! process on an emulated i225 with a loopback wire, driven over its driver channel as ptpd
-//! drives it — with per-step delivery classes and latency.
+//! ptp-and-benchmarks §3): a ramp of timestamp requests through the real path — a separate
+//! driver process (igcd on an emulated i225/i226, or igbd on an i210/i211/i350/82576: `--nic`)
+//! with a loopback wire, driven over its driver channel as ptpd drives it — with per-step
+//! delivery classes and latency.
 //!
 //! Modes: the ramp (default); `--compare-sets` (1 set vs 4 sets, capacity ratio);
 //! `--kernel-baseline` (the same ramp against Linux software TX timestamps on loopback in a
@@ -21,14 +22,15 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::driver::{Driver, IgcdCommand};
+use crate::driver::{Driver, IgcdCommand, daemon_for};
 use crate::ramp::{RampConfig, Step, Target};
 use crate::report::{CompareSets, RunFigures, TargetSummary};
 use crate::stats::Latency;
 
 pub const USAGE: &str = "\
 usage: tsperf [options]
-  (default)            ramp TX-timestamp requests through igcd on an emulated i225
+  (default)            ramp TX-timestamp requests through the driver of --nic (igcd on an
+                       emulated i225 by default)
   --compare-sets       run the ramp with 1 and with 4 timestamp sets; print both capacities
                        (ntpperf: highest rate with ≥ 99.9 % / ≥ 99 % on time, 0 lost) and ratios
   --kernel-baseline    also run the ramp against Linux software TX timestamps (SO_TIMESTAMPING,
@@ -36,7 +38,9 @@ usage: tsperf [options]
   --rx                 received-frame throughput through igcd with RX filter NONE, PTP_V2_EVENT
                        and ALL, side by side
 options:
-  --sets N             TX timestamp sets for the plain ramp (default 4)
+  --nic NAME           the emulated NIC: i225|i226 (igcd) or i210|i211|i350|82576 (igbd, one
+                       TX timestamp pair); --compare-sets and --rx need i225|i226 (default i225)
+  --sets N             TX timestamp sets for the plain ramp (default 4; 1 on igb parts)
   --start RATE         first rate, requests/s (default 1000)
   --max RATE           last rate (default 400000)
   --step-secs S        length of a step (default 1)
@@ -48,6 +52,7 @@ options:
   --wire loopback|none what the emulated NIC is cabled to (default loopback: every frame comes
                        back and is delivered to the requester as a received PTP frame)
   --igcd PATH          the igcd binary (default: next to tsperf)
+  --igbd PATH          the igbd binary (default: next to tsperf)
 ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,15 +69,35 @@ pub struct Options {
     pub sets: u8,
     pub json: bool,
     pub ramp: RampConfig,
+    /// The emulated NIC (`--nic`).
+    pub nic: String,
     pub igcd: IgcdCommand,
+    pub igbd: IgcdCommand,
     pub wire: String,
     /// Whole ramps (or compare-sets pairs) to run; `--rx`: interleaved rounds.
     pub runs: usize,
 }
 
+/// How to start each daemon: `igcd` and `igbd` commands (a binary, or `ptplab` + a verb).
+#[derive(Debug, Clone, Default)]
+pub struct Daemons {
+    pub igcd: IgcdCommand,
+    pub igbd: IgcdCommand,
+}
+
+impl Options {
+    /// The daemon driving `--nic` and how to start it.
+    pub fn daemon(&self) -> (&'static str, &IgcdCommand) {
+        match daemon_for(&self.nic) {
+            Some("igbd") => ("igbd", &self.igbd),
+            _ => ("igcd", &self.igcd),
+        }
+    }
+}
+
 pub fn parse(
     args: impl IntoIterator<Item = OsString>,
-    igcd: IgcdCommand,
+    daemons: Daemons,
 ) -> Result<Option<Options>, String> {
     use lexopt::prelude::*;
     let bad = |e: lexopt::Error| e.to_string();
@@ -81,10 +106,13 @@ pub fn parse(
         sets: 4,
         json: false,
         ramp: RampConfig::default(),
-        igcd,
+        nic: "i225".into(),
+        igcd: daemons.igcd,
+        igbd: daemons.igbd,
         wire: "loopback".into(),
         runs: 0,
     };
+    let mut sets = None;
     let mut p = lexopt::Parser::from_args(args);
     let secs = |v: f64, what: &str| {
         if v.is_finite() && v > 0.0 && v < 3600.0 {
@@ -98,12 +126,8 @@ pub fn parse(
             Long("compare-sets") => o.mode = Mode::CompareSets,
             Long("kernel-baseline") => o.mode = Mode::KernelBaseline,
             Long("rx") => o.mode = Mode::Rx,
-            Long("sets") => {
-                o.sets = p.value().map_err(bad)?.parse().map_err(bad)?;
-                if !(1..=4).contains(&o.sets) {
-                    return Err("--sets must be 1..=4".into());
-                }
-            }
+            Long("sets") => sets = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
+            Long("nic") => o.nic = p.value().map_err(bad)?.string().map_err(bad)?,
             Long("start") => o.ramp.start_rate = p.value().map_err(bad)?.parse().map_err(bad)?,
             Long("max") => o.ramp.max_rate = p.value().map_err(bad)?.parse().map_err(bad)?,
             Long("step-secs") => {
@@ -123,6 +147,7 @@ pub fn parse(
                 }
             }
             Long("igcd") => o.igcd = vec![p.value().map_err(bad)?],
+            Long("igbd") => o.igbd = vec![p.value().map_err(bad)?],
             Long("wire") => {
                 o.wire = p.value().map_err(bad)?.string().map_err(bad)?;
                 if !matches!(o.wire.as_str(), "loopback" | "none") {
@@ -139,6 +164,7 @@ pub fn parse(
     {
         return Err("need 1 ≤ --start ≤ --max ≤ 10000000".into());
     }
+    check_nic(&mut o, sets)?;
     if o.runs == 0 {
         o.runs = if o.mode == Mode::Rx {
             rx::DEFAULT_ROUNDS
@@ -149,10 +175,35 @@ pub fn parse(
     Ok(Some(o))
 }
 
+/// Checks `--nic` against the mode and sets the TX timestamp sets: igb parts have one pair.
+fn check_nic(o: &mut Options, sets: Option<u8>) -> Result<(), String> {
+    let igb = match daemon_for(&o.nic) {
+        Some(d) => d == "igbd",
+        None => {
+            return Err(format!(
+                "unknown --nic {:?} (i225, i226, i210, i211, i350 or 82576)",
+                o.nic
+            ));
+        }
+    };
+    let max = if igb { 1 } else { 4 };
+    o.sets = sets.unwrap_or(max);
+    if !(1..=max).contains(&o.sets) {
+        return Err(format!("--sets must be 1..={max} on the {}", o.nic));
+    }
+    if igb && matches!(o.mode, Mode::CompareSets | Mode::Rx) {
+        return Err(format!(
+            "--compare-sets and --rx run on i225/i226 only, not on the {}",
+            o.nic
+        ));
+    }
+    Ok(())
+}
+
 /// Entry point shared by the `tsperf` binary and `ptplab tsperf ...` (which passes itself as
-/// the igcd command).
-pub fn main_with_args(args: impl IntoIterator<Item = OsString>, igcd: IgcdCommand) -> ExitCode {
-    let o = match parse(args, igcd) {
+/// the daemon commands).
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>, daemons: Daemons) -> ExitCode {
+    let o = match parse(args, daemons) {
         Ok(Some(o)) => o,
         Ok(None) => {
             print!("{USAGE}");
@@ -194,9 +245,9 @@ fn ramp_target<T: Target>(t: &mut T, o: &Options, run: usize) -> Vec<Step> {
     })
 }
 
-/// `runs` ramps of igcd with `sets` TX timestamp sets, a fresh igcd each run.
+/// `runs` ramps of the `--nic`'s daemon with `sets` TX timestamp sets, a fresh daemon each run.
 fn driver_runs(o: &Options, sets: u8, runs: &mut TargetSummary, run: usize) -> Result<(), String> {
-    let mut d = Driver::start(&o.igcd, sets, &o.wire)?;
+    let mut d = Driver::start(o.daemon().1, &o.nic, sets, &o.wire)?;
     runs.target = d.name();
     let steps = ramp_target(&mut d, o, run);
     runs.runs.push(RunFigures::of(steps));
@@ -240,7 +291,7 @@ fn print_summary(o: &Options, mode: &str, targets: &[&TargetSummary]) {
 }
 
 fn run_ramp(o: &Options) -> Result<(), String> {
-    let mut t = empty("igcd");
+    let mut t = empty(o.daemon().0);
     for run in 1..=o.runs {
         driver_runs(o, o.sets, &mut t, run)?;
     }
@@ -267,7 +318,7 @@ fn compare_sets(o: &Options) -> Result<(), String> {
 
 fn kernel_baseline(o: &Options) -> Result<(), String> {
     let mut k = empty("linux software TX timestamps");
-    let mut d = empty("igcd");
+    let mut d = empty(o.daemon().0);
     for run in 1..=o.runs {
         let mut kt = kernel::KernelTarget::start()?;
         k.target = kt.name();
