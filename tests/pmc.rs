@@ -88,7 +88,21 @@ fn pmc_reads_what_ptpctl_status_shows() {
     assert_eq!(pmc_field(&m, "portState"), "MASTER");
     assert_eq!(pmc_field(&m, "interface"), "igc0");
 
-    // Slave (host1, priority1 128): pmc between two runs of status samples.
+    // Slave (host1, priority1 128): pmc between two runs of status samples, once the slave's
+    // path delay estimate has settled positive (the cable is 50 ns; while statime's filter still
+    // converges from a start up to 1 ms off, its estimate can be negative for a while, which
+    // made the sign check below fail under load).
+    let t0 = Instant::now();
+    while !statuses(&lab, 1, Duration::from_secs(1))
+        .iter()
+        .all(|x| x.mean_path_delay_ns > 0)
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "slave's path delay never settled positive\n{}",
+            lab.logs()
+        );
+    }
     let before = statuses(&lab, 1, Duration::from_secs(1));
     let s = pmc(&lab, 1, &ALL);
     let after = statuses(&lab, 1, Duration::from_secs(1));
