@@ -6,7 +6,9 @@
 //!
 //! Backends:
 //! - [`emulated`]: a device model (crate `ptp-emu`) plugged in through [`emulated::Device`];
-//! - `redox` (Redox only): the pcid channel, the memory and irq schemes.
+//! - `redox` (Redox only): the pcid channel, the memory and irq schemes;
+//! - `linux` (Linux only): a function bound to vfio-pci or uio_pci_generic, driven from
+//!   userspace.
 //!
 //! The traits are used as generics by the drivers, so the real path is monomorphised and
 //! carries no dynamic dispatch.
@@ -15,6 +17,8 @@ pub mod config;
 pub mod dma;
 pub mod emulated;
 pub mod irqmode;
+#[cfg(target_os = "linux")]
+pub mod linux;
 pub mod mmio;
 pub mod pcid_proto;
 #[cfg(target_os = "redox")]

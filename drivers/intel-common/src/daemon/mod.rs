@@ -39,6 +39,10 @@ pub enum Error {
     Transport(#[from] ptp_ipc::transport::TransportError),
     #[error("clock page: {0}")]
     ClockPage(#[from] ptp_ipc::clockpage::ClockPageError),
+    /// The Linux userspace PCI backend (`--pci`).
+    #[cfg(target_os = "linux")]
+    #[error("{0}")]
+    LinuxPci(#[from] ptp_pci::linux::LinuxPciError),
     #[error("{0}")]
     Other(String),
 }
@@ -129,15 +133,24 @@ pub fn run_emulated<Fam: Family, F: ptp_pci::PciFunction + 'static>(
     }
 }
 
-/// Runs the daemon on the function pcid-spawner handed it (Redox) until it fails.
+/// Runs the daemon on the function `--pci` names (Linux), or on the one pcid-spawner handed
+/// it (Redox), until it fails.
 pub fn run_pcid<Fam: Family>(opts: Options<Fam>) -> Result<(), Error> {
+    #[cfg(target_os = "linux")]
+    if opts.pci.is_some() {
+        return platform_linux::run_pci(opts);
+    }
+    #[cfg(not(target_os = "linux"))]
+    if opts.pci.is_some() {
+        return Err(Error::Usage("--pci needs a Linux host".into()));
+    }
     #[cfg(target_os = "redox")]
     if platform_redox::started_by_pcid() {
         return platform_redox::run_pcid(opts);
     }
     let _ = opts;
     Err(Error::Usage(format!(
-        "no device: pass --emulate {} or start under pcid (Redox)",
+        "no device: pass --emulate {}, --pci ADDR (Linux) or start under pcid (Redox)",
         Fam::MODELS.join("|")
     )))
 }

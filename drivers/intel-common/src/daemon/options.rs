@@ -23,6 +23,10 @@ pub fn usage<Fam: Family>() -> String {
 const USAGE: &str = "\
 usage: igcd [options]
   --emulate MODELS run on an emulated NIC (host builds)
+  --pci ADDR              Linux: drive the PCI function at ADDR (0000:03:00.0) from userspace,
+                          bound to vfio-pci (IOMMU) or uio_pci_generic (no IOMMU: hugepages and
+                          root needed); it stays bound to that driver after exit
+  --unbind                with --pci: detach the function from the kernel driver holding it
   --channel PATH          driver channel socket ptpd connects to (required on Linux hosts)
   --clock-page PATH       publish the clock page at PATH
   --allow-uid UID         besides root and igcd's own uid, let UID drive the NIC over the
@@ -99,6 +103,10 @@ const MAX_STAMP_NOISE_NS: u32 = 1_000_000;
 pub struct Options<Fam> {
     /// The model to emulate: one of the family's [`Family::MODELS`].
     pub emulate: Option<&'static str>,
+    /// The PCI function to drive from Linux userspace (`--pci ADDR`).
+    pub pci: Option<String>,
+    /// With `--pci`: detach the function from its kernel driver (`--unbind`).
+    pub unbind: bool,
     pub channel: Option<PathBuf>,
     pub clock_page: Option<PathBuf>,
     pub name: String,
@@ -140,6 +148,8 @@ impl<Fam: Family> Options<Fam> {
         use lexopt::prelude::*;
         let mut o = Options {
             emulate: None,
+            pci: None,
+            unbind: false,
             channel: None,
             clock_page: None,
             name: String::new(),
@@ -174,6 +184,8 @@ impl<Fam: Family> Options<Fam> {
                         None => return Err(Error::Usage(format!("unknown model {m:?}"))),
                     }
                 }
+                Long("pci") => o.pci = Some(p.value().map_err(bad)?.string().map_err(bad)?),
+                Long("unbind") => o.unbind = true,
                 Long("channel") => o.channel = Some(p.value().map_err(bad)?.into()),
                 Long("clock-page") => o.clock_page = Some(p.value().map_err(bad)?.into()),
                 Long("name") => o.name = p.value().map_err(bad)?.string().map_err(bad)?,
@@ -287,6 +299,14 @@ impl<Fam: Family> Options<Fam> {
                 Long("help") | Short('h') => return Ok(None),
                 _ => return Err(bad(arg.unexpected())),
             }
+        }
+        if o.pci.is_some() && o.emulate.is_some() {
+            return Err(Error::Usage(
+                "--pci and --emulate exclude each other".into(),
+            ));
+        }
+        if o.unbind && o.pci.is_none() {
+            return Err(Error::Usage("--unbind needs --pci ADDR".into()));
         }
         if o.truth.is_some() && o.emulate.is_none() {
             return Err(Error::Usage(
@@ -434,6 +454,19 @@ mod tests {
             Ok(None) => Err("help".into()),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    #[test]
+    fn pci_options() {
+        let o = parse(&["--pci", "0000:03:00.0", "--unbind"]).unwrap();
+        assert_eq!((o.pci.as_deref(), o.unbind), (Some("0000:03:00.0"), true));
+        let o = parse(&["--pci", "03:00.0"]).unwrap();
+        assert!(!o.unbind);
+        let e = parse(&["--unbind"]).unwrap_err();
+        assert!(e.contains("--unbind needs --pci"), "{e}");
+        let e = parse(&["--pci", "0000:03:00.0", "--emulate", "i225"]).unwrap_err();
+        assert!(e.contains("exclude"), "{e}");
+        assert!(parse(&["--pci"]).is_err());
     }
 
     #[test]

@@ -13,6 +13,27 @@ use super::linux_channel::{self, Sink};
 use super::{ClockPageSlot, Device, Error, Options};
 use crate::family::Family;
 
+/// `--pci ADDR`: refuses a device the family does not drive before anything is rebound, then
+/// binds and opens it ([`ptp_pci::linux`]) and runs the daemon on it.
+pub fn run_pci<Fam: Family>(opts: Options<Fam>) -> Result<(), Error> {
+    use ptp_pci::linux::{LinuxPci, LinuxPciOptions};
+    let addr = opts
+        .pci
+        .clone()
+        .ok_or_else(|| Error::Usage("--pci ADDR is required".into()))?;
+    if opts.channel.is_none() {
+        return Err(Error::Usage("--channel PATH is required".into()));
+    }
+    let pci_opts = LinuxPciOptions {
+        unbind: opts.unbind,
+        ..LinuxPciOptions::default()
+    };
+    let (vendor, device) = LinuxPci::peek_ids(&addr, &pci_opts)?;
+    Fam::probe(vendor, device)?;
+    let func = LinuxPci::open(&addr, &pci_opts)?;
+    run(func, opts)
+}
+
 pub fn run<F: PciFunction, Fam: Family>(func: F, opts: Options<Fam>) -> Result<(), Error> {
     let channel_path = opts
         .channel
