@@ -1147,6 +1147,7 @@ fn host_summary(lab: &Lab, i: u32, trace: &[Sample], elapsed: f64) -> serde_json
     );
     m.insert("oscillator_ppm".into(), json!(lab.osc_ppm[i as usize]));
     if let Ok(t) = lab.truth_snapshot(i) {
+        m.insert("true_clock".into(), json!(served_clock(&t)));
         m.insert("model_bar_reads".into(), json!(t.bar_reads));
         m.insert("model_bar_writes".into(), json!(t.bar_writes));
         m.insert("cable_frames_lost".into(), json!(t.wire_lost));
@@ -1159,6 +1160,15 @@ fn host_summary(lab: &Lab, i: u32, trace: &[Sample], elapsed: f64) -> serde_json
         m.insert("gettimex_crosscheck_uncertainty_ns".into(), json!(err));
     }
     serde_json::Value::Object(m)
+}
+
+/// What the true offsets of a host are taken of: the clock its ptpd reads.
+fn served_clock(t: &TruthSnapshot) -> &'static str {
+    if t.driver.is_some() {
+        "igbd's timecounter over SYSTIM"
+    } else {
+        "SYSTIM"
+    }
 }
 
 fn print_summary(lab: &Lab, traces: &[Vec<Sample>], elapsed: f64) {
@@ -1184,8 +1194,12 @@ fn print_summary(lab: &Lab, traces: &[Vec<Sample>], elapsed: f64) {
         println!("    mean path delay: {} ns", last.mean_path_delay_ns);
         if let Ok(snap) = lab.truth_snapshot(i as u32) {
             println!(
-                "    model: {} BAR reads, {} BAR writes, {} frames lost on the cable",
-                snap.bar_reads, snap.bar_writes, snap.wire_lost
+                "    model: {} BAR reads, {} BAR writes, {} frames lost on the cable; true \
+                 offsets of {}",
+                snap.bar_reads,
+                snap.bar_writes,
+                snap.wire_lost,
+                served_clock(&snap)
             );
         }
     }

@@ -1,8 +1,9 @@
-//! A mixed-NIC lab on ground truth: i225 masters (igcd) with an i210 slave and an 82576 slave
+//! Mixed-NIC labs on ground truth: i225 masters (igcd) with an i210 slave and an 82576 slave
 //! (igbd), all real processes — `--hosts 4 --nic i225,i210,i225,82576`: host1 (i210) follows
-//! host0, host3 (82576) follows host2. Each slave is judged on its TRUE offset, which for every
-//! family is the clock ptpd reads (`ptp_emu::truth`): SYSTIM on i225/i210, igbd's 64-bit
-//! timecounter over the cycle counter on the 82576. Bounds as in tests/ptp_lab.rs: the lock
+//! host0, host3 (82576) follows host2; and an i350 slave (`--nic i225,i350`). Each slave is judged
+//! on its TRUE offset, which for every family is the clock ptpd reads (`ptp_emu::truth`): SYSTIM
+//! on i225/i210, igbd's 64-bit timecounter over the cycle counter (82576) or the 40-bit ns
+//! counter (i350). Bounds as in tests/ptp_lab.rs: the lock
 //! band, then the mean within 6 standard errors (batch means, measured in this run) plus the
 //! 8 ns stamp quantum, and the gettimex cross-check through the driver path within its own
 //! brackets.
@@ -13,8 +14,6 @@ use std::time::{Duration, Instant};
 use ptp_ipc::PortState;
 use redox_ptp::figures::{LOCK_NS, OffsetStats, batch_se};
 use redox_ptp::lab::{Lab, LabConfig};
-
-const SLAVES: [u32; 2] = [1, 3];
 
 fn exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ptplab"))
@@ -74,32 +73,35 @@ fn traces(lab: &Lab, hosts: &[u32], dur: Duration) -> Vec<Vec<i64>> {
     off
 }
 
-#[test]
-fn i210_and_82576_slaves_lock_to_i225_masters_on_ground_truth() {
+/// Starts a lab of `nics` (host 2k the master of host 2k+1), checks which hosts' truth records
+/// carry igbd's timecounter (`with_tc`), and judges every odd host as a slave.
+fn lab_locks_on_ground_truth(nics: &str, seed: u64, with_tc: &[u32]) {
     let c = LabConfig {
-        hosts: 4,
-        nic: "i225,i210,i225,82576".into(),
-        seed: 14,
+        hosts: nics.split(',').count() as u32,
+        nic: nics.into(),
+        seed,
         ..LabConfig::default()
     };
+    let slaves: Vec<u32> = (0..c.hosts).filter(|i| i % 2 == 1).collect();
     let q = f64::from(c.quantum_ns);
     let lab = Lab::start(c, &exe(), None).unwrap();
     // The record carries igbd's timecounter exactly where the family has one.
-    for (i, has_tc) in [(0, false), (1, false), (2, false), (3, true)] {
+    for i in 0..lab.cfg.hosts {
         let s = lab.truth_snapshot(i).unwrap();
+        let has_tc = with_tc.contains(&i);
         assert_eq!(s.driver.is_some(), has_tc, "host{i}: {:?}", s.driver);
     }
-    let t = wait_all_locked(&lab, &SLAVES, Duration::from_secs(120))
+    let t = wait_all_locked(&lab, &slaves, Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
-    eprintln!("i210 and 82576 locked (true offset) after {t:.1} s");
-    for m in [0, 2] {
+    eprintln!("{nics}: slaves locked (true offset) after {t:.1} s");
+    for m in slaves.iter().map(|i| i - 1) {
         assert_eq!(lab.status(m).unwrap().port_state, PortState::Master);
     }
     // Settled and locked: the mean true offset is zero within 6 SE + q (each of the four
     // stamps of an exchange is truncated by [0, q); no asymmetry, no jitter).
     std::thread::sleep(Duration::from_secs(3));
-    let off = traces(&lab, &SLAVES, Duration::from_secs(10));
-    for (k, &i) in SLAVES.iter().enumerate() {
+    let off = traces(&lab, &slaves, Duration::from_secs(10));
+    for (k, &i) in slaves.iter().enumerate() {
         let s = OffsetStats::of(&off[k]).unwrap();
         let se = batch_se(&off[k], 10).expect("enough samples for 10 batches");
         let bound = 6.0 * se + q;
@@ -117,7 +119,7 @@ fn i210_and_82576_slaves_lock_to_i225_masters_on_ground_truth() {
     // The truth is the clock ptpd reads: it agrees with gettimex through both daemons (igbd's
     // timecounter on the 82576), within that measurement's brackets and how far the offset
     // moved meanwhile.
-    for i in SLAVES {
+    for &i in &slaves {
         let p = i - 1;
         let before = lab.true_offset(i, p).unwrap();
         let (g, err) = lab.gettimex_offset(i, p).unwrap();
@@ -128,4 +130,14 @@ fn i210_and_82576_slaves_lock_to_i225_masters_on_ground_truth() {
             "host{i}: gettimex {g} ± {err} ns, truth {before} … {after} ns"
         );
     }
+}
+
+#[test]
+fn i210_and_82576_slaves_lock_to_i225_masters_on_ground_truth() {
+    lab_locks_on_ground_truth("i225,i210,i225,82576", 14, &[3]);
+}
+
+#[test]
+fn an_i350_slave_locks_to_an_i225_master_on_ground_truth() {
+    lab_locks_on_ground_truth("i225,i350", 15, &[1]);
 }
