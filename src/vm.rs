@@ -14,7 +14,7 @@
 
 mod initramfs;
 
-pub use initramfs::{APT_LINE, Packages};
+pub use initramfs::{APT_LINE, GuestSetup, Packages};
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -210,8 +210,13 @@ fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, VmError> {
 impl Vm {
     /// Boots a guest (see the module docs); fails with the apt-get line if packages are missing.
     pub fn boot(cfg: &VmConfig) -> Result<Self, VmError> {
+        Self::boot_with(cfg, &GuestSetup::default())
+    }
+
+    /// [`Vm::boot`] with `setup`'s binaries in the guest and its kernel command-line words.
+    pub fn boot_with(cfg: &VmConfig, setup: &GuestSetup) -> Result<Self, VmError> {
         let pkgs = Packages::find()?;
-        let initrd = initramfs::ensure(&pkgs, &cfg.cache_dir)?;
+        let initrd = initramfs::ensure_with(&pkgs, &cfg.cache_dir, setup)?;
         std::fs::create_dir_all(&cfg.run_dir).map_err(|e| VmError::io(&cfg.run_dir, e))?;
         let (dev_end, qemu_end) = socketpair().map_err(|err| VmError::Spawn {
             what: "socketpair",
@@ -220,7 +225,11 @@ impl Vm {
         let report_path = cfg.run_dir.join("devhost.json");
         let devhost = spawn_devhost(cfg, &dev_end, &report_path)?;
         drop(dev_end);
-        let mut qemu = match spawn_qemu(cfg, &pkgs, &initrd, &qemu_end) {
+        let append = std::iter::once(APPEND)
+            .chain(setup.append.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut qemu = match spawn_qemu(cfg, &pkgs, &initrd, &qemu_end, &append) {
             Ok(q) => q,
             Err(e) => {
                 stop_child(devhost, Duration::from_secs(2));
@@ -463,6 +472,7 @@ fn spawn_qemu(
     pkgs: &Packages,
     initrd: &Path,
     end: &OwnedFd,
+    append: &str,
 ) -> Result<Child, VmError> {
     let fd = end.as_raw_fd();
     let mut cmd = Command::new(&pkgs.qemu);
@@ -483,7 +493,7 @@ fn spawn_qemu(
     .arg(&pkgs.vmlinuz)
     .arg("-initrd")
     .arg(initrd)
-    .args(["-append", APPEND])
+    .args(["-append", append])
     .args(["-device", &format!("x-pci-proxy-dev,id=nic0,fd={fd}")])
     .stdin(Stdio::piped())
     .stdout(Stdio::piped())

@@ -1,7 +1,13 @@
 //! The guest's initramfs, built from packages installed on this machine: the Debian kernel's
-//! vmlinuz and igc.ko (with its modules.dep dependencies), busybox-static, linuxptp's ptp4l,
-//! pmc and phc_ctl, ethtool, and the shared libraries they link (from `ldd`). Cached by the
-//! package versions (`dpkg-query`), so an upgrade rebuilds it.
+//! vmlinuz, igc.ko and the userspace-driver modules (uio, uio_pci_generic, the VFIO set) with
+//! their modules.dep dependencies, busybox-static, linuxptp's ptp4l, pmc and phc_ctl, ethtool,
+//! optionally our own binaries ([`GuestSetup`]), and the shared libraries all of them link (from
+//! `ldd`). Cached by the package versions (`dpkg-query`) and the binaries' size and mtime, so an
+//! upgrade or a rebuilt binary makes a new one.
+//!
+//! The modules sit at their real paths under `/lib/modules/RELEASE` with a modules.dep trimmed
+//! to them, so busybox `modprobe` loads them by name. `/init` loads igc unless the kernel
+//! command line says `modprobe.blacklist=igc` (a guest whose NIC a userspace driver takes).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -34,6 +40,57 @@ const PROGRAMS: &[&str] = &[
     "/usr/sbin/phc_ctl",
     "/usr/sbin/ethtool",
 ];
+
+/// Modules offered to the guest's `modprobe` besides igc (not loaded by `/init`): what a
+/// userspace PCI driver binds the NIC with. VFIO has no no-IOMMU mode in Debian's kernel, but
+/// the modules load.
+const OFFERED_MODULES: &[&str] = &[
+    "uio",
+    "uio_pci_generic",
+    "vfio",
+    "vfio_iommu_type1",
+    "vfio-pci",
+];
+
+/// What a guest gets beyond the base set.
+#[derive(Debug, Clone, Default)]
+pub struct GuestSetup {
+    /// Host programs put in the guest's `/usr/bin` under their file names (debug info
+    /// stripped when `strip` is installed), with the shared libraries they link.
+    pub binaries: Vec<PathBuf>,
+    /// Extra kernel command-line words (e.g. `modprobe.blacklist=igc`, `hugepages=32`).
+    pub append: Vec<String>,
+}
+
+impl GuestSetup {
+    /// A guest for a userspace driver: `binaries`, igc not loaded, `hugepages` 2 MiB pages
+    /// reserved at boot (DMA memory without an IOMMU).
+    pub fn userspace(binaries: Vec<PathBuf>, hugepages: u32) -> Self {
+        Self {
+            binaries,
+            append: vec![
+                "modprobe.blacklist=igc".into(),
+                format!("hugepages={hugepages}"),
+            ],
+        }
+    }
+
+    /// The cache key part for the binaries: path, size and mtime of each (a rebuild changes
+    /// the mtime).
+    fn key(&self) -> Result<String, VmError> {
+        let mut k = String::new();
+        for b in &self.binaries {
+            let m = std::fs::metadata(b).map_err(|e| VmError::io(b, e))?;
+            let mtime = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            k.push_str(&format!("{}:{}:{mtime};", b.display(), m.len()));
+        }
+        Ok(k)
+    }
+}
 
 /// The host files a VM boots from.
 #[derive(Debug, Clone)]
@@ -120,12 +177,14 @@ impl Packages {
 
     /// The cache file name: these versions and the `/init` this build writes (so a changed
     /// script or module set is a new file).
-    fn cache_name(&self, init: &str) -> String {
+    fn cache_name(&self, init: &str, extra: &str) -> String {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in self.versions.join(";").bytes().chain(init.bytes()) {
+        let versions = self.versions.join(";");
+        for b in versions.bytes().chain(init.bytes()).chain(extra.bytes()) {
             h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
         }
-        format!("initramfs-{}-{h:016x}.cpio", self.kernel_release)
+        let kind = if extra.is_empty() { "" } else { "bin-" };
+        format!("initramfs-{}-{kind}{h:016x}.cpio", self.kernel_release)
     }
 }
 
@@ -135,50 +194,99 @@ fn igc_module(release: &str) -> PathBuf {
     ))
 }
 
-/// The initramfs for `pkgs` in `cache_dir`, built if absent.
-pub fn ensure(pkgs: &Packages, cache_dir: &Path) -> Result<PathBuf, VmError> {
-    let modules = module_chain(pkgs)?;
-    let guest_mods: Vec<String> = modules.iter().map(|m| guest_module(m)).collect();
-    let init = init_script(&guest_mods);
-    let name = pkgs.cache_name(&init);
+/// The initramfs for `pkgs` and `setup` in `cache_dir`, built if absent.
+pub fn ensure_with(
+    pkgs: &Packages,
+    cache_dir: &Path,
+    setup: &GuestSetup,
+) -> Result<PathBuf, VmError> {
+    let deps = ModuleSet::resolve(pkgs)?;
+    let init = init_script();
+    let extra = format!("{}{}", setup.key()?, deps.dep_text);
+    let name = pkgs.cache_name(&init, &extra);
     let path = cache_dir.join(&name);
     if path.exists() {
         return Ok(path);
     }
     std::fs::create_dir_all(cache_dir).map_err(|e| VmError::io(cache_dir, e))?;
-    let bytes = build(&modules, &init)?;
+    let bytes = build(pkgs, &deps, &init, &setup.binaries)?;
     let tmp = cache_dir.join(format!(".{name}.{}", std::process::id()));
     std::fs::write(&tmp, bytes).map_err(|e| VmError::io(&tmp, e))?;
     std::fs::rename(&tmp, &path).map_err(|e| VmError::io(&path, e))?;
+    if !setup.binaries.is_empty() {
+        prune_stale(cache_dir, &name);
+    }
     Ok(path)
 }
 
-/// Where module `m` goes in the guest.
-fn guest_module(m: &Path) -> String {
-    let name = m.file_name().map(|n| n.to_string_lossy().to_string());
-    format!("/mod/{}", name.unwrap_or_default())
+/// Removes archives with binaries other than `keep` last written over an hour ago: each rebuild
+/// of a binary leaves one behind, and tens of MB each add up. The hour leaves any archive a
+/// concurrent boot may be about to open alone.
+fn prune_stale(cache_dir: &Path, keep: &str) {
+    let Ok(entries) = std::fs::read_dir(cache_dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let stale = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > std::time::Duration::from_secs(3600));
+        if name != keep && name.contains("-bin-") && name.ends_with(".cpio") && stale {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
-/// Modules to load, dependencies first, from modules.dep.
-fn module_chain(pkgs: &Packages) -> Result<Vec<PathBuf>, VmError> {
-    let dir = pkgs.modules_dir();
-    let dep_file = dir.join("modules.dep");
-    let deps = std::fs::read_to_string(&dep_file).map_err(|e| VmError::io(&dep_file, e))?;
-    let line = deps
-        .lines()
-        .find(|l| l.starts_with("kernel/drivers/net/ethernet/intel/igc/igc.ko"))
-        .ok_or_else(|| VmError::Build("igc.ko is not in modules.dep".into()))?;
-    let (module, rest) = line.split_once(':').unwrap_or((line, ""));
-    // modules.dep lists dependencies nearest first; load them in reverse, then igc.
-    let mut chain: Vec<PathBuf> = rest.split_whitespace().rev().map(|m| dir.join(m)).collect();
-    chain.push(dir.join(module));
-    Ok(chain)
+/// The modules the guest gets: their paths relative to the modules directory, and the
+/// modules.dep lines for exactly these.
+struct ModuleSet {
+    dir: PathBuf,
+    rel: BTreeSet<String>,
+    dep_text: String,
 }
 
-/// Shared libraries (and the loader) the programs link, from ldd.
-fn libraries() -> Result<BTreeSet<PathBuf>, VmError> {
+/// A module's name as modprobe compares it (`vfio-pci` and `vfio_pci` are one module).
+fn module_name(rel: &str) -> String {
+    let file = rel.rsplit('/').next().unwrap_or(rel);
+    file.trim_end_matches(".ko").replace('-', "_")
+}
+
+impl ModuleSet {
+    /// igc and [`OFFERED_MODULES`] with their dependencies, from modules.dep.
+    fn resolve(pkgs: &Packages) -> Result<Self, VmError> {
+        let dir = pkgs.modules_dir();
+        let dep_file = dir.join("modules.dep");
+        let deps = std::fs::read_to_string(&dep_file).map_err(|e| VmError::io(&dep_file, e))?;
+        let lines: Vec<(&str, &str)> = deps.lines().filter_map(|l| l.split_once(':')).collect();
+        let mut rel = BTreeSet::new();
+        let mut dep_text = String::new();
+        for want in std::iter::once("igc").chain(OFFERED_MODULES.iter().copied()) {
+            let want = want.replace('-', "_");
+            let (module, rest) = lines
+                .iter()
+                .find(|(m, _)| module_name(m) == want)
+                .ok_or_else(|| {
+                    VmError::Build(format!("{want} is not in {}", dep_file.display()))
+                })?;
+            for m in std::iter::once(*module).chain(rest.split_whitespace()) {
+                if rel.insert(m.to_string()) {
+                    let line = lines.iter().find(|(l, _)| *l == m);
+                    let deps_of = line.map_or("", |(_, d)| d.trim());
+                    dep_text.push_str(&format!("{m}: {deps_of}\n"));
+                }
+            }
+        }
+        Ok(Self { dir, rel, dep_text })
+    }
+}
+
+/// Shared libraries (and the loader) `programs` link, from ldd.
+fn libraries(programs: &[PathBuf]) -> Result<BTreeSet<PathBuf>, VmError> {
     let mut libs = BTreeSet::new();
-    for p in PROGRAMS {
+    for p in programs {
         let out = Command::new("ldd")
             .arg(p)
             .output()
@@ -196,9 +304,10 @@ fn libraries() -> Result<BTreeSet<PathBuf>, VmError> {
     Ok(libs)
 }
 
-/// The guest's /init: mounts, loads the modules, then runs commands read from the console,
-/// one per line, each framed by `@@S n` / `@@E n rc` lines ([`super::Vm::run`]).
-fn init_script(modules: &[String]) -> String {
+/// The guest's /init: mounts, loads igc (unless blacklisted on the kernel command line), then
+/// runs commands read from the console, one per line, each framed by `@@S n` / `@@E n rc`
+/// lines ([`super::Vm::run`]).
+fn init_script() -> String {
     let mut s = String::from(
         "#!/bin/busybox sh\n\
          /bin/busybox mkdir -p /proc /sys /dev /tmp /run /var/run /usr/bin /usr/sbin /sbin\n\
@@ -206,11 +315,18 @@ fn init_script(modules: &[String]) -> String {
          mount -t proc proc /proc\n\
          mount -t sysfs sys /sys\n\
          mount -t devtmpfs dev /dev\n\
+         mkdir -p /dev/hugepages\n\
+         mount -t hugetlbfs none /dev/hugepages\n\
          export PATH=/usr/sbin:/usr/bin:/sbin:/bin\n",
     );
-    for m in modules {
-        s.push_str(&format!("insmod {m} || echo \"@@INSMOD-FAILED {m}\"\n"));
-    }
+    // The same archive serves guests with and without igc: the kernel's own blacklist word
+    // decides (insmod/modprobe here would ignore it).
+    s.push_str(
+        "if grep -qE 'modprobe[.]blacklist=([^ ]*,)?igc([, ]|$)' /proc/cmdline; then\n\
+         echo @@IGC-BLACKLISTED\n\
+         else modprobe igc || echo \"@@INSMOD-FAILED igc\"\n\
+         fi\n",
+    );
     // Kernel messages stay in dmesg, off the console the commands' output shares.
     s.push_str(
         "dmesg -n 1\n\
@@ -228,27 +344,78 @@ fn init_script(modules: &[String]) -> String {
     s
 }
 
+/// `src` without its debug info (`strip --strip-debug`: a debug build's binary shrinks from
+/// ~70 MB to ~17 MB, which the guest holds in RAM twice while unpacking), or as is without
+/// `strip`.
+fn stripped(src: &Path) -> Result<Vec<u8>, VmError> {
+    let tmp = std::env::temp_dir().join(format!(
+        "redox-ptp-strip-{}-{}",
+        std::process::id(),
+        ptp_ipc::time::mono_ns()
+    ));
+    let ok = Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&tmp)
+        .arg(src)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let data = if ok {
+        std::fs::read(&tmp)
+    } else {
+        std::fs::read(src)
+    };
+    let _ = std::fs::remove_file(&tmp);
+    data.map_err(|e| VmError::io(src, e))
+}
+
 /// The archive's bytes (newc cpio, uncompressed: the kernel takes it as is).
-fn build(modules: &[PathBuf], init: &str) -> Result<Vec<u8>, VmError> {
+fn build(
+    pkgs: &Packages,
+    mods: &ModuleSet,
+    init: &str,
+    binaries: &[PathBuf],
+) -> Result<Vec<u8>, VmError> {
     let mut c = Cpio::default();
     for d in [
-        "bin", "sbin", "dev", "lib", "lib64", "usr", "usr/sbin", "usr/bin", "mod",
+        "bin", "sbin", "dev", "lib", "lib64", "usr", "usr/sbin", "usr/bin",
     ] {
         c.dir(d);
     }
     c.device("dev/console", 5, 1);
     c.file_from("bin/busybox", Path::new(BUSYBOX), 0o755)?;
+    let mut programs: Vec<PathBuf> = PROGRAMS.iter().map(PathBuf::from).collect();
     for p in PROGRAMS {
         c.file_from(p.trim_start_matches('/'), Path::new(p), 0o755)?;
     }
-    for lib in libraries()? {
+    for b in binaries {
+        let name = b
+            .file_name()
+            .ok_or_else(|| VmError::Build(format!("{}: no file name", b.display())))?;
+        c.file(
+            &format!("usr/bin/{}", name.to_string_lossy()),
+            &stripped(b)?,
+            0o755,
+        );
+        programs.push(b.clone());
+    }
+    for lib in libraries(&programs)? {
         let guest = lib.to_string_lossy().trim_start_matches('/').to_string();
         c.parents(&guest);
         c.file_from(&guest, &lib, 0o755)?;
     }
-    for m in modules {
-        c.file_from(guest_module(m).trim_start_matches('/'), m, 0o644)?;
+    let guest_dir = format!("lib/modules/{}", pkgs.kernel_release);
+    for m in &mods.rel {
+        let guest = format!("{guest_dir}/{m}");
+        c.parents(&guest);
+        c.file_from(&guest, &mods.dir.join(m), 0o644)?;
     }
+    c.file(
+        &format!("{guest_dir}/modules.dep"),
+        mods.dep_text.as_bytes(),
+        0o644,
+    );
     c.file("init", init.as_bytes(), 0o755);
     Ok(c.finish())
 }
