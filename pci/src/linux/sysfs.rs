@@ -79,8 +79,10 @@ impl Sysfs {
     /// Writes `value` to an attribute file (one `write`, as sysfs wants).
     pub fn write(&self, path: &Path, value: &str) -> Result<(), LinuxPciError> {
         use std::io::Write;
+        // Truncating, as a shell's `echo >` does (sysfs ignores it; plain files in tests need it).
         let mut f = std::fs::OpenOptions::new()
             .write(true)
+            .truncate(true)
             .open(path)
             .map_err(|e| io_err("opening", path, e))?;
         f.write_all(value.as_bytes())
