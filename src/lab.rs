@@ -259,14 +259,9 @@ impl LabConfig {
     }
 }
 
-/// The driver daemon for an emulated NIC name, `None` if there is no model of it.
-pub fn driver_for(nic: &str) -> Option<&'static str> {
-    match nic {
-        "i225" | "i226" => Some("igcd"),
-        "i210" | "i211" | "i350" | "82576" => Some("igbd"),
-        _ => None,
-    }
-}
+/// The driver daemon for an emulated NIC name (from the daemons' own `--emulate` lists),
+/// `None` if there is no model of it.
+pub use tsperf::driver::daemon_for as driver_for;
 
 /// splitmix64: the lab's deterministic randomness (oscillators, offsets, per-host seeds).
 pub struct Rng(u64);

@@ -46,13 +46,15 @@ impl Drop for TempDir {
 /// How to start a daemon: a program and its leading arguments (`[igcd]` or `[ptplab, igcd]`).
 pub type IgcdCommand = Vec<OsString>;
 
-/// The daemon that drives an emulated NIC, `None` for a NIC no daemon emulates.
+/// The daemon whose `--emulate` list has `nic` (igcd: i225, i226; igbd: i210, i211, i350,
+/// 82576), `None` for a NIC no daemon emulates.
 pub fn daemon_for(nic: &str) -> Option<&'static str> {
-    match nic {
-        "i225" | "i226" => Some("igcd"),
-        "i210" | "i211" | "i350" | "82576" => Some("igbd"),
-        _ => None,
-    }
+    use intel_common::family::Family;
+    use intel_common::{igb::Igb, igc::Igc};
+    [(Igc::DAEMON, Igc::MODELS), (Igb::DAEMON, Igb::MODELS)]
+        .into_iter()
+        .find(|(_, models)| models.contains(&nic))
+        .map(|(daemon, _)| daemon)
 }
 
 /// A running igcd and the connection to it.
