@@ -1,8 +1,8 @@
 //! tsperf: measures the TX-timestamp path the way ntpperf measures a server (reference
 //! ptp-and-benchmarks §3): a ramp of timestamp requests through the real path — a separate
-//! driver process (igcd on an emulated i225/i226, or igbd on an i210/i211/i350/82576: `--nic`)
-//! with a loopback wire, driven over its driver channel as ptpd drives it — with per-step
-//! delivery classes and latency.
+//! driver process (igcd on an emulated i225/i226, or igbd on an i210/i211/i350/82576: `--nic`,
+//! several side by side) with a loopback wire, driven over its driver channel as ptpd drives it
+//! — with per-step delivery classes and latency.
 //!
 //! Modes: the ramp (default); `--compare-sets` (1 set vs 4 sets, capacity ratio);
 //! `--kernel-baseline` (the same ramp against Linux software TX timestamps on loopback in a
@@ -29,8 +29,8 @@ use crate::stats::Latency;
 
 pub const USAGE: &str = "\
 usage: tsperf [options]
-  (default)            ramp TX-timestamp requests through the driver of --nic (igcd on an
-                       emulated i225 by default)
+  (default)            ramp TX-timestamp requests through the driver of each --nic (igcd on
+                       an emulated i225 by default); the capacities side by side
   --compare-sets       run the ramp with 1 and with 4 timestamp sets; print both capacities
                        (ntpperf: highest rate with ≥ 99.9 % / ≥ 99 % on time, 0 lost) and ratios
   --kernel-baseline    also run the ramp against Linux software TX timestamps (SO_TIMESTAMPING,
@@ -38,9 +38,11 @@ usage: tsperf [options]
   --rx                 received-frame throughput through igcd with RX filter NONE, PTP_V2_EVENT
                        and ALL, side by side
 options:
-  --nic NAME           the emulated NIC: i225|i226 (igcd) or i210|i211|i350|82576 (igbd, one
-                       TX timestamp pair); --compare-sets and --rx need i225|i226 (default i225)
-  --sets N             TX timestamp sets for the plain ramp (default 4; 1 on igb parts)
+  --nic LIST           emulated NICs, comma-separated: i225|i226 (igcd) or i210|i211|i350|82576
+                       (igbd, one TX timestamp pair); each run ramps each NIC in turn with a
+                       fresh daemon; --compare-sets and --rx take one i225|i226 (default i225)
+  --sets N             TX timestamp sets for the plain ramp (default: 4 on i225/i226, 1 on igb
+                       parts, which have no more)
   --start RATE         first rate, requests/s (default 1000)
   --max RATE           last rate (default 400000)
   --step-secs S        length of a step (default 1)
@@ -66,11 +68,12 @@ pub enum Mode {
 #[derive(Debug, Clone)]
 pub struct Options {
     pub mode: Mode,
-    pub sets: u8,
+    /// TX timestamp sets asked for (`--sets`); `None`: each NIC's maximum.
+    pub sets: Option<u8>,
     pub json: bool,
     pub ramp: RampConfig,
-    /// The emulated NIC (`--nic`).
-    pub nic: String,
+    /// The emulated NICs (`--nic`), ramped in this order.
+    pub nics: Vec<String>,
     pub igcd: IgcdCommand,
     pub igbd: IgcdCommand,
     pub wire: String,
@@ -86,12 +89,26 @@ pub struct Daemons {
 }
 
 impl Options {
-    /// The daemon driving `--nic` and how to start it.
-    pub fn daemon(&self) -> (&'static str, &IgcdCommand) {
-        match daemon_for(&self.nic) {
+    /// The daemon driving `nic` and how to start it.
+    pub fn daemon(&self, nic: &str) -> (&'static str, &IgcdCommand) {
+        match daemon_for(nic) {
             Some("igbd") => ("igbd", &self.igbd),
             _ => ("igcd", &self.igcd),
         }
+    }
+
+    /// The TX timestamp sets a ramp on `nic` uses: `--sets`, or all the part has.
+    pub fn sets_for(&self, nic: &str) -> u8 {
+        self.sets.unwrap_or(max_sets(nic))
+    }
+}
+
+/// TX timestamp sets of an emulated NIC: 4 on igc parts, one pair on igb parts.
+fn max_sets(nic: &str) -> u8 {
+    if daemon_for(nic) == Some("igbd") {
+        1
+    } else {
+        4
     }
 }
 
@@ -103,16 +120,15 @@ pub fn parse(
     let bad = |e: lexopt::Error| e.to_string();
     let mut o = Options {
         mode: Mode::Ramp,
-        sets: 4,
+        sets: None,
         json: false,
         ramp: RampConfig::default(),
-        nic: "i225".into(),
+        nics: vec!["i225".into()],
         igcd: daemons.igcd,
         igbd: daemons.igbd,
         wire: "loopback".into(),
         runs: 0,
     };
-    let mut sets = None;
     let mut p = lexopt::Parser::from_args(args);
     let secs = |v: f64, what: &str| {
         if v.is_finite() && v > 0.0 && v < 3600.0 {
@@ -126,8 +142,11 @@ pub fn parse(
             Long("compare-sets") => o.mode = Mode::CompareSets,
             Long("kernel-baseline") => o.mode = Mode::KernelBaseline,
             Long("rx") => o.mode = Mode::Rx,
-            Long("sets") => sets = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
-            Long("nic") => o.nic = p.value().map_err(bad)?.string().map_err(bad)?,
+            Long("sets") => o.sets = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
+            Long("nic") => {
+                let list = p.value().map_err(bad)?.string().map_err(bad)?;
+                o.nics = list.split(',').map(str::to_string).collect();
+            }
             Long("start") => o.ramp.start_rate = p.value().map_err(bad)?.parse().map_err(bad)?,
             Long("max") => o.ramp.max_rate = p.value().map_err(bad)?.parse().map_err(bad)?,
             Long("step-secs") => {
@@ -164,7 +183,7 @@ pub fn parse(
     {
         return Err("need 1 ≤ --start ≤ --max ≤ 10000000".into());
     }
-    check_nic(&mut o, sets)?;
+    check_nics(&o)?;
     if o.runs == 0 {
         o.runs = if o.mode == Mode::Rx {
             rx::DEFAULT_ROUNDS
@@ -175,27 +194,23 @@ pub fn parse(
     Ok(Some(o))
 }
 
-/// Checks `--nic` against the mode and sets the TX timestamp sets: igb parts have one pair.
-fn check_nic(o: &mut Options, sets: Option<u8>) -> Result<(), String> {
-    let igb = match daemon_for(&o.nic) {
-        Some(d) => d == "igbd",
-        None => {
+/// Checks `--nic` and `--sets` against each other and the mode: igb parts have one TX stamp
+/// pair; --compare-sets and --rx measure one igc part.
+fn check_nics(o: &Options) -> Result<(), String> {
+    for nic in &o.nics {
+        if daemon_for(nic).is_none() {
             return Err(format!(
-                "unknown --nic {:?} (i225, i226, i210, i211, i350 or 82576)",
-                o.nic
+                "unknown --nic {nic:?} (i225, i226, i210, i211, i350 or 82576)"
             ));
         }
-    };
-    let max = if igb { 1 } else { 4 };
-    o.sets = sets.unwrap_or(max);
-    if !(1..=max).contains(&o.sets) {
-        return Err(format!("--sets must be 1..={max} on the {}", o.nic));
+        let max = max_sets(nic);
+        if o.sets.is_some_and(|n| !(1..=max).contains(&n)) {
+            return Err(format!("--sets must be 1..={max} on the {nic}"));
+        }
     }
-    if igb && matches!(o.mode, Mode::CompareSets | Mode::Rx) {
-        return Err(format!(
-            "--compare-sets and --rx run on i225/i226 only, not on the {}",
-            o.nic
-        ));
+    let one_igc = matches!(&o.nics[..], [n] if daemon_for(n) == Some("igcd"));
+    if matches!(o.mode, Mode::CompareSets | Mode::Rx) && !one_igc {
+        return Err("--compare-sets and --rx run on one i225 or i226".into());
     }
     Ok(())
 }
@@ -245,9 +260,15 @@ fn ramp_target<T: Target>(t: &mut T, o: &Options, run: usize) -> Vec<Step> {
     })
 }
 
-/// `runs` ramps of the `--nic`'s daemon with `sets` TX timestamp sets, a fresh daemon each run.
-fn driver_runs(o: &Options, sets: u8, runs: &mut TargetSummary, run: usize) -> Result<(), String> {
-    let mut d = Driver::start(o.daemon().1, &o.nic, sets, &o.wire)?;
+/// One ramp of `nic`'s daemon with `sets` TX timestamp sets, a fresh daemon, added to `runs`.
+fn driver_runs(
+    o: &Options,
+    nic: &str,
+    sets: u8,
+    runs: &mut TargetSummary,
+    run: usize,
+) -> Result<(), String> {
+    let mut d = Driver::start(o.daemon(nic).1, nic, sets, &o.wire)?;
     runs.target = d.name();
     let steps = ramp_target(&mut d, o, run);
     runs.runs.push(RunFigures::of(steps));
@@ -290,20 +311,34 @@ fn print_summary(o: &Options, mode: &str, targets: &[&TargetSummary]) {
     }
 }
 
-fn run_ramp(o: &Options) -> Result<(), String> {
-    let mut t = empty(o.daemon().0);
-    for run in 1..=o.runs {
-        driver_runs(o, o.sets, &mut t, run)?;
+/// A summary per `--nic`, in order.
+fn nic_targets(o: &Options) -> Vec<TargetSummary> {
+    o.nics.iter().map(|n| empty(o.daemon(n).0)).collect()
+}
+
+/// One ramp of every `--nic` in turn (run `run`), into `targets`.
+fn ramp_each_nic(o: &Options, targets: &mut [TargetSummary], run: usize) -> Result<(), String> {
+    for (nic, t) in o.nics.iter().zip(targets.iter_mut()) {
+        driver_runs(o, nic, o.sets_for(nic), t, run)?;
     }
-    print_summary(o, "ramp", &[&t]);
+    Ok(())
+}
+
+fn run_ramp(o: &Options) -> Result<(), String> {
+    let mut t = nic_targets(o);
+    for run in 1..=o.runs {
+        ramp_each_nic(o, &mut t, run)?;
+    }
+    print_summary(o, "ramp", &t.iter().collect::<Vec<_>>());
     Ok(())
 }
 
 fn compare_sets(o: &Options) -> Result<(), String> {
     let (mut one, mut four) = (empty("1 set"), empty("4 sets"));
+    let nic = &o.nics[0];
     for run in 1..=o.runs {
-        driver_runs(o, 1, &mut one, run)?;
-        driver_runs(o, 4, &mut four, run)?;
+        driver_runs(o, nic, 1, &mut one, run)?;
+        driver_runs(o, nic, 4, &mut four, run)?;
     }
     let c = CompareSets { one, four };
     if o.json {
@@ -318,16 +353,18 @@ fn compare_sets(o: &Options) -> Result<(), String> {
 
 fn kernel_baseline(o: &Options) -> Result<(), String> {
     let mut k = empty("linux software TX timestamps");
-    let mut d = empty(o.daemon().0);
+    let mut d = nic_targets(o);
     for run in 1..=o.runs {
         let mut kt = kernel::KernelTarget::start()?;
         k.target = kt.name();
         let steps = ramp_target(&mut kt, o, run);
         k.runs.push(RunFigures::of(steps));
         drop(kt);
-        driver_runs(o, o.sets, &mut d, run)?;
+        ramp_each_nic(o, &mut d, run)?;
     }
-    print_summary(o, "kernel_baseline", &[&k, &d]);
+    let mut all = vec![&k];
+    all.extend(d.iter());
+    print_summary(o, "kernel_baseline", &all);
     Ok(())
 }
 

@@ -103,7 +103,7 @@ pub fn run(o: &Options) -> Result<(), String> {
     let dir = TempDir::new("rx")?;
     let wire_path = dir.0.join("wire.sock");
     let wire_arg = format!("bind:{}", wire_path.display());
-    let mut d = Driver::start_in(dir, &o.igcd, &o.nic, 4, &wire_arg, &[])?;
+    let mut d = Driver::start_in(dir, &o.igcd, &o.nics[0], 4, &wire_arg, &[])?;
     let mut wire = UnixDatagramWire::connect(&wire_path).map_err(|e| format!("wire: {e}"))?;
     let filters = [RxFilter::None, RxFilter::PtpV2Event, RxFilter::All];
     let dur = o.ramp.step.max(Duration::from_millis(500));
