@@ -393,3 +393,41 @@ pub fn wakeup_ns() -> u64 {
     let _ = echo.join();
     h.quantile_ns(0.5)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> Result<Options, String> {
+        let daemons = Daemons {
+            igcd: vec!["igcd-bin".into()],
+            igbd: vec!["igbd-bin".into()],
+        };
+        parse(args.iter().map(OsString::from), daemons).map(|o| o.expect("not --help"))
+    }
+
+    #[test]
+    fn nic_list_picks_each_daemon_and_its_sets() {
+        let o = opts(&["--nic", "i225,i210,82576"]).unwrap();
+        assert_eq!(o.nics, ["i225", "i210", "82576"]);
+        let picked: Vec<(&str, u8)> = o
+            .nics
+            .iter()
+            .map(|n| (o.daemon(n).0, o.sets_for(n)))
+            .collect();
+        assert_eq!(picked, [("igcd", 4), ("igbd", 1), ("igbd", 1)]);
+        assert_eq!(o.daemon("i350").1, &vec![OsString::from("igbd-bin")]);
+        // --sets 1 applies to every NIC; the default NIC is the i225.
+        let o = opts(&["--nic", "i226,i350", "--sets", "1"]).unwrap();
+        assert_eq!(o.sets_for("i226"), 1);
+        assert_eq!(opts(&[]).unwrap().nics, ["i225"]);
+        for bad in [
+            &["--nic", "i225,"][..],
+            &["--nic", "i210", "--sets", "2"],
+            &["--nic", "i225", "--sets", "5"],
+            &["--nic", "i350", "--rx"],
+        ] {
+            assert!(opts(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}
