@@ -80,6 +80,7 @@ fn a_device_igcd_does_not_drive_is_refused_and_stays_bound() {
         read(&dev.join("device")).trim().trim_start_matches("0x")
     );
     assert!(stderr(&o).contains(&want), "{}: {}", want, stderr(&o));
+    assert!(stderr(&o).contains("igcd drives i225/i226 parts only; nothing was rebound"));
     assert_eq!(std::fs::read_link(dev.join("driver")).ok(), driver_before);
     assert_eq!(read(&dev.join("driver_override")), override_before);
 }

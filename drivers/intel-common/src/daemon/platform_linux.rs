@@ -29,7 +29,13 @@ pub fn run_pci<Fam: Family>(opts: Options<Fam>) -> Result<(), Error> {
         ..LinuxPciOptions::default()
     };
     let (vendor, device) = LinuxPci::peek_ids(&addr, &pci_opts)?;
-    Fam::probe(vendor, device)?;
+    if let Err(e) = Fam::probe(vendor, device) {
+        return Err(Error::Other(format!(
+            "--pci {addr}: {e}: {} drives {} parts only; nothing was rebound",
+            Fam::DAEMON,
+            Fam::MODELS.join("/")
+        )));
+    }
     let func = LinuxPci::open(&addr, &pci_opts)?;
     run(func, opts)
 }
