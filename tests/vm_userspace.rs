@@ -337,3 +337,55 @@ fn guest_follows(g: &mut Guest, gm: [u8; 8]) -> bool {
     let gm: String = gm.iter().map(|b| format!("{b:02x}")).collect();
     v["port_state"] == PortState::Slave.name() && v["grandmaster"] == gm.as_str()
 }
+
+/// Test 3 in a guest whose igc holds the NIC: `igcd --pci` refuses, with a clear message and
+/// exit status 1, an address that does not exist, a device bound to a kernel driver (without
+/// `--unbind`), and a non-root user; after each the NIC is still igc's, its netdev still there.
+#[test]
+fn igcd_pci_refuses_bad_setups_in_a_guest() {
+    let setup = GuestSetup {
+        binaries: vec![env!("CARGO_BIN_EXE_ptplab").into()],
+        append: vec![format!("hugepages={HUGEPAGES}")],
+    };
+    let mut g = boot("badsetup", &setup, Vec::new());
+    let addr = g.nic_addr();
+    assert_eq!(g.driver_of(&addr), "igc", "igc should hold the NIC here");
+    let igcd = "ptplab igcd --channel /tmp/igc0.sock --pci";
+    let cases = [
+        (
+            "no such address",
+            format!("{igcd} 0000:00:1f.7"),
+            "no PCI device 0000:00:1f.7".to_string(),
+        ),
+        (
+            "bound to igc",
+            format!("{igcd} {addr}"),
+            format!("{addr} is bound to the kernel driver igc: pass --unbind"),
+        ),
+        (
+            "not root",
+            format!("su user -c '{igcd} {addr}'"),
+            "permission denied: running as uid 1000".to_string(),
+        ),
+    ];
+    g.run_ok(
+        "mkdir -p /etc; printf 'root:x:0:0::/:/bin/sh\\nuser:x:1000:1000::/tmp:/bin/sh\\n' > /etc/passwd; \
+         printf 'root:x:0:\\nuser:x:1000:\\n' > /etc/group",
+    );
+    assert_eq!(g.run_ok("su user -c 'id -u'").trim(), "1000");
+    for (what, cmd, expect) in cases {
+        let out = g.run(&cmd);
+        eprintln!("[badsetup] {what}: exit {}: {}", out.rc, out.text());
+        assert_eq!(out.rc, 1, "{what}: exit status");
+        assert!(
+            out.text().contains(&expect),
+            "{what}: {:?} lacks {expect:?}",
+            out.text()
+        );
+        assert_eq!(g.driver_of(&addr), "igc", "{what}: the NIC left igc");
+        g.run_ok(&format!("ls /sys/bus/pci/devices/{addr}/net | grep -q eth"));
+        let over = g.run_ok(&format!("cat /sys/bus/pci/devices/{addr}/driver_override"));
+        assert_eq!(over.trim(), "(null)", "{what}: driver_override left set");
+    }
+    let _ = std::fs::remove_dir_all(&g.dir);
+}
