@@ -166,7 +166,8 @@ fn guest_write(g: &mut Guest, path: &str, text: &str) {
 const LOCK_NS: i64 = 1_000;
 const LOCK_SAMPLES: usize = 20;
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
-const LOCK_WITHIN: Duration = Duration::from_secs(90);
+/// Seen: 20-26 s on a 2-core host with other builds running; room for a slower TCG guest.
+const LOCK_WITHIN: Duration = Duration::from_secs(120);
 
 /// Test 1: igcd --pci + ptpd inside the guest drive our i225 model (over x-pci-proxy-dev), the
 /// other end of the cable an igcd + ptpd lab host (master); the guest's ptpd locks, judged on
