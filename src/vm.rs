@@ -13,8 +13,12 @@
 //! handler on every 4 ms timer tick, since under TCG nothing delivers the proxy's INTx.
 
 mod initramfs;
+mod nic;
+mod qemu10;
 
 pub use initramfs::{APT_LINE, GuestSetup, Packages};
+pub use nic::{NicVmConfig, dgram_pair};
+pub use qemu10::Qemu10;
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -42,6 +46,16 @@ pub enum VmError {
         missing: String,
         /// The apt-get line.
         apt: &'static str,
+    },
+    /// QEMU 10 (for QEMU's own `-device igb`) is not there or does not run.
+    #[error(
+        "QEMU 10 from bookworm-backports is needed for -device igb: {why}; provision it with:\n  {command}"
+    )]
+    Qemu10 {
+        /// What was wrong.
+        why: String,
+        /// The shell lines that provision it.
+        command: String,
     },
     /// A file operation failed.
     #[error("{path}: {err}")]
@@ -153,7 +167,8 @@ struct Console {
 /// A running guest.
 pub struct Vm {
     qemu: Child,
-    devhost: Child,
+    /// None for a guest whose NIC is QEMU's own model ([`Vm::boot_qemu_nic`]).
+    devhost: Option<Child>,
     stdin: Option<ChildStdin>,
     console: Arc<Console>,
     reader: Option<std::thread::JoinHandle<()>>,
@@ -229,7 +244,7 @@ impl Vm {
             .chain(setup.append.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
-        let mut qemu = match spawn_qemu(cfg, &pkgs, &initrd, &qemu_end, &append) {
+        let qemu = match spawn_qemu(cfg, &pkgs, &initrd, &qemu_end, &append) {
             Ok(q) => q,
             Err(e) => {
                 stop_child(devhost, Duration::from_secs(2));
@@ -237,12 +252,29 @@ impl Vm {
             }
         };
         drop(qemu_end);
+        Self::attach(
+            qemu,
+            Some(devhost),
+            &cfg.run_dir,
+            report_path,
+            cfg.boot_timeout,
+        )
+    }
+
+    /// Reads the console of a started QEMU and waits for the guest's `/init` to be ready.
+    fn attach(
+        mut qemu: Child,
+        devhost: Option<Child>,
+        run_dir: &Path,
+        report_path: PathBuf,
+        boot_timeout: Duration,
+    ) -> Result<Self, VmError> {
         let stdout = qemu.stdout.take();
         let stdin = qemu.stdin.take();
         let console = Arc::new(Console::default());
         let reader = stdout.map(|out| {
             let c = console.clone();
-            let transcript = cfg.run_dir.join("console.log");
+            let transcript = run_dir.join("console.log");
             std::thread::spawn(move || read_console(out, &c, &transcript))
         });
         let mut vm = Self {
@@ -252,10 +284,10 @@ impl Vm {
             console,
             reader,
             next_cmd: 0,
-            run_dir: cfg.run_dir.clone(),
+            run_dir: run_dir.to_path_buf(),
             report_path,
         };
-        vm.wait_line(|l| l == "@@READY", 0, cfg.boot_timeout, "the guest's /init")?;
+        vm.wait_line(|l| l == "@@READY", 0, boot_timeout, "the guest's /init")?;
         vm.check_devhost()?;
         if let Some(l) = vm
             .console_lines()
@@ -288,7 +320,10 @@ impl Vm {
 
     /// Fails if the device host has exited: the guest would run on without its NIC.
     fn check_devhost(&mut self) -> Result<(), VmError> {
-        match self.devhost.try_wait() {
+        let Some(devhost) = self.devhost.as_mut() else {
+            return Ok(());
+        };
+        match devhost.try_wait() {
             Ok(None) => Ok(()),
             Ok(Some(status)) => Err(VmError::DevhostExited {
                 status: status.to_string(),
@@ -298,9 +333,9 @@ impl Vm {
         }
     }
 
-    /// Process ids of QEMU and the device host.
+    /// Process ids of QEMU and the device host (0 without one).
     pub fn pids(&self) -> (u32, u32) {
-        (self.qemu.id(), self.devhost.id())
+        (self.qemu.id(), self.devhost.as_ref().map_or(0, Child::id))
     }
 
     /// Every console line so far.
@@ -401,7 +436,9 @@ impl Vm {
         // QEMU exits on poweroff (-no-reboot); the device host then sees EOF and writes its
         // report. Either is killed if it overstays.
         wait_or_kill(&mut self.qemu, Duration::from_secs(10));
-        wait_or_kill(&mut self.devhost, Duration::from_secs(5));
+        if let Some(d) = self.devhost.as_mut() {
+            wait_or_kill(d, Duration::from_secs(5));
+        }
         if let Some(r) = self.reader.take() {
             let _ = r.join();
         }
