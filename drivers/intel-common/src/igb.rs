@@ -14,6 +14,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use intel_regs::ids::{self, Part};
 use intel_regs::igb::{self as r, icr, status, timinca};
@@ -281,6 +282,42 @@ pub fn timinca_for(mac: Mac, scaled_ppm: i64) -> u32 {
     }
 }
 
+/// The internal PHY's MDIC address on igb parts (Linux e1000_82575.c: phy.addr = 1; QEMU's
+/// model answers no other).
+const PHY_ADDR: u32 = 1;
+/// PHY register 0 (BMCR) bits: AUTO_NEG_EN (b12), RESTART_AUTO_NEG (b9).
+const BMCR_AUTO_NEG: u32 = (1 << 12) | (1 << 9);
+/// Linux waits up to 1920 × 50 µs for an MDIC cycle (e1000_read_phy_reg_mdic).
+const MDIC_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// One MDIC cycle on [`PHY_ADDR`]: the data read (or written).
+fn mdic<M: Mmio>(regs: &Regs<M>, reg: u32, op: u32, data: u32) -> Result<u32, HwError> {
+    use intel_regs::igc::mdic as m;
+    let cmd = (data & m::DATA_MASK) | (reg << m::REG_SHIFT) | (PHY_ADDR << m::PHY_SHIFT) | op;
+    regs.write(r::MDIC, cmd);
+    let v = regs.poll(
+        "MDIC ready",
+        r::MDIC,
+        m::READY,
+        m::READY,
+        MDIC_TIMEOUT,
+        Duration::from_micros(50),
+    )?;
+    if v & m::ERROR != 0 {
+        return Err(HwError::Unsupported(
+            "MDIC cycle ended with ERROR (no PHY at address 1)",
+        ));
+    }
+    Ok(v & m::DATA_MASK)
+}
+
+/// BMCR |= AUTO_NEG_EN | RESTART_AUTO_NEG.
+fn restart_autoneg<M: Mmio>(regs: &Regs<M>) -> Result<(), HwError> {
+    use intel_regs::igc::mdic as m;
+    let bmcr = mdic(regs, 0, m::OP_READ, 0)?;
+    mdic(regs, 0, m::OP_WRITE, bmcr | BMCR_AUTO_NEG).map(drop)
+}
+
 /// One igb port: the MAC, its timecounter (i350, 82576) and the 82576 RX latch bookkeeping.
 #[derive(Debug, Clone)]
 pub struct Igb {
@@ -400,6 +437,22 @@ impl Family for Igb {
 
     fn shared_causes(&self) -> u32 {
         SHARED_CAUSES
+    }
+
+    /// A missing EECD.AUTO_RD is tolerated, as Linux igb does ([`mac::reset_with`]).
+    fn reset<M: Mmio>(&self, regs: &Regs<M>) -> Result<(), HwError> {
+        mac::reset_with(regs, &MAC, false)
+    }
+
+    /// Restarts the PHY's autonegotiation first, as Linux igb's copper link setup ends
+    /// (igb_copper_link_autoneg: PHY_CONTROL |= AUTO_NEG_EN | RESTART_AUTO_NEG). QEMU's 82576
+    /// model (-device igb) clears STATUS.LU on CTRL.RST and sets it again only 500 ms after such
+    /// a restart; our models keep the link and ignore the restart.
+    fn link_up<M: Mmio>(&self, regs: &Regs<M>, wait: Duration) -> Link {
+        if let Err(e) = restart_autoneg(regs) {
+            log::warn!("PHY autonegotiation restart: {e}");
+        }
+        self.link_from_status(mac::link_up(regs, wait))
     }
 
     fn clock(&self) -> IgbClock {
@@ -613,7 +666,10 @@ impl Igb {
             let l = regs.read(r::RXSTMPL);
             let h = regs.read(r::RXSTMPH);
             *self.rx.held_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            if Some(seq) == sequence_id(frame) {
+            // RXSATRH b31:16 as a number, or with its bytes swapped: no driver source says
+            // which byte order the part uses, and QEMU's model (-device igb) stores the wire
+            // bytes little-endian (le16_to_cpu of the big-endian field), i.e. swapped.
+            if sequence_id(frame).is_some_and(|s| s == seq || s == seq.swap_bytes()) {
                 rx_ns = Some(self.raw_to_ns((h as u64) << 32 | l as u64));
             }
         }
