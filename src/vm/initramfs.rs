@@ -503,6 +503,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_rebuilt_binary_changes_the_cache_name() {
+        let dir = std::env::temp_dir().join(format!("redox-ptp-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bin = dir.join("prog");
+        std::fs::write(&bin, b"v1").unwrap();
+        let pkgs = Packages {
+            qemu: QEMU.into(),
+            vmlinuz: "/boot/vmlinuz-x".into(),
+            kernel_release: "x".into(),
+            versions: vec!["linuxptp=1".into()],
+        };
+        let setup = GuestSetup::userspace(vec![bin.clone()], 4);
+        let name = |s: &GuestSetup| pkgs.cache_name("init", &s.key().unwrap());
+        let first = name(&setup);
+        assert_eq!(first, name(&setup), "same binary, same archive");
+        assert!(first.contains("-bin-"), "{first}");
+        assert!(!name(&GuestSetup::default()).contains("-bin-"));
+        // A rebuild: same size, later mtime.
+        let f = std::fs::File::options().write(true).open(&bin).unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        f.set_modified(later).unwrap();
+        assert_ne!(
+            first,
+            name(&setup),
+            "a rebuilt binary must make a new archive"
+        );
+        assert!(matches!(
+            GuestSetup::userspace(vec![dir.join("absent")], 4).key(),
+            Err(VmError::Io { .. })
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn cpio_newc_layout() {
         let mut c = Cpio::default();
         c.file("init", b"abc", 0o755);
