@@ -177,6 +177,16 @@ impl PhysArena {
         Ok(Arc::new(pinned))
     }
 
+    /// Maps the first hugepage now and reads its physical address, so that missing hugepages
+    /// or hidden PFNs fail while the caller can still undo its setup. A driver's rings (about
+    /// 1 MiB for igcd and igbd) then come from this page.
+    pub fn reserve(&mut self) -> Result<(), LinuxPciError> {
+        if self.current.is_none() {
+            self.current = Some((self.pin(HUGEPAGE, true)?, 0));
+        }
+        Ok(())
+    }
+
     /// `len` bytes, zeroed (fresh pages, never handed out twice), physically contiguous.
     pub fn alloc(&mut self, len: usize) -> Result<DmaRegion, LinuxPciError> {
         if len == 0 || len > HUGEPAGE {

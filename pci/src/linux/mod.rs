@@ -123,6 +123,9 @@ pub struct LinuxPciOptions {
     pub dev: PathBuf,
     /// `/proc/self/pagemap`.
     pub pagemap: PathBuf,
+    /// Without an IOMMU: map the first DMA hugepage inside [`LinuxPci::open`], so that missing
+    /// hugepages or hidden physical addresses undo the binding instead of failing later.
+    pub reserve_dma: bool,
 }
 
 impl Default for LinuxPciOptions {
@@ -134,6 +137,7 @@ impl Default for LinuxPciOptions {
             sysfs: "/sys".into(),
             dev: "/dev".into(),
             pagemap: "/proc/self/pagemap".into(),
+            reserve_dma: true,
         }
     }
 }
@@ -390,10 +394,14 @@ fn open_uio(
         .ok()
         .and_then(|s| s.parse::<u32>().ok())
         .filter(|&n| n != 0);
+    let mut dma = PhysArena::new(&opts.pagemap, Some(config.clone()));
+    if opts.reserve_dma {
+        dma.reserve()?;
+    }
     Ok(Access::Uio {
         uio: Arc::new(uio),
         irq_line,
-        dma: PhysArena::new(&opts.pagemap, Some(config.clone())),
+        dma,
         config,
     })
 }

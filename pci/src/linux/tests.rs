@@ -91,6 +91,8 @@ impl Fake {
             sysfs: self.root.join("sys"),
             dev: self.root.join("dev"),
             pagemap: self.root.join("proc/pagemap"),
+            // Opens that must succeed cannot map a hugepage on a host without any.
+            reserve_dma: false,
         }
     }
 
@@ -531,3 +533,36 @@ impl PipeWrite for &fs::File {
 }
 
 use std::os::fd::FromRawFd;
+
+/// Without an IOMMU, open maps the first DMA hugepage itself: a setup without hugepages (or
+/// whose pagemap cannot be read) fails inside open, where a binding is still undone.
+#[test]
+fn open_fails_early_when_dma_memory_cannot_be_had() {
+    let f = Fake::new();
+    f.bind_link(UIO_DRIVER);
+    let opts = LinuxPciOptions {
+        reserve_dma: true,
+        pagemap: f.root.join("proc/no-such-pagemap"),
+        ..f.opts()
+    };
+    match open_err(&opts) {
+        LinuxPciError::Io { what, .. } => assert!(what.contains("no-such-pagemap"), "{what}"),
+        other => panic!("{other:?}"),
+    }
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap();
+    let free = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("HugePages_Free:"))
+        .map(|v| v.trim().parse::<u64>().unwrap());
+    if free == Some(0) {
+        // This host has no free hugepage: the typed error that says how to reserve some.
+        let opts = LinuxPciOptions {
+            reserve_dma: true,
+            pagemap: "/proc/self/pagemap".into(),
+            ..f.opts()
+        };
+        let e = open_err(&opts);
+        assert!(matches!(e, LinuxPciError::NoHugepages { .. }), "{e:?}");
+        assert!(e.to_string().contains("/proc/sys/vm/nr_hugepages"), "{e}");
+    }
+}
