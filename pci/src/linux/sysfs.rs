@@ -3,7 +3,8 @@
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use super::{LinuxPciError, PciAddr};
 
@@ -104,13 +105,9 @@ impl Sysfs {
                 detail: "not loaded, and loading modules is off".into(),
             });
         };
-        let detail = match Command::new(modprobe).arg(driver).output() {
-            Ok(out) if out.status.success() => String::new(),
-            Ok(out) => format!(
-                "{} {driver}: {}",
-                modprobe.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
+        let detail = match run_bounded(modprobe, driver, MODPROBE_TIMEOUT) {
+            Ok(None) => String::new(),
+            Ok(Some(stderr)) => format!("{} {driver}: {stderr}", modprobe.display()),
             Err(e) => format!("{}: {e}", modprobe.display()),
         };
         if self.driver_dir(driver).is_dir() {
@@ -125,6 +122,41 @@ impl Sysfs {
             },
         })
     }
+}
+
+/// How long `modprobe` may take.
+const MODPROBE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs `prog arg`, killing it after `timeout`: `Ok(None)` on success, `Ok(Some(stderr))` on
+/// failure.
+fn run_bounded(prog: &Path, arg: &str, timeout: Duration) -> std::io::Result<Option<String>> {
+    let mut child = Command::new(prog)
+        .arg(arg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(Some(format!("still running after {timeout:?}; killed")));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if status.success() {
+        return Ok(None);
+    }
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    Ok(Some(format!("{status}: {}", err.trim())))
 }
 
 /// One sysfs step already taken, and how to take it back.
@@ -220,5 +252,24 @@ impl Drop for Binding<'_> {
                 Err(e) => log::error!("{}: undoing {step:?}: {e}", self.addr),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hanging_modprobe_is_killed_at_its_deadline() {
+        let t = Instant::now();
+        let r = run_bounded(Path::new("sleep"), "30", Duration::from_millis(200)).unwrap();
+        assert!(r.unwrap().contains("killed"));
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert_eq!(
+            run_bounded(Path::new("true"), "x", Duration::from_secs(10)).unwrap(),
+            None
+        );
+        let e = run_bounded(Path::new("false"), "x", Duration::from_secs(10)).unwrap();
+        assert!(e.unwrap().contains("exit status: 1"));
     }
 }
