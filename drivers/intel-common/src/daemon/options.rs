@@ -23,9 +23,9 @@ pub fn usage<Fam: Family>() -> String {
 const USAGE: &str = "\
 usage: igcd [options]
   --emulate MODELS run on an emulated NIC (host builds)
-  --pci ADDR              Linux: drive the PCI function at ADDR (0000:03:00.0) from userspace,
-                          bound to vfio-pci (IOMMU) or uio_pci_generic (no IOMMU: hugepages and
-                          root needed); it stays bound to that driver after exit
+  --pci ADDR              Linux, as root: drive the PCI function at ADDR (0000:03:00.0) from
+                          userspace, bound to vfio-pci (IOMMU) or uio_pci_generic (no IOMMU: needs
+                          a free 2 MiB hugepage); it stays bound to that driver after exit
   --unbind                with --pci: detach the function from the kernel driver holding it
   --channel PATH          driver channel socket ptpd connects to (required on Linux hosts)
   --clock-page PATH       publish the clock page at PATH
