@@ -1,11 +1,12 @@
 //! The e1000-style MAC that igc and igb parts share: reset, link, queue 0 rings, MSI-X routing
 //! and the in-buffer RX timestamp mode are the same sequences with the same bits on both
 //! (reference §6, §8.1, §10; Linux e1000_defines.h and igc_defines.h agree on every bit used
-//! here, a test checks it); only some offsets differ, which a family gives as [`MacRegs`].
+//! here). Every fixed offset and bit comes from `intel_regs::e1000`, the registers both families
+//! share; the offsets that differ come from the family as [`MacRegs`].
 
 use std::time::Duration;
 
-use intel_regs::igc::{
+use intel_regs::e1000::{
     self as r, ctrl, ctrl_ext, eecd, gpie, icr, rctl, srrctl, status, tctl, xdctl,
 };
 use ptp_pci::Mmio;
@@ -229,7 +230,7 @@ pub fn in_buffer_rx_stamps<M: Mmio>(
     tsyncrxctl: Option<u32>,
     rxpbs: bool,
 ) {
-    use intel_regs::igc::rxpbs::CFG_TS_EN;
+    use intel_regs::e1000::rxpbs::CFG_TS_EN;
     match tsyncrxctl {
         None => {
             regs.write(r::TSYNCRXCTL, 0);
@@ -251,7 +252,7 @@ pub fn in_buffer_rx_stamps<M: Mmio>(
 #[cfg(test)]
 mod tests {
     use super::MacRegs;
-    use intel_regs::{igb as b, igc as c};
+    use intel_regs::{e1000 as e, igb as b, igc as c};
 
     #[test]
     fn queue_registers_follow_each_familys_base() {
@@ -305,70 +306,74 @@ mod tests {
         }
     }
 
+    /// Names every `e1000` item this module programs, as `e1000`, `igc` and `igb` paths.
+    macro_rules! shared {
+        ($($($seg:ident)::+),* $(,)?) => {
+            [$((stringify!($($seg)::+), e::$($seg)::+, c::$($seg)::+, b::$($seg)::+)),*]
+        };
+    }
+
+    /// This module takes its bits and offsets from `e1000` and writes them on both families; a
+    /// family module that shadows one with its own value (igc and igb re-export `e1000` and may
+    /// add to it) would make the family's name and this module's write disagree.
     #[test]
-    fn igc_and_igb_share_every_bit_this_module_programs() {
-        let pairs = [
-            (c::ctrl::GIO_MASTER_DISABLE, b::ctrl::GIO_MASTER_DISABLE),
-            (c::ctrl::SLU, b::ctrl::SLU),
-            (c::ctrl::FRCSPD, b::ctrl::FRCSPD),
-            (c::ctrl::FRCDPX, b::ctrl::FRCDPX),
-            (c::ctrl::RST, b::ctrl::RST),
-            (c::status::LU, b::status::LU),
-            (c::status::GIO_MASTER_ENABLE, b::status::GIO_MASTER_ENABLE),
-            (c::eecd::AUTO_RD, b::eecd::AUTO_RD),
-            (c::ctrl_ext::DRV_LOAD, b::ctrl_ext::DRV_LOAD),
-            (c::icr::LSC, b::icr::LSC),
-            (c::icr::DOUTSYNC, b::icr::DOUTSYNC),
-            (c::icr::DRSTA, b::icr::DRSTA),
-            (c::icr::TS, b::icr::TS),
-            (c::gpie::NSICR, b::gpie::NSICR),
-            (c::gpie::MSIX_MODE, b::gpie::MSIX_MODE),
-            (c::gpie::EIAME, b::gpie::EIAME),
-            (c::gpie::PBA, b::gpie::PBA),
-            (c::tctl::PSP, b::tctl::PSP),
-            (c::tctl::EN, b::tctl::EN),
-            (c::tctl::RTLC, b::tctl::RTLC),
-            (c::tctl::CT_MASK, b::tctl::CT_MASK),
-            (c::rctl::EN, b::rctl::EN),
-            (c::rctl::BAM, b::rctl::BAM),
-            (c::rctl::SECRC, b::rctl::SECRC),
-            (c::rctl::LPE, b::rctl::LPE),
-            (c::rctl::UPE, b::rctl::UPE),
-            (c::rctl::MPE, b::rctl::MPE),
-            (c::xdctl::QUEUE_ENABLE, b::xdctl::QUEUE_ENABLE),
-            (c::srrctl::TIMESTAMP, b::srrctl::TIMESTAMP),
-            (
-                c::srrctl::DESCTYPE_ADV_ONEBUF,
-                b::srrctl::DESCTYPE_ADV_ONEBUF,
-            ),
-            (c::rxpbs::CFG_TS_EN, b::rxpbs::CFG_TS_EN),
-            (c::IVAR_VALID, b::IVAR_VALID),
+    fn igc_and_igb_keep_every_shared_value_this_module_programs() {
+        let items = shared![
+            ctrl::GIO_MASTER_DISABLE,
+            ctrl::SLU,
+            ctrl::FRCSPD,
+            ctrl::FRCDPX,
+            ctrl::RST,
+            status::LU,
+            status::GIO_MASTER_ENABLE,
+            eecd::AUTO_RD,
+            ctrl_ext::DRV_LOAD,
+            icr::LSC,
+            icr::DOUTSYNC,
+            icr::DRSTA,
+            icr::TS,
+            gpie::NSICR,
+            gpie::MSIX_MODE,
+            gpie::EIAME,
+            gpie::PBA,
+            tctl::PSP,
+            tctl::EN,
+            tctl::RTLC,
+            tctl::CT_MASK,
+            tctl::CT_SHIFT,
+            rctl::EN,
+            rctl::BAM,
+            rctl::SECRC,
+            rctl::LPE,
+            rctl::UPE,
+            rctl::MPE,
+            xdctl::QUEUE_ENABLE,
+            srrctl::TIMESTAMP,
+            srrctl::DESCTYPE_ADV_ONEBUF,
+            srrctl::BSIZEHDR_SHIFT,
+            rxpbs::CFG_TS_EN,
+            IVAR_VALID,
+            CTRL,
+            STATUS,
+            EECD,
+            CTRL_EXT,
+            RCTL,
+            TCTL,
+            RXPBS,
+            GPIE,
+            EIMS,
+            EIAC,
+            EIAM,
+            IVAR0,
+            IVAR_MISC,
+            TSYNCRXCTL,
         ];
-        for (i, (x, y)) in pairs.iter().enumerate() {
-            assert_eq!(x, y, "pair {i}");
+        for (name, shared, igc, igb) in items {
+            assert_eq!((igc, igb), (shared, shared), "{name}: igc, igb vs e1000");
         }
-        assert_eq!(c::srrctl::BSIZEHDR_SHIFT, b::srrctl::BSIZEHDR_SHIFT);
-        let offsets = [
-            (c::CTRL, b::CTRL),
-            (c::STATUS, b::STATUS),
-            (c::EECD, b::EECD),
-            (c::CTRL_EXT, b::CTRL_EXT),
-            (c::RCTL, b::RCTL),
-            (c::TCTL, b::TCTL),
-            (c::RXPBS, b::RXPBS),
-            (c::ral(0), b::ral(0)),
-            (c::rah(0), b::rah(0)),
-            (c::GPIE, b::GPIE),
-            (c::EIMS, b::EIMS),
-            (c::EIAC, b::EIAC),
-            (c::EIAM, b::EIAM),
-            (c::IVAR0, b::IVAR0),
-            (c::IVAR_MISC, b::IVAR_MISC),
-            (c::TSYNCRXCTL, b::TSYNCRXCTL),
-        ];
-        for (i, (x, y)) in offsets.iter().enumerate() {
-            assert_eq!(x, y, "offset {i}");
+        for n in 0..16 {
+            assert_eq!([c::ral(n), b::ral(n)], [e::ral(n); 2], "RAL({n})");
+            assert_eq!([c::rah(n), b::rah(n)], [e::rah(n); 2], "RAH({n})");
         }
-        assert_eq!(c::tctl::CT_SHIFT, b::tctl::CT_SHIFT);
     }
 }

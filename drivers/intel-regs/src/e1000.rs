@@ -1,0 +1,189 @@
+//! The e1000-style registers igc (i225/i226) and igb (i210/i350/82576) parts have in common:
+//! the same offset, and the same bits in the same places, on both families. `igc` and `igb`
+//! re-export everything here, so `intel_regs::igc::CTRL` and `intel_regs::igb::CTRL` are one
+//! constant; a family module adds its own bits to a shared group by re-exporting it inside its
+//! own module of the same name.
+//!
+//! Only what both Linux drivers define with the same value belongs here (`igc_regs.h` /
+//! `igc_defines.h` as `IGC_*` and `e1000_regs.h` / `e1000_defines.h` as `E1000_*`). Each group
+//! names its section of `shared/reference/intel-timesync.md`. What differs (the ICR block, queue
+//! offsets, EERD, the TX stamp sets, TIMADJ's name) stays in the family modules.
+
+// --- General (§10.1 for igc; e1000_regs.h E1000_CTRL..E1000_MTA for igb) ---
+pub const CTRL: u32 = 0x0000;
+pub const STATUS: u32 = 0x0008;
+pub const EECD: u32 = 0x0010;
+pub const CTRL_EXT: u32 = 0x0018;
+pub const MDIC: u32 = 0x0020;
+pub const RCTL: u32 = 0x0100;
+pub const TCTL: u32 = 0x0400;
+pub const TIPG: u32 = 0x0410;
+/// §1: "same on i210/i211".
+pub const RXPBS: u32 = 0x2404;
+pub const MTA: u32 = 0x5200;
+
+/// Receive address low/high, entry `n` (§10.1; E1000_RAL/RAH(n) for n < 16).
+pub const fn ral(n: u32) -> u32 {
+    0x5400 + 8 * n
+}
+pub const fn rah(n: u32) -> u32 {
+    0x5404 + 8 * n
+}
+
+/// CTRL (§10.1; E1000_CTRL_* = IGC_CTRL_*).
+pub mod ctrl {
+    pub const GIO_MASTER_DISABLE: u32 = 1 << 2;
+    pub const SLU: u32 = 1 << 6;
+    pub const FRCSPD: u32 = 1 << 11;
+    pub const FRCDPX: u32 = 1 << 12;
+    /// igb: global reset (E1000_CTRL_RST); igc: port reset since "igc: Change Device Reset to
+    /// Port Reset" (IGC_CTRL_RST). Same bit, and the MAC code's reset sequence is the same.
+    pub const RST: u32 = 1 << 26;
+    pub const PHY_RST: u32 = 1 << 31;
+}
+
+/// STATUS (§10.1; E1000_STATUS_* = IGC_STATUS_*).
+pub mod status {
+    pub const FD: u32 = 1 << 0;
+    pub const LU: u32 = 1 << 1;
+    pub const SPEED_100: u32 = 1 << 6;
+    pub const SPEED_1000: u32 = 1 << 7;
+    pub const GIO_MASTER_ENABLE: u32 = 1 << 19;
+}
+
+/// EECD (§10.1; E1000_EECD_AUTO_RD = IGC_EECD_AUTO_RD).
+pub mod eecd {
+    /// NVM auto-read done; polled after reset.
+    pub const AUTO_RD: u32 = 1 << 9;
+}
+
+/// CTRL_EXT (§10.1; E1000_CTRL_EXT_DRV_LOAD = IGC_CTRL_EXT_DRV_LOAD).
+pub mod ctrl_ext {
+    /// Tells firmware a driver owns the port.
+    pub const DRV_LOAD: u32 = 1 << 28;
+}
+
+// --- Interrupts (§6: GPIE, EICS..EICR, IVAR "same" on igb; only ICR/ICS/IMS/IMC move) ---
+pub const GPIE: u32 = 0x1514;
+pub const EICS: u32 = 0x1520;
+pub const EIMS: u32 = 0x1524;
+pub const EIMC: u32 = 0x1528;
+pub const EIAC: u32 = 0x152C;
+pub const EIAM: u32 = 0x1530;
+pub const EICR: u32 = 0x1580;
+pub const IVAR0: u32 = 0x1700;
+pub const IVAR_MISC: u32 = 0x1740;
+/// IVAR entries: vector | VALID (§6; E1000_IVAR_VALID = IGC_IVAR_VALID).
+pub const IVAR_VALID: u32 = 0x80;
+
+/// ICR/ICS/IMS/IMC bits, wherever the family puts that block (§6: TS b19 "igb's ICR at 0xC0 uses
+/// the same bit"; the others E1000_ICR_* = IGC_ICR_*).
+pub mod icr {
+    pub const TXDW: u32 = 1 << 0;
+    pub const LSC: u32 = 1 << 2;
+    /// RX descriptor minimum threshold; igb raises it through ICS to run its handler.
+    pub const RXDMT0: u32 = 1 << 4;
+    pub const RXT0: u32 = 1 << 7;
+    /// Time sync: a TSICR cause is pending.
+    pub const TS: u32 = 1 << 19;
+    pub const DOUTSYNC: u32 = 1 << 28;
+    pub const DRSTA: u32 = 1 << 30;
+    pub const INT_ASSERTED: u32 = 1 << 31;
+}
+
+/// GPIE (§6; E1000_GPIE_* = IGC_GPIE_*).
+pub mod gpie {
+    pub const NSICR: u32 = 1 << 0;
+    pub const MSIX_MODE: u32 = 1 << 4;
+    pub const EIAME: u32 = 1 << 30;
+    pub const PBA: u32 = 1 << 31;
+}
+
+// --- Queue control bits (§10.1; the queue registers' offsets differ per family) ---
+
+/// RCTL (§10.1; E1000_RCTL_* = IGC_RCTL_*).
+pub mod rctl {
+    pub const EN: u32 = 1 << 1;
+    pub const UPE: u32 = 1 << 3;
+    pub const MPE: u32 = 1 << 4;
+    pub const LPE: u32 = 1 << 5;
+    pub const BAM: u32 = 1 << 15;
+    pub const SECRC: u32 = 1 << 26;
+}
+
+/// TCTL (§10.1; E1000_TCTL_* = IGC_TCTL_*).
+pub mod tctl {
+    pub const EN: u32 = 1 << 1;
+    pub const PSP: u32 = 1 << 3;
+    pub const CT_SHIFT: u32 = 4;
+    pub const CT_MASK: u32 = 0xFF << CT_SHIFT;
+    pub const RTLC: u32 = 1 << 24;
+}
+
+/// RXDCTL/TXDCTL (§10.1; E1000_RXDCTL_QUEUE_ENABLE = IGC_RXDCTL_QUEUE_ENABLE).
+pub mod xdctl {
+    pub const QUEUE_ENABLE: u32 = 1 << 25;
+}
+
+/// SRRCTL (§10.1; E1000_SRRCTL_* = IGC_SRRCTL_*; TIMESTAMP on 82580 and later, §8.2).
+pub mod srrctl {
+    pub const BSIZEHDR_SHIFT: u32 = 2;
+    pub const DESCTYPE_ADV_ONEBUF: u32 = 1 << 25;
+    /// Stamp received frames into the buffer.
+    pub const TIMESTAMP: u32 = 1 << 30;
+}
+
+/// RXPBS (§1; E1000_RXPBS_CFG_TS_EN = IGC_RXPBS_CFG_TS_EN).
+pub mod rxpbs {
+    /// Put RX timestamps into the packet buffer (i210/i211 on igb).
+    pub const CFG_TS_EN: u32 = 1 << 31;
+}
+
+// --- Time sync (§1: "identical offsets on igc and igb unless a column says otherwise") ---
+pub const SYSTIML: u32 = 0xB600;
+pub const SYSTIMH: u32 = 0xB604;
+pub const TIMINCA: u32 = 0xB608;
+pub const TSYNCTXCTL: u32 = 0xB614;
+pub const TSYNCRXCTL: u32 = 0xB620;
+pub const TSAUXC: u32 = 0xB640;
+pub const TSICR: u32 = 0xB66C;
+pub const TSIM: u32 = 0xB674;
+/// Time-sync RX message filter.
+pub const TSYNCRXCFG: u32 = 0x5F50;
+/// Time-sync SDP routing (§2.3).
+pub const TSSDP: u32 = 0x003C;
+
+/// TSYNCTXCTL (§2.1).
+pub mod tsynctxctl {
+    pub const ENABLED: u32 = 1 << 4;
+}
+
+/// TSYNCRXCTL (§2.2): TYPE b3:1, values already shifted.
+pub mod tsyncrxctl {
+    pub const TYPE_MASK: u32 = 0x0E;
+    pub const TYPE_L2_V2: u32 = 0x00;
+    pub const TYPE_L4_V1: u32 = 0x02;
+    pub const TYPE_L2_L4_V2: u32 = 0x04;
+    pub const TYPE_ALL: u32 = 0x08;
+    pub const TYPE_EVENT_V2: u32 = 0x0A;
+    pub const ENABLED: u32 = 1 << 4;
+}
+
+/// TIMINCA (§1, §4): igc and i210/i350/82580; the 82576 layout is in `igb::timinca`.
+pub mod timinca {
+    /// 1 = slow down.
+    pub const ISGN: u32 = 1 << 31;
+    pub const INCVALUE_MASK: u32 = 0x7FFF_FFFF;
+}
+
+/// TSICR/TSIM causes (§2.4).
+pub mod tsicr {
+    pub const SYS_WRAP: u32 = 1 << 0;
+    pub const TXTS: u32 = 1 << 1;
+}
+
+/// Advanced RX write-back status (§9: "igb has MAC_TSTAMP, DD, TSIP at the same bits").
+pub mod rxd {
+    /// The buffer starts with the 16-byte timestamp header (§8.1).
+    pub const STAT_TSIP: u32 = 1 << 15;
+}
