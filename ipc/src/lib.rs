@@ -5,6 +5,8 @@
 //! - [`transport`]: datagram transports (in-process, Unix SOCK_SEQPACKET on Linux hosts, scheme
 //!   handles on Redox) behind one trait, and the typed [`transport::Channel`] on top;
 //! - [`clockpage`]: the seqlock-protected read-only clock page;
+//! - [`ring`] (Unix): shared-memory SPSC ring pairs with signal suppression, a `Transport` for
+//!   the hot path;
 //! - [`time`]: the host clocks the whole project uses;
 //! - [`readiness`]: which readiness protocol a daemon speaks, decided from its environment;
 //! - `redox` (Redox only): readiness towards init/pcid-spawner, time-scheme timers and the
@@ -15,6 +17,8 @@ pub mod msg;
 pub mod readiness;
 #[cfg(target_os = "redox")]
 pub mod redox;
+#[cfg(unix)]
+pub mod ring;
 #[cfg(target_os = "linux")]
 #[doc(hidden)]
 pub mod testing;

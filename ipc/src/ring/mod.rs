@@ -1,0 +1,436 @@
+//! Shared-memory ring channels with signal suppression (issue 16): the hot path between a
+//! driver and ptpd without a syscall per message.
+//!
+//! A region (memfd on Linux, a `shm` scheme segment on Redox) holds two single-producer /
+//! single-consumer rings, one per direction, of fixed-size slots carrying one encoded message
+//! each (the `wire` encoding; a message larger than a slot is refused, never cut). The two
+//! sides are A (the creator, which offers the region) and B (which attaches).
+//!
+//! Signal suppression: a consumer that finds its ring empty announces that it will sleep
+//! (`consumer_sleeping`), re-checks the ring, and only then waits on its bell; a producer that
+//! publishes a message signals the peer's bell only when that flag is set (and clears it). Both
+//! sides use a SeqCst fence between their store and their load (store head / load flag against
+//! store flag / load head), so at least one of them sees the other: either the consumer finds
+//! the message on its re-check, or the producer finds the flag and signals — no lost wake-up.
+//! A consumer with work never makes a syscall. The same handshake runs the other way for a
+//! producer waiting for space in a full ring (`producer_waiting`).
+//!
+//! Bells: an eventfd per side on Linux, polled together with the control socket the region was
+//! passed over, whose hang-up tells a waiter that the peer process is gone; on Redox a futex on
+//! a per-side word in the region, waited in bounded slices that re-check the peer's liveness.
+//! Every wait is bounded by the caller's timeout; a clean close sets the side's `closed` word.
+//!
+//! [`RingEndpoint`] implements [`Transport`](crate::transport::Transport), so a `Channel` over a
+//! ring pair is used exactly like one over a socket.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::transport::{Transport, TransportError};
+
+mod layout;
+mod map;
+use layout::{Control, RingView};
+pub use layout::{Geometry, MAGIC, MAX_SLOT, MAX_SLOTS, MIN_SLOT, VERSION};
+use map::Mapping;
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::{accept_ring, offer_ring};
+
+#[cfg(target_os = "redox")]
+mod redox;
+#[cfg(target_os = "redox")]
+pub use redox::{attach_ring_named, create_ring_named};
+
+/// Why a ring operation failed.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum RingError {
+    #[error("ring header magic {0:#018x} is not a ring's")]
+    BadMagic(u64),
+    #[error("ring layout version {0} (this build speaks {VERSION})")]
+    BadVersion(u32),
+    #[error(
+        "ring geometry {slot_size} B x {slot_count} slots out of bounds \
+         (slot {MIN_SLOT}..={MAX_SLOT} B, a multiple of 8; count a power of two 2..={MAX_SLOTS})"
+    )]
+    BadGeometry { slot_size: u32, slot_count: u32 },
+    #[error("ring region of {have} bytes is smaller than its header says ({need})")]
+    RegionTooSmall { have: usize, need: usize },
+    /// Nothing was sent.
+    #[error("message of {len} bytes exceeds the ring's slot payload of {max}")]
+    TooLarge { len: usize, max: usize },
+    /// The ring is full (back-pressure); nothing was sent.
+    #[error("ring full")]
+    Full,
+    #[error("timed out")]
+    Timeout,
+    /// The peer closed its end or its process is gone; or this end was shut down.
+    #[error("ring peer gone")]
+    PeerGone,
+    /// The peer wrote inconsistent indices or slot lengths.
+    #[error("ring corrupt: {0}")]
+    Corrupt(&'static str),
+    /// The region or setup message the peer passed is not acceptable.
+    #[error("ring setup: {0}")]
+    Setup(String),
+    #[error("{0}")]
+    Io(String),
+}
+
+impl From<RingError> for TransportError {
+    fn from(e: RingError) -> Self {
+        match e {
+            RingError::TooLarge { len, .. } => TransportError::TooLarge(len),
+            RingError::Full | RingError::Timeout => TransportError::Timeout,
+            RingError::PeerGone => TransportError::Disconnected,
+            e => TransportError::Io(e.to_string()),
+        }
+    }
+}
+
+/// How a region is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingConfig {
+    pub geometry: Geometry,
+    /// Polls of an empty ring (about 10-50 ns each) before the consumer announces sleep, so a
+    /// message that is just behind costs no wake-up.
+    pub spin: u32,
+}
+
+impl Default for RingConfig {
+    /// 256 slots of 512 bytes per direction (a PTP event frame with its header fits; a bigger
+    /// message gets `TooLarge`): 257 KiB in all.
+    fn default() -> Self {
+        RingConfig {
+            geometry: Geometry {
+                slot_size: 512,
+                slot_count: 256,
+            },
+            spin: 200,
+        }
+    }
+}
+
+/// What a wait on our bell ended with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woken {
+    Signal,
+    Timeout,
+}
+
+/// A side's doorbell: how it wakes its peer and waits to be woken.
+pub(crate) trait Bell: Send + Sync {
+    /// Wakes the peer (its `wait` returns `Signal`).
+    fn ring_peer(&self) -> Result<(), RingError>;
+    /// Wakes our own waiters (shutdown).
+    fn ring_self(&self);
+    /// Waits for our bell at most `timeout` (`None`: until rung or the peer dies). A dead peer
+    /// is `Err(PeerGone)`.
+    fn wait(&self, timeout: Option<Duration>) -> Result<Woken, RingError>;
+}
+
+/// Counters of one endpoint (its own actions; the peer keeps its own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RingStats {
+    pub sent: u64,
+    pub received: u64,
+    /// Signals this side sent to the peer (peer asleep on an empty ring or a full one).
+    pub signals: u64,
+    /// Waits on our bell (after announcing sleep and re-checking).
+    pub sleeps: u64,
+    /// Waits that ended by a signal (including a stale one left from an earlier handshake).
+    pub wakeups: u64,
+    /// Waits that ended by their timeout.
+    pub wait_timeouts: u64,
+    /// Sends that found the ring full.
+    pub full_events: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    sent: AtomicU64,
+    received: AtomicU64,
+    signals: AtomicU64,
+    sleeps: AtomicU64,
+    wakeups: AtomicU64,
+    wait_timeouts: AtomicU64,
+    full_events: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One side of a ring pair: sends on one ring, receives from the other.
+///
+/// `send` and `recv` take `&self`; concurrent senders (or receivers) are serialised by a mutex
+/// held only while a slot is copied, never across a wait.
+pub struct RingEndpoint {
+    // Field order: the views and bell point into `map`, which is dropped last.
+    tx: RingView,
+    rx: RingView,
+    head: Mutex<u64>,
+    tail: Mutex<u64>,
+    side: usize,
+    spin: u32,
+    down: AtomicBool,
+    counters: Counters,
+    bell: Box<dyn Bell>,
+    map: Mapping,
+}
+
+impl RingEndpoint {
+    /// Wraps a mapped, validated region as side `side` (0 = A, 1 = B).
+    fn new(map: Mapping, g: Geometry, side: usize, spin: u32, bell: Box<dyn Bell>) -> Self {
+        let ctl = map.control();
+        let ring_len = g.slot_size as usize * g.slot_count as usize;
+        // Safety: the region was checked to be at least `g.region_len()` bytes, so both slot
+        // arrays lie inside it.
+        let slots = |i: usize| unsafe { map.base().add(layout::CONTROL_LEN + i * ring_len) };
+        let view = |i: usize| RingView {
+            ctl: &ctl.rings[i],
+            slots: slots(i),
+            geom: g,
+        };
+        let (tx, rx) = (view(side), view(1 - side));
+        ctl.pid.0[side].store(std::process::id(), Ordering::Relaxed);
+        RingEndpoint {
+            tx,
+            rx,
+            // A region is fresh when offered: both rings start at sequence 0.
+            head: Mutex::new(0),
+            tail: Mutex::new(0),
+            side,
+            spin,
+            down: AtomicBool::new(false),
+            counters: Counters::default(),
+            bell,
+            map,
+        }
+    }
+
+    fn ctl(&self) -> &Control {
+        self.map.control()
+    }
+
+    /// The largest message a slot carries.
+    pub fn max_message(&self) -> usize {
+        self.tx.geom.max_payload()
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        self.tx.geom
+    }
+
+    pub fn stats(&self) -> RingStats {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RingStats {
+            sent: l(&c.sent),
+            received: l(&c.received),
+            signals: l(&c.signals),
+            sleeps: l(&c.sleeps),
+            wakeups: l(&c.wakeups),
+            wait_timeouts: l(&c.wait_timeouts),
+            full_events: l(&c.full_events),
+        }
+    }
+
+    fn peer_closed(&self) -> bool {
+        self.ctl().closed.0[1 - self.side].load(Ordering::Acquire) != 0
+    }
+
+    fn check_up(&self) -> Result<(), RingError> {
+        if self.down.load(Ordering::Acquire) || self.peer_closed() {
+            return Err(RingError::PeerGone);
+        }
+        Ok(())
+    }
+
+    fn signal_peer(&self) -> Result<(), RingError> {
+        bump(&self.counters.signals);
+        self.bell.ring_peer()
+    }
+
+    /// Sends without waiting: `Err(Full)` when the ring has no free slot (counted).
+    pub fn try_send(&self, msg: &[u8]) -> Result<(), RingError> {
+        self.check_up()?;
+        let pushed = {
+            let mut head = lock(&self.head);
+            self.tx.try_push(&mut head, msg)?
+        };
+        if !pushed {
+            bump(&self.counters.full_events);
+            return Err(RingError::Full);
+        }
+        bump(&self.counters.sent);
+        if self.tx.take_consumer_sleeping() {
+            self.signal_peer()?;
+        }
+        Ok(())
+    }
+
+    /// Sends, waiting at most `timeout` for a free slot (`None`: until one frees or the peer
+    /// goes). A full ring past the timeout is `Err(Timeout)`; nothing is dropped silently.
+    pub fn send_bytes(&self, msg: &[u8], timeout: Option<Duration>) -> Result<(), RingError> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            match self.try_send(msg) {
+                Err(RingError::Full) => {}
+                r => return r,
+            }
+            let left = remaining(deadline)?;
+            let head = *lock(&self.head);
+            if !self.tx.producer_may_sleep(head) {
+                continue;
+            }
+            let r = self.sleep(left);
+            self.tx.producer_awake();
+            r?;
+        }
+    }
+
+    /// Receives without waiting: `Ok(false)` when the ring is empty (and the peer is up).
+    pub fn try_recv(&self, buf: &mut Vec<u8>) -> Result<bool, RingError> {
+        if self.down.load(Ordering::Acquire) {
+            return Err(RingError::PeerGone);
+        }
+        // Read before popping: a peer that closed after its last message has that message
+        // delivered first.
+        let closed = self.peer_closed();
+        let got = {
+            let mut tail = lock(&self.tail);
+            self.rx.try_pop(&mut tail, buf)?
+        };
+        if got {
+            bump(&self.counters.received);
+            if self.rx.take_producer_waiting() {
+                self.signal_peer()?;
+            }
+            return Ok(true);
+        }
+        if closed {
+            return Err(RingError::PeerGone);
+        }
+        Ok(false)
+    }
+
+    /// Receives one message into `buf`, waiting at most `timeout` (`None`: until one comes or
+    /// the peer goes). Spins `spin` polls, then announces sleep and waits on the bell.
+    pub fn recv_bytes(
+        &self,
+        buf: &mut Vec<u8>,
+        timeout: Option<Duration>,
+    ) -> Result<(), RingError> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            if self.try_recv(buf)? {
+                return Ok(());
+            }
+            if self.spin_for_data() {
+                continue;
+            }
+            let left = remaining(deadline)?;
+            let tail = *lock(&self.tail);
+            if !self.rx.consumer_may_sleep(tail) || self.peer_closed() {
+                self.rx.consumer_awake();
+                continue;
+            }
+            let r = self.sleep(left);
+            self.rx.consumer_awake();
+            match r {
+                // Messages the peer left before dying are still delivered.
+                Err(RingError::PeerGone) => {
+                    return match self.try_recv(buf)? {
+                        true => Ok(()),
+                        false => Err(RingError::PeerGone),
+                    };
+                }
+                r => r?,
+            }
+        }
+    }
+
+    /// Bounded busy-poll of the receive ring; `true` when data (or an inconsistency, which the
+    /// next pop reports) showed up.
+    fn spin_for_data(&self) -> bool {
+        let tail = *lock(&self.tail);
+        for _ in 0..self.spin {
+            if !matches!(self.rx.pending(tail), Ok(0)) || self.peer_closed() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        false
+    }
+
+    /// One wait on our bell, counted.
+    fn sleep(&self, left: Option<Duration>) -> Result<(), RingError> {
+        bump(&self.counters.sleeps);
+        match self.bell.wait(left)? {
+            Woken::Signal => bump(&self.counters.wakeups),
+            Woken::Timeout => bump(&self.counters.wait_timeouts),
+        }
+        if self.down.load(Ordering::Acquire) {
+            return Err(RingError::PeerGone);
+        }
+        Ok(())
+    }
+
+    /// Marks this side closed and wakes both sides' waiters: ours return `PeerGone`, the peer
+    /// drains what is queued, then sees `PeerGone`.
+    pub fn close(&self) {
+        self.down.store(true, Ordering::Release);
+        self.ctl().closed.0[self.side].store(1, Ordering::Release);
+        let _ = self.bell.ring_peer();
+        self.bell.ring_self();
+    }
+}
+
+impl Drop for RingEndpoint {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Time left until `deadline`; `Err(Timeout)` when it has passed.
+fn remaining(deadline: Option<Instant>) -> Result<Option<Duration>, RingError> {
+    match deadline {
+        None => Ok(None),
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(RingError::Timeout);
+            }
+            Ok(Some(left))
+        }
+    }
+}
+
+/// The index mutexes guard a plain integer: a panic while one was held leaves nothing broken.
+fn lock(m: &Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Transport for RingEndpoint {
+    fn send(&self, msg: &[u8], timeout: Option<Duration>) -> Result<(), TransportError> {
+        if msg.is_empty() {
+            return Err(TransportError::Io("empty messages cannot be sent".into()));
+        }
+        Ok(self.send_bytes(msg, timeout)?)
+    }
+
+    fn recv(&self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<(), TransportError> {
+        Ok(self.recv_bytes(buf, timeout)?)
+    }
+
+    fn shutdown(&self) {
+        self.close();
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests;

@@ -1,0 +1,404 @@
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::linux::{new_region, send_fds, setup_message};
+use super::*;
+use crate::msg::{DriverRequest, PtpdToDriver};
+use crate::transport::{Channel, SeqpacketConn, TransportError};
+
+const LONG: Duration = Duration::from_secs(10);
+
+fn cfg(slot_size: u32, slot_count: u32) -> RingConfig {
+    RingConfig {
+        geometry: Geometry::new(slot_size, slot_count).unwrap(),
+        spin: 100,
+    }
+}
+
+/// (side A, side B, the two control connections, kept open).
+fn pair(c: RingConfig) -> (RingEndpoint, RingEndpoint, SeqpacketConn, SeqpacketConn) {
+    let (ca, cb) = SeqpacketConn::pair().unwrap();
+    let a = offer_ring(&ca, c).unwrap();
+    let b = accept_ring(&cb, LONG, c.spin).unwrap();
+    (a, b, ca, cb)
+}
+
+/// Deterministic message `i`: 1..=max bytes, content derived from `i`.
+fn message(i: u64, max: usize) -> Vec<u8> {
+    let len = 1 + (i.wrapping_mul(2654435761) % max as u64) as usize;
+    (0..len).map(|k| (i as usize * 31 + k) as u8).collect()
+}
+
+#[test]
+fn messages_arrive_in_order_across_many_wraps() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 4));
+    let max = a.max_message();
+    assert_eq!(max, 60);
+    let mut buf = Vec::new();
+    // 4 slots, 1000 messages of every length up to the slot's payload: 250 wraps each way.
+    for i in 0..1000u64 {
+        let m = message(i, max);
+        a.send_bytes(&m, Some(LONG)).unwrap();
+        b.send_bytes(&m, Some(LONG)).unwrap();
+        b.recv_bytes(&mut buf, Some(LONG)).unwrap();
+        assert_eq!(buf, m, "A -> B message {i}");
+        a.recv_bytes(&mut buf, Some(LONG)).unwrap();
+        assert_eq!(buf, m, "B -> A message {i}");
+    }
+    assert_eq!(a.stats().sent, 1000);
+    assert_eq!(b.stats().received, 1000);
+    assert!(!b.try_recv(&mut buf).unwrap(), "ring drained");
+}
+
+#[test]
+fn typed_channel_over_a_ring_pair() {
+    let (a, b, _ca, _cb) = pair(RingConfig::default());
+    let ptpd = Channel::<_, PtpdToDriver, crate::msg::DriverToPtpd>::new(b);
+    let driver = Channel::<_, crate::msg::DriverToPtpd, PtpdToDriver>::new(a);
+    let req = PtpdToDriver {
+        seq: 7,
+        request: DriverRequest::SendPtp {
+            cookie: 0xfeed,
+            want_ts: true,
+            frame: vec![0x5a; 300],
+        },
+    };
+    ptpd.send(&req, Some(LONG)).unwrap();
+    assert_eq!(driver.recv(Some(LONG)).unwrap(), req);
+    // A frame beyond the 508-byte slot payload is refused whole, never cut.
+    let big = PtpdToDriver {
+        seq: 8,
+        request: DriverRequest::SendPtp {
+            cookie: 1,
+            want_ts: false,
+            frame: vec![0; 600],
+        },
+    };
+    let e = ptpd.send(&big, Some(LONG)).unwrap_err();
+    assert!(
+        matches!(e, ChannelError::Transport(TransportError::TooLarge(n)) if n > 600),
+        "{e:?}"
+    );
+    assert!(
+        matches!(driver.recv(Some(Duration::from_millis(20))), Err(e) if e == ChannelError::Transport(TransportError::Timeout))
+    );
+}
+
+use crate::transport::ChannelError;
+
+#[test]
+fn full_ring_is_back_pressure_then_frees() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 4));
+    for i in 0..4u64 {
+        a.try_send(&i.to_le_bytes()).unwrap();
+    }
+    assert_eq!(a.try_send(b"x"), Err(RingError::Full));
+    let t0 = Instant::now();
+    assert_eq!(
+        a.send_bytes(b"x", Some(Duration::from_millis(30))),
+        Err(RingError::Timeout)
+    );
+    assert!(t0.elapsed() >= Duration::from_millis(30));
+    assert_eq!(
+        Transport::send(&a, b"x", Some(Duration::ZERO)),
+        Err(TransportError::Timeout)
+    );
+    assert!(a.stats().full_events >= 3, "{:?}", a.stats());
+    assert_eq!(a.stats().sent, 4, "nothing was sent while full");
+    let mut buf = Vec::new();
+    b.recv_bytes(&mut buf, Some(LONG)).unwrap();
+    assert_eq!(buf, 0u64.to_le_bytes());
+    a.try_send(b"y").unwrap();
+    for want in [
+        1u64.to_le_bytes().to_vec(),
+        2u64.to_le_bytes().to_vec(),
+        3u64.to_le_bytes().to_vec(),
+        b"y".to_vec(),
+    ] {
+        b.recv_bytes(&mut buf, Some(LONG)).unwrap();
+        assert_eq!(buf, want);
+    }
+}
+
+#[test]
+fn blocked_producer_is_woken_by_the_consumer() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 2));
+    let a = Arc::new(a);
+    let tx = {
+        let a = a.clone();
+        std::thread::spawn(move || {
+            for i in 0..2000u64 {
+                a.send_bytes(&i.to_le_bytes(), Some(LONG)).unwrap();
+            }
+        })
+    };
+    let mut buf = Vec::new();
+    for i in 0..2000u64 {
+        b.recv_bytes(&mut buf, Some(LONG)).unwrap();
+        assert_eq!(buf, i.to_le_bytes());
+        if i % 500 == 0 {
+            // Let the producer fill the ring and go to sleep on it.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    tx.join().unwrap();
+    let (sa, sb) = (a.stats(), b.stats());
+    assert!(sa.full_events > 0 && sa.sleeps > 0, "{sa:?}");
+    // Every producer sleep that was not already satisfied needed the consumer's signal.
+    assert!(sb.signals > 0, "consumer never woke the producer: {sb:?}");
+}
+
+#[test]
+fn oversize_message_is_refused_whole() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 4));
+    let max = a.max_message();
+    assert_eq!(
+        a.try_send(&vec![1; max + 1]),
+        Err(RingError::TooLarge { len: max + 1, max })
+    );
+    assert_eq!(
+        Transport::send(&a, &vec![1; max + 1], None),
+        Err(TransportError::TooLarge(max + 1))
+    );
+    let mut buf = Vec::new();
+    assert!(!b.try_recv(&mut buf).unwrap(), "nothing was sent");
+    a.try_send(&vec![2; max]).unwrap();
+    b.recv_bytes(&mut buf, Some(LONG)).unwrap();
+    assert_eq!(buf, vec![2; max]);
+}
+
+/// Offers a hand-made region with `setup` written into its header; returns what accept says.
+fn accept_hostile(len: usize, sealed: bool, write: impl FnOnce(&Mapping)) -> RingError {
+    let (ca, cb) = SeqpacketConn::pair().unwrap();
+    let region = new_region(len, sealed).unwrap();
+    let map = Mapping::map(region.as_fd(), len).unwrap();
+    write(&map);
+    let (e1, e2) = (
+        super::linux::new_eventfd().unwrap(),
+        super::linux::new_eventfd().unwrap(),
+    );
+    let fds = [region.as_raw_fd(), e1.as_raw_fd(), e2.as_raw_fd()];
+    send_fds(super::linux::sock(&ca), &setup_message(len), &fds).unwrap();
+    match accept_ring(&cb, LONG, 0) {
+        Ok(_) => panic!("hostile region accepted"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn hostile_headers_are_typed_errors() {
+    let g = Geometry::new(64, 4).unwrap();
+    let len = g.region_len();
+    let good = |m: &Mapping| layout::init(m.control(), g);
+    let e = accept_hostile(len, true, |_| {});
+    assert_eq!(e, RingError::BadMagic(0));
+    let e = accept_hostile(len, true, |m| {
+        good(m);
+        m.control().header.version.store(9, Ordering::Relaxed);
+    });
+    assert_eq!(e, RingError::BadVersion(9));
+    for (size, count) in [
+        (63, 4),
+        (72, 3),
+        (64, 0),
+        (64, 1 << 20),
+        (1 << 20, 4),
+        (60, 4),
+    ] {
+        let e = accept_hostile(len, true, |m| {
+            good(m);
+            m.control().header.slot_size.store(size, Ordering::Relaxed);
+            m.control()
+                .header
+                .slot_count
+                .store(count, Ordering::Relaxed);
+        });
+        assert_eq!(
+            e,
+            RingError::BadGeometry {
+                slot_size: size,
+                slot_count: count
+            }
+        );
+    }
+    // A header claiming more slots than the region holds (a read past the end would fault).
+    let e = accept_hostile(len, true, |m| {
+        good(m);
+        m.control().header.slot_count.store(8, Ordering::Relaxed);
+    });
+    assert_eq!(
+        e,
+        RingError::RegionTooSmall {
+            have: len,
+            need: Geometry::new(64, 8).unwrap().region_len()
+        }
+    );
+    // A region its creator could still shrink under us.
+    let e = accept_hostile(len, false, good);
+    assert!(
+        matches!(e, RingError::Setup(ref s) if s.contains("sealed")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn bad_setup_messages_are_refused() {
+    let (ca, cb) = SeqpacketConn::pair().unwrap();
+    Transport::send(&ca, b"hello there", None).unwrap();
+    assert!(matches!(
+        accept_ring(&cb, LONG, 0),
+        Err(RingError::Setup(_))
+    ));
+    // The right message without descriptors.
+    Transport::send(&ca, &setup_message(4096), None).unwrap();
+    assert!(
+        matches!(accept_ring(&cb, LONG, 0), Err(RingError::Setup(ref s)) if s.contains("0 descriptors"))
+    );
+    // Nothing at all within the timeout; a closed peer.
+    let t0 = Instant::now();
+    assert_eq!(
+        accept_ring(&cb, Duration::from_millis(30), 0).err(),
+        Some(RingError::Timeout)
+    );
+    assert!(t0.elapsed() < LONG);
+    drop(ca);
+    assert_eq!(accept_ring(&cb, LONG, 0).err(), Some(RingError::PeerGone));
+}
+
+#[test]
+fn hostile_indices_and_lengths_are_typed_errors() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 4));
+    let ctl_a = a.ctl();
+    let mut buf = Vec::new();
+    // The producer's published head jumps beyond the ring.
+    ctl_a.rings[0].head.0.store(1000, Ordering::Release);
+    assert_eq!(
+        b.try_recv(&mut buf),
+        Err(RingError::Corrupt("producer's head is beyond the ring"))
+    );
+    ctl_a.rings[0].head.0.store(0, Ordering::Release);
+    // A slot whose length exceeds the slot: skipped with an error, the next message still comes.
+    a.try_send(b"first").unwrap();
+    a.try_send(b"second").unwrap();
+    // Safety: slot 0 of ring 0 starts right after the control part; the test owns both sides.
+    unsafe {
+        let p = a.map.base().add(layout::CONTROL_LEN);
+        std::ptr::copy_nonoverlapping(u32::MAX.to_le_bytes().as_ptr(), p, 4);
+    }
+    assert_eq!(
+        b.try_recv(&mut buf),
+        Err(RingError::Corrupt("slot length exceeds the slot"))
+    );
+    assert!(b.try_recv(&mut buf).unwrap());
+    assert_eq!(buf, b"second");
+    // The consumer's published tail runs ahead of the producer's head.
+    b.ctl().rings[0].tail.0.store(77, Ordering::Release);
+    assert!(matches!(a.try_send(b"x"), Err(RingError::Corrupt(_))));
+    assert!(matches!(
+        Transport::send(&a, b"x", None),
+        Err(TransportError::Io(_))
+    ));
+}
+
+#[test]
+fn random_scribbles_never_panic_the_consumer() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 8));
+    let len = a.map.len();
+    let mut x = 0x9e3779b97f4a7c15u64;
+    let mut buf = Vec::new();
+    for round in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Scribble one byte of ring 0's control lines or slots (never the header: attach
+        // already checked that, and the geometry is copied out).
+        let lo = std::mem::offset_of!(layout::Control, rings);
+        let off = lo + (x as usize % (len - lo));
+        // Safety: `off` < len, inside the mapping; the test owns both sides.
+        unsafe { *a.map.base().add(off) = (x >> 32) as u8 };
+        let _ = b.try_recv(&mut buf);
+        let _ = a.try_send(&message(round, 60));
+        assert!(buf.len() <= b.max_message());
+    }
+}
+
+#[test]
+fn closing_either_side_is_seen_by_the_other() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 4));
+    a.try_send(b"last words").unwrap();
+    drop(a);
+    let mut buf = Vec::new();
+    // What was queued still arrives, then PeerGone (a typed error, not a wait).
+    b.recv_bytes(&mut buf, Some(LONG)).unwrap();
+    assert_eq!(buf, b"last words");
+    let t0 = Instant::now();
+    assert_eq!(b.recv_bytes(&mut buf, Some(LONG)), Err(RingError::PeerGone));
+    assert_eq!(b.try_send(b"x"), Err(RingError::PeerGone));
+    assert!(t0.elapsed() < Duration::from_secs(1));
+
+    // A receiver already asleep is woken by the peer's shutdown.
+    let (a, b, _ca, _cb) = pair(cfg(64, 4));
+    let b = Arc::new(b);
+    let rx = {
+        let b = b.clone();
+        std::thread::spawn(move || b.recv_bytes(&mut Vec::new(), Some(LONG)))
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    Transport::shutdown(&a);
+    assert_eq!(rx.join().unwrap(), Err(RingError::PeerGone));
+    assert_eq!(
+        Transport::recv(&*b, &mut buf, Some(LONG)),
+        Err(TransportError::Disconnected)
+    );
+}
+
+#[test]
+fn a_consumer_that_never_sleeps_gets_no_signals() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 256));
+    const N: u64 = 100_000;
+    let rx = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let mut next = 0u64;
+        // Busy-drains with try_recv: never announces sleep.
+        while next < N {
+            if b.try_recv(&mut buf).unwrap() {
+                assert_eq!(buf, next.to_le_bytes());
+                next += 1;
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        b.stats()
+    });
+    for i in 0..N {
+        a.send_bytes(&i.to_le_bytes(), Some(LONG)).unwrap();
+    }
+    let sb = rx.join().unwrap();
+    let sa = a.stats();
+    assert_eq!(sa.sent, N);
+    assert_eq!(sb.received, N);
+    assert_eq!(
+        sa.signals, 0,
+        "producer signalled a consumer that never slept: {sa:?}"
+    );
+
+    // And one that does sleep is signalled, at most once per sleep.
+    let (a, b, _ca, _cb) = pair(cfg(64, 256));
+    let rx = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        for _ in 0..20 {
+            b.recv_bytes(&mut buf, Some(LONG)).unwrap();
+        }
+        b.stats()
+    });
+    for i in 0..20u64 {
+        std::thread::sleep(Duration::from_millis(5));
+        a.send_bytes(&i.to_le_bytes(), Some(LONG)).unwrap();
+    }
+    let sb = rx.join().unwrap();
+    let sa = a.stats();
+    assert!(sa.signals >= 1 && sa.signals <= sb.sleeps, "{sa:?} {sb:?}");
+    assert_eq!(sb.wait_timeouts, 0, "{sb:?}");
+}
