@@ -10,7 +10,8 @@
 //! - 82576: a 64-bit cycle counter (ns << 19, TIMINCA IncPeriod/IncValue) latched by SYSTIML,
 //!   through the same timecounter; no TX stamp interrupt (the daemon's time-sync thread polls
 //!   TSYNCTXCTL.VALID while a stamp is pending); RX stamps only in RXSTMPL/H, one latch held
-//!   until RXSTMPH is read, matched to frames by sequenceId (RXSATRH), the lost ones counted.
+//!   until RXSTMPH is read and owned by the frame whose descriptor has TS (as Linux igb), the
+//!   lost ones counted.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -331,6 +332,8 @@ pub struct Igb {
 #[derive(Debug, Default)]
 struct RxLatch {
     lost: AtomicU64,
+    /// Stamps whose RXSATRH sequenceId was not the frame's (kept; see rx_frame_82576).
+    seq_disagreed: AtomicU64,
     held_since: Mutex<Option<u64>>,
 }
 
@@ -645,10 +648,13 @@ fn sequence_id(frame: &[u8]) -> Option<u16> {
 }
 
 impl Igb {
-    /// 82576 register-mode RX: a frame whose descriptor says TS owns the latch if RXSATRH's
-    /// sequenceId is its own; reading RXSTMPH releases the latch either way. A frame the filter
-    /// wants that finds no stamp (the latch was held by an earlier frame, or held another
-    /// frame's stamp) is counted lost.
+    /// 82576 register-mode RX: a frame whose descriptor says TS owns the latch, as Linux igb
+    /// decides (igb_ptp_rx_rgtstamp: "only one packet can be time stamped at a time, we know
+    /// that the register values must belong to this one"); reading RXSATRH, RXSTMPL, RXSTMPH
+    /// releases it (RXSTMPH on the part, RXSATRH on QEMU's model). RXSATRH's sequenceId is only
+    /// cross-checked and a disagreement logged: QEMU's model latches other header bytes there
+    /// (b31:16 = PTP header bytes 32–33, little-endian), and no driver source says what the part
+    /// puts there. A frame the filter wants that has no TS (the latch was held) is counted lost.
     fn rx_frame_82576<'a, M: Mmio>(
         &self,
         regs: &Regs<M>,
@@ -666,11 +672,15 @@ impl Igb {
             let l = regs.read(r::RXSTMPL);
             let h = regs.read(r::RXSTMPH);
             *self.rx.held_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            // RXSATRH b31:16 as a number, or with its bytes swapped: no driver source says
-            // which byte order the part uses, and QEMU's model (-device igb) stores the wire
-            // bytes little-endian (le16_to_cpu of the big-endian field), i.e. swapped.
-            if sequence_id(frame).is_some_and(|s| s == seq || s == seq.swap_bytes()) {
-                rx_ns = Some(self.raw_to_ns((h as u64) << 32 | l as u64));
+            rx_ns = Some(self.raw_to_ns((h as u64) << 32 | l as u64));
+            if sequence_id(frame).is_some_and(|s| s != seq) {
+                let n = self.rx.seq_disagreed.fetch_add(1, Ordering::Relaxed) + 1;
+                if n.is_power_of_two() {
+                    log::info!(
+                        "82576: RXSATRH's sequenceId disagreed with the stamped frame's {n} \
+                         time(s) (kept the stamp: the descriptor's TS bit decides)"
+                    );
+                }
             }
         }
         if wanted && rx_ns.is_none() {
@@ -679,7 +689,7 @@ impl Igb {
             if n.is_power_of_two() {
                 log::warn!(
                     "82576: {n} PTP event frame(s) without their RX stamp so far (the latch was \
-                     held by an earlier frame, or held another frame's stamp)"
+                     held by an earlier frame, or the filter does not stamp this message type)"
                 );
             }
         }
