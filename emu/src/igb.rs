@@ -76,8 +76,6 @@ const SRRD_I210: u32 = 0x12014;
 const I210_I_PHY_ID: u32 = 0x0141_0C00;
 const I350_I_PHY_ID: u32 = 0x0154_03B0;
 const IGP03E1000_E_PHY_ID: u32 = 0x02A8_0390;
-/// PCI class "network controller", subclass "Ethernet".
-const CLASS_NETWORK: u8 = 0x02;
 /// The i225 model's default TX pipeline, reused: no igb-specific figure is known.
 pub use crate::igc::DEFAULT_TX_PIPELINE_NS;
 
@@ -325,16 +323,7 @@ impl Igb {
         let format = part.time_format();
         let dev = Self {
             part,
-            ids: PciIds {
-                vendor: ids::VENDOR_INTEL,
-                device: cfg.device_id,
-                class: CLASS_NETWORK,
-                subclass: 0,
-                interface: 0,
-                revision: cfg.revision,
-                subsystem_vendor: ids::VENDOR_INTEL,
-                subsystem: 0,
-            },
+            ids: crate::nic::intel_ethernet_ids(cfg.device_id, cfg.revision),
             port: Port::new(port_setup(&cfg)),
             tsync: TimeSync::new(
                 format,
@@ -378,16 +367,13 @@ impl Igb {
     /// ground-truth record, [`crate::truth`]: the law carries the family's [`TimeFormat`]); the
     /// law in force is published at once.
     pub fn set_observer(&mut self, observer: Option<SharedObserver>) {
-        self.port.observer = observer;
-        self.port.reported_lost = 0;
-        self.change_phc(|_, _| {});
+        self.port
+            .set_observer(observer, &mut self.tsync, |ts| &ts.phc);
     }
 
-    /// Applies a PHC law change at the current true time (`nic::change_law`).
+    /// Applies a PHC law change at the current true time ([`Port::change_law`]).
     fn change_phc(&mut self, f: impl FnOnce(&mut TimeSync, u64)) {
-        let clock = self.port.clock.clone();
-        let obs = self.port.observer.clone();
-        crate::nic::change_law(obs.as_ref(), &*clock, &mut self.tsync, |ts| &ts.phc, f);
+        self.port.change_law(&mut self.tsync, |ts| &ts.phc, f);
     }
 
     /// CTRL.RST: see the module docs for what survives.

@@ -99,9 +99,6 @@ pub const MSIX_VECTORS: u16 = 5;
 /// [`I225Config::tsauxc_power_on`] to check that a driver does not assume TSAUXC = 0.
 pub const I226_REPORTED_TSAUXC: u32 = 0x7800_0004;
 
-/// PCI class "network controller", subclass "Ethernet".
-const CLASS_NETWORK: u8 = 0x02;
-
 /// How to build an [`I225`].
 #[derive(Clone)]
 pub struct I225Config {
@@ -240,16 +237,7 @@ impl I225 {
     pub fn new(cfg: I225Config) -> Self {
         let t = cfg.clock.now_ns();
         let mut dev = Self {
-            ids: PciIds {
-                vendor: ids::VENDOR_INTEL,
-                device: cfg.device_id,
-                class: CLASS_NETWORK,
-                subclass: 0,
-                interface: 0,
-                revision: cfg.revision,
-                subsystem_vendor: ids::VENDOR_INTEL,
-                subsystem: 0,
-            },
+            ids: crate::nic::intel_ethernet_ids(cfg.device_id, cfg.revision),
             tsauxc_power_on: cfg.tsauxc_power_on,
             port: Port::new(PortSetup {
                 name: "i225",
@@ -313,16 +301,13 @@ impl I225 {
     /// Reports PHC law changes and BAR/cable counters to `observer` from now on (the
     /// ground-truth record, [`crate::truth`]); the law in force is published at once.
     pub fn set_observer(&mut self, observer: Option<SharedObserver>) {
-        self.port.observer = observer;
-        self.port.reported_lost = 0;
-        self.change_phc(|_, _| {});
+        self.port
+            .set_observer(observer, &mut self.tsync, |ts| &ts.phc);
     }
 
-    /// Applies a PHC law change at the current true time (`nic::change_law`).
+    /// Applies a PHC law change at the current true time ([`Port::change_law`]).
     fn change_phc(&mut self, f: impl FnOnce(&mut TimeSync, u64)) {
-        let clock = self.port.clock.clone();
-        let obs = self.port.observer.clone();
-        crate::nic::change_law(obs.as_ref(), &*clock, &mut self.tsync, |ts| &ts.phc, f);
+        self.port.change_law(&mut self.tsync, |ts| &ts.phc, f);
     }
 
     /// CTRL.RST / CTRL.DEV_RST: see the module docs for what survives.

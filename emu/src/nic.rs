@@ -32,6 +32,8 @@ pub(crate) mod tx;
 
 use std::sync::Arc;
 
+use intel_regs::ids::VENDOR_INTEL;
+use ptp_pci::PciIds;
 use ptp_pci::emulated::DeviceHost;
 
 pub use hooks::{MAX_ARMED_READS, ReadAction};
@@ -274,26 +276,58 @@ pub(crate) trait Mac {
     fn rx_stamp(&mut self, arrival: u64, data: &[u8]) -> RxStamp;
 }
 
-/// Applies a PHC law change `f(state, t)` at the current true time `t`. With an observer the
-/// change runs inside its update, so the time of the change is read after readers were warned
-/// and the new law (`phc(state)`'s) is published before the driver's access returns.
-pub(crate) fn change_law<T>(
-    observer: Option<&SharedObserver>,
-    clock: &dyn TimeSource,
-    state: &mut T,
-    phc: fn(&T) -> &Phc,
-    f: impl FnOnce(&mut T, u64),
-) {
-    let Some(obs) = observer else {
-        f(state, clock.now_ns());
-        return;
-    };
-    let mut f = Some(f);
-    obs.phc_law_update(&mut || -> PhcLaw {
-        let t = clock.now_ns();
-        if let Some(f) = f.take() {
-            f(state, t);
-        }
-        phc(state).law()
-    });
+/// PCI identity of an Intel Ethernet function: Intel vendor and subsystem vendor, class
+/// network controller (0x02), subclass Ethernet (0).
+pub(crate) fn intel_ethernet_ids(device: u16, revision: u8) -> PciIds {
+    PciIds {
+        vendor: VENDOR_INTEL,
+        device,
+        class: 0x02,
+        subclass: 0,
+        interface: 0,
+        revision,
+        subsystem_vendor: VENDOR_INTEL,
+        subsystem: 0,
+    }
+}
+
+/// The PHC and its ground-truth record, for a family's time-sync state `T` that holds the
+/// [`Phc`] (`phc(state)`).
+impl Port {
+    /// Reports PHC law changes and BAR/cable counters to `observer` from now on (the
+    /// ground-truth record, [`crate::truth`]); the law in force is published at once.
+    pub(crate) fn set_observer<T>(
+        &mut self,
+        observer: Option<SharedObserver>,
+        state: &mut T,
+        phc: fn(&T) -> &Phc,
+    ) {
+        self.observer = observer;
+        self.reported_lost = 0;
+        self.change_law(state, phc, |_, _| {});
+    }
+
+    /// Applies a PHC law change `f(state, t)` at the current true time `t`. With an observer
+    /// the change runs inside its update, so the time of the change is read after readers were
+    /// warned and the new law (`phc(state)`'s) is published before the driver's access returns.
+    pub(crate) fn change_law<T>(
+        &self,
+        state: &mut T,
+        phc: fn(&T) -> &Phc,
+        f: impl FnOnce(&mut T, u64),
+    ) {
+        let clock = &*self.clock;
+        let Some(obs) = self.observer.as_ref() else {
+            f(state, clock.now_ns());
+            return;
+        };
+        let mut f = Some(f);
+        obs.phc_law_update(&mut || -> PhcLaw {
+            let t = clock.now_ns();
+            if let Some(f) = f.take() {
+                f(state, t);
+            }
+            phc(state).law()
+        });
+    }
 }
