@@ -41,6 +41,40 @@
 //!   82575/82576 copper\].
 //! - Offsets outside `known`'s table read back what was written and are counted and logged once
 //!   ([`NicPort::unimplemented_accesses`](crate::NicPort::unimplemented_accesses)).
+//!
+//! # Where QEMU's 82576 model (`-device igb`, QEMU 10.0.2) differs
+//!
+//! Checked with Linux igb and igbd in guests (tests/vm_igb*.rs) and QEMU's hw/net/igb_core.c and
+//! e1000x_common.c. This model keeps its behaviour in each case; the reason is given.
+//!
+//! - TIMINCA write: QEMU rebases with the wrong sign (timadj += new(t) − old(t), in unsigned
+//!   arithmetic), so SYSTIM steps by 2 × ΔIncValue × its virtual time when IncValue grows and by
+//!   2^60 counts (2^41 ns) when it shrinks; Linux igb reads the PHC jumping by +1.7 ms and
+//!   +2199.02 s at phc_ctl freq +100000 and then −100000. Here a write changes the rate only:
+//!   Linux's adjfine writes TIMINCA without re-reading SYSTIM, so it assumes no step.
+//! - RX latch release: QEMU clears TSYNCRXCTL.VALID on an RXSATRH read, this model on an
+//!   RXSTMPH read. Linux igb reads only RXSTMPL/H ("no other packet will be time stamped until
+//!   we read these registers"), so under Linux QEMU's latch stays held after the first stamp
+//!   (ptp4l: "received SYNC without timestamp"); igbd reads RXSATRH too and works on both.
+//! - RX filter: QEMU ignores TSYNCRXCTL.TYPE and stamps only L2 PTPv2 messages whose first
+//!   header byte equals TSYNCRXCFG\[15:8\]; with Linux's EVENT_V2 and TSYNCRXCFG 0 that is Sync
+//!   alone, so a master never gets a Delay_Req stamp (ptp4l: "received DELAY_REQ without
+//!   timestamp"). Here EVENT_V2 stamps every v2 event message over L2 and UDP, as Linux expects
+//!   when it programs it.
+//! - RXSATRL/H: QEMU latched PTP header bytes 24–27 (RXSATRL) and 28–29 (RXSATRH b15:0) as
+//!   little-endian words, and RXSATRH b31:16 read 0 for every Sync seen, whatever its
+//!   sequenceId; this model latches source-identity bytes 20–25 and the sequenceId (\[U\]: no
+//!   driver reads them). igbd trusts the descriptor's TS bit, as Linux does.
+//! - Reset: QEMU's EECD never shows AUTO_RD, and CTRL.RST drops STATUS.LU until a PHY
+//!   autonegotiation restart (500 ms later); it also returns TIMINCA to 0, so SYSTIM stops until
+//!   the driver programs it. Linux igb tolerates the first and restarts autonegotiation anyway;
+//!   igbd now does both (intel_common::igb). This model keeps link and SYSTIM across a port
+//!   reset \[U\].
+//! - SYSTIML/H writes are stored but do not set QEMU's time; TIMADJH adds TIMADJL | TIMADJH << 32
+//!   with no sign bit. Linux igb never writes either on the 82576 (its time is a software
+//!   timecounter), so neither choice is checked.
+//! - Agreements: SYSTIML latches SYSTIMH; SYSTIM = ns << 19 at nominal IncValue; a TXSTMPH read
+//!   frees the TX pair; no time-sync interrupt; RX descriptor status b16 marks the stamped frame.
 
 mod known;
 mod regs;

@@ -652,9 +652,8 @@ impl Igb {
     /// decides (igb_ptp_rx_rgtstamp: "only one packet can be time stamped at a time, we know
     /// that the register values must belong to this one"); reading RXSATRH, RXSTMPL, RXSTMPH
     /// releases it (RXSTMPH on the part, RXSATRH on QEMU's model). RXSATRH's sequenceId is only
-    /// cross-checked and a disagreement logged: QEMU's model latches other header bytes there
-    /// (b31:16 = PTP header bytes 32–33, little-endian), and no driver source says what the part
-    /// puts there. A frame the filter wants that has no TS (the latch was held) is counted lost.
+    /// cross-checked and a disagreement logged: on QEMU's model it read 0 for every Sync, and no
+    /// driver source says what the part puts there. A frame the filter wants that has no TS (the latch was held) is counted lost.
     fn rx_frame_82576<'a, M: Mmio>(
         &self,
         regs: &Regs<M>,

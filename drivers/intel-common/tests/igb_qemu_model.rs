@@ -4,7 +4,7 @@
 //! - link-up restarts the PHY's autonegotiation through MDIC at PHY address 1 (QEMU raises
 //!   STATUS.LU only 500 ms after such a restart);
 //! - an RX stamp belongs to the frame whose descriptor has TS, as Linux igb decides, whatever
-//!   RXSATRH holds (QEMU's model latches PTP header bytes 32–33 where the sequenceId should be).
+//!   RXSATRH holds (on QEMU's model its sequenceId half read 0 for every Sync).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -112,7 +112,7 @@ fn rx_stamp(status: u32, rxsatrh_seq: u16, frame_seq: u16) -> Option<u64> {
 fn rx_stamp_follows_the_descriptor_ts_bit() {
     let ts = r::rxd::STAT_TS;
     assert!(rx_stamp(ts, 0x1234, 0x1234).is_some(), "sequenceId agrees");
-    // QEMU: RXSATRH b31:16 is header bytes 32–33 (0 for a ptp4l Sync), not the sequenceId.
+    // QEMU: RXSATRH b31:16 read 0 for every Sync, whatever its sequenceId.
     assert!(rx_stamp(ts, 0, 0x1234).is_some(), "RXSATRH disagrees");
     assert!(rx_stamp(0, 0x1234, 0x1234).is_none(), "no TS: not stamped");
 }
