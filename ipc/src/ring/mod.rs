@@ -177,6 +177,8 @@ pub struct RingEndpoint {
     side: usize,
     spin: u32,
     down: AtomicBool,
+    /// The bell reported the peer process gone (no clean close): latched like `closed`.
+    gone: AtomicBool,
     counters: Counters,
     bell: Box<dyn Bell>,
     map: Mapping,
@@ -206,6 +208,7 @@ impl RingEndpoint {
             side,
             spin,
             down: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
             counters: Counters::default(),
             bell,
             map,
@@ -240,7 +243,8 @@ impl RingEndpoint {
     }
 
     fn peer_closed(&self) -> bool {
-        self.ctl().closed.0[1 - self.side].load(Ordering::Acquire) != 0
+        self.gone.load(Ordering::Acquire)
+            || self.ctl().closed.0[1 - self.side].load(Ordering::Acquire) != 0
     }
 
     fn check_up(&self) -> Result<(), RingError> {
@@ -370,7 +374,12 @@ impl RingEndpoint {
     /// One wait on our bell, counted.
     fn sleep(&self, left: Option<Duration>) -> Result<(), RingError> {
         bump(&self.counters.sleeps);
-        match self.bell.wait(left)? {
+        let woken = self.bell.wait(left).inspect_err(|e| {
+            if *e == RingError::PeerGone {
+                self.gone.store(true, Ordering::Release);
+            }
+        })?;
+        match woken {
             Woken::Signal => bump(&self.counters.wakeups),
             Woken::Timeout => bump(&self.counters.wait_timeouts),
         }

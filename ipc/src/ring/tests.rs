@@ -402,3 +402,38 @@ fn a_consumer_that_never_sleeps_gets_no_signals() {
     assert!(sa.signals >= 1 && sa.signals <= sb.sleeps, "{sa:?} {sb:?}");
     assert_eq!(sb.wait_timeouts, 0, "{sb:?}");
 }
+
+#[test]
+fn sleep_handshake_in_both_orders() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 4));
+    let mut buf = Vec::new();
+    let soon = Some(Duration::from_millis(200));
+    // The producer publishes between the consumer's empty check and its announcement: nobody
+    // is asleep, so no signal; the consumer's re-check must then see the message.
+    assert!(!b.try_recv(&mut buf).unwrap());
+    a.try_send(b"m1").unwrap();
+    assert_eq!(a.stats().signals, 0);
+    assert!(
+        !b.rx.consumer_may_sleep(0),
+        "re-check missed a published message"
+    );
+    // The consumer announces first: the producer's publish must ring its bell, once.
+    assert!(b.try_recv(&mut buf).unwrap());
+    assert!(b.rx.consumer_may_sleep(1));
+    a.try_send(b"m2").unwrap();
+    a.try_send(b"m3").unwrap();
+    assert_eq!(a.stats().signals, 1, "one signal per announced sleep");
+    assert_eq!(b.bell.wait(soon), Ok(Woken::Signal));
+    b.rx.consumer_awake();
+    // The same for a producer waiting for space: the consumer's release must wake it.
+    while a.try_send(b"fill").is_ok() {}
+    let head = *lock(&a.head);
+    assert!(a.tx.producer_may_sleep(head));
+    assert!(b.try_recv(&mut buf).unwrap());
+    assert_eq!(b.stats().signals, 1);
+    assert_eq!(a.bell.wait(soon), Ok(Woken::Signal));
+    // And a producer whose re-check finds space does not sleep.
+    a.tx.producer_awake();
+    assert!(!a.tx.producer_may_sleep(head));
+    a.tx.producer_awake();
+}
