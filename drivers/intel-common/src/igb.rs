@@ -18,8 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use intel_regs::ids::{self, Part};
-use intel_regs::igb::{self as r, icr, status, timinca};
-use intel_regs::igc::txd;
+use intel_regs::igb::{self as r, icr, status, timinca, txd};
 use ptp_ipc::RxFilter;
 use ptp_pci::Mmio;
 
@@ -293,7 +292,7 @@ const MDIC_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// One MDIC cycle on [`PHY_ADDR`]: the data read (or written).
 fn mdic<M: Mmio>(regs: &Regs<M>, reg: u32, op: u32, data: u32) -> Result<u32, HwError> {
-    use intel_regs::igc::mdic as m;
+    use intel_regs::igb::mdic as m;
     let cmd = (data & m::DATA_MASK) | (reg << m::REG_SHIFT) | (PHY_ADDR << m::PHY_SHIFT) | op;
     regs.write(r::MDIC, cmd);
     let v = regs.poll(
@@ -314,7 +313,7 @@ fn mdic<M: Mmio>(regs: &Regs<M>, reg: u32, op: u32, data: u32) -> Result<u32, Hw
 
 /// BMCR |= AUTO_NEG_EN | RESTART_AUTO_NEG.
 fn restart_autoneg<M: Mmio>(regs: &Regs<M>) -> Result<(), HwError> {
-    use intel_regs::igc::mdic as m;
+    use intel_regs::igb::mdic as m;
     let bmcr = mdic(regs, 0, m::OP_READ, 0)?;
     mdic(regs, 0, m::OP_WRITE, bmcr | BMCR_AUTO_NEG).map(drop)
 }

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{Ordering, fence};
 
-use intel_regs::igc::{rxd, txd};
+use intel_regs::e1000::{rxd, txd};
 use ptp_pci::{DmaRegion, PciFunction};
 
 use crate::HwError;

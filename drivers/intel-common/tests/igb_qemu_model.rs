@@ -14,7 +14,7 @@ use intel_common::Regs;
 use intel_common::family::{Family, RxFrame};
 use intel_common::igb::Igb;
 use intel_regs::igb as r;
-use intel_regs::igc::mdic;
+use intel_regs::igb::mdic;
 use ptp_ipc::RxFilter;
 use ptp_pci::Mmio;
 

@@ -2,7 +2,9 @@
 //! the same offset, and the same bits in the same places, on both families. `igc` and `igb`
 //! re-export everything here, so `intel_regs::igc::CTRL` and `intel_regs::igb::CTRL` are one
 //! constant; a family module adds its own bits to a shared group by re-exporting it inside its
-//! own module of the same name.
+//! own module of the same name. Code written once for both families (intel-common's MAC and
+//! rings, ptp-emu's shared NIC engines) imports from here, so a family-only bit does not compile
+//! there.
 //!
 //! Only what both Linux drivers define with the same value belongs here (`igc_regs.h` /
 //! `igc_defines.h` as `IGC_*` and `e1000_regs.h` / `e1000_defines.h` as `E1000_*`). Each group
@@ -28,6 +30,25 @@ pub const fn ral(n: u32) -> u32 {
 }
 pub const fn rah(n: u32) -> u32 {
     0x5404 + 8 * n
+}
+
+/// RAH (§10.1; E1000_RAH_AV = IGC_RAH_AV).
+pub mod rah {
+    /// The entry's address is valid.
+    pub const AV: u32 = 1 << 31;
+}
+
+/// MDIC fields (§10.1; E1000_MDIC_* = IGC_MDIC_*): PHY register access through the MAC.
+pub mod mdic {
+    pub const DATA_MASK: u32 = 0x0000_FFFF;
+    pub const REG_MASK: u32 = 0x001F_0000;
+    pub const REG_SHIFT: u32 = 16;
+    pub const PHY_MASK: u32 = 0x03E0_0000;
+    pub const PHY_SHIFT: u32 = 21;
+    pub const OP_WRITE: u32 = 0x0400_0000;
+    pub const OP_READ: u32 = 0x0800_0000;
+    pub const READY: u32 = 1 << 28;
+    pub const ERROR: u32 = 1 << 30;
 }
 
 /// CTRL (§10.1; E1000_CTRL_* = IGC_CTRL_*).
@@ -182,8 +203,29 @@ pub mod tsicr {
     pub const TXTS: u32 = 1 << 1;
 }
 
-/// Advanced RX write-back status (§9: "igb has MAC_TSTAMP, DD, TSIP at the same bits").
+// --- Advanced descriptors (§9: "igb has MAC_TSTAMP, DD, TSIP at the same bits"; the other
+// bits here are igb's e1000_82575.h E1000_ADVTXD_* / E1000_TXD_STAT_DD / E1000_RXD_STAT_*,
+// equal to igc's IGC_ADVTXD_* / IGC_TXD_STAT_DD / IGC_RXD_STAT_*) ---
+
+/// Advanced TX data descriptor, `cmd_type_len` and `olinfo_status`.
+pub mod txd {
+    /// Buffer length, b15:0 (both drivers put the length there).
+    pub const DTALEN_MASK: u32 = 0xFFFF;
+    pub const MAC_TSTAMP: u32 = 1 << 19;
+    pub const DTYP_DATA: u32 = 0x0030_0000;
+    pub const EOP: u32 = 1 << 24;
+    pub const IFCS: u32 = 1 << 25;
+    pub const RS: u32 = 1 << 27;
+    pub const DEXT: u32 = 1 << 29;
+    pub const PAYLEN_SHIFT: u32 = 14;
+    /// Write-back status: descriptor done.
+    pub const STA_DD: u32 = 1 << 0;
+}
+
+/// Advanced RX write-back `status_error`.
 pub mod rxd {
+    pub const STAT_DD: u32 = 1 << 0;
+    pub const STAT_EOP: u32 = 1 << 1;
     /// The buffer starts with the 16-byte timestamp header (§8.1).
     pub const STAT_TSIP: u32 = 1 << 15;
 }

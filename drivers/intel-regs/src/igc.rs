@@ -59,25 +59,8 @@ pub mod swsm {
     pub const SWESMBI: u32 = 1 << 1;
 }
 
-/// MDIC fields (Linux `igc_defines.h`): PHY register access through the MAC.
-pub mod mdic {
-    pub const DATA_MASK: u32 = 0x0000_FFFF;
-    pub const REG_MASK: u32 = 0x001F_0000;
-    pub const REG_SHIFT: u32 = 16;
-    pub const PHY_MASK: u32 = 0x03E0_0000;
-    pub const PHY_SHIFT: u32 = 21;
-    pub const OP_WRITE: u32 = 0x0400_0000;
-    pub const OP_READ: u32 = 0x0800_0000;
-    pub const READY: u32 = 1 << 28;
-    pub const ERROR: u32 = 1 << 30;
-}
-
 /// PHY identifier of the i225/i226 internal PHY (GPY211), PHY registers 2:3 (`I225_I_PHY_ID`).
 pub const I225_I_PHY_ID: u32 = 0x67C9_DC00;
-
-pub mod rah {
-    pub const AV: u32 = 1 << 31;
-}
 
 // --- Interrupts (§6) ---
 pub const ICR: u32 = 0x1500;
@@ -213,24 +196,9 @@ pub mod tsicr {
 
 // --- Descriptors (§9) ---
 pub mod txd {
-    pub const DTALEN_MASK: u32 = 0xFFFF;
+    pub use crate::e1000::txd::*;
     /// TSTAMP_REG: which TX timestamp set (b17:16).
     pub const TSTAMP_REG_SHIFT: u32 = 16;
-    pub const MAC_TSTAMP: u32 = 1 << 19;
-    pub const DTYP_DATA: u32 = 0x0030_0000;
-    pub const EOP: u32 = 1 << 24;
-    pub const IFCS: u32 = 1 << 25;
-    pub const RS: u32 = 1 << 27;
-    pub const DEXT: u32 = 1 << 29;
-    pub const PAYLEN_SHIFT: u32 = 14;
-    /// Write-back status: descriptor done.
-    pub const STA_DD: u32 = 1 << 0;
-}
-
-pub mod rxd {
-    pub use crate::e1000::rxd::*;
-    pub const STAT_DD: u32 = 1 << 0;
-    pub const STAT_EOP: u32 = 1 << 1;
 }
 
 /// Length of the RX timestamp header in the packet buffer (`IGC_TS_HDR_LEN`).

@@ -14,7 +14,7 @@
 //!
 //! Frames not accepted are dropped before DMA and counted (`I225Stats::rx_filtered`).
 
-use intel_regs::igc::{MTA, rah, ral, rctl};
+use intel_regs::e1000::{MTA, rah, ral, rctl};
 
 use super::regfile::RegFile;
 

@@ -1,7 +1,7 @@
 //! The model-side controls and inspection every NIC model offers through its [`Port`]: cable,
 //! link speed, wire, interrupt counters, the unimplemented-offset record, data-path counters.
 
-use intel_regs::igc::icr;
+use intel_regs::e1000::icr;
 use ptp_pci::emulated::DeviceHost;
 
 use super::{LinkSpeed, NicStats, Port, UnimplementedAccess};

@@ -1,7 +1,7 @@
 //! Interrupt plumbing of i225/i226 (intel-timesync.md §6): ICR/ICS/IMS/IMC/IAM, GPIE, the
 //! extended EICR/EICS/EIMS/EIMC/EIAC/EIAM set and IVAR_MISC routing of the "other" causes.
 
-use intel_regs::igc::{IVAR_VALID, gpie, icr};
+use intel_regs::e1000::{IVAR_VALID, gpie, icr};
 
 /// The two causes of one queue in an IVAR0 entry (§6): RX at bits (q&1)·16, TX 8 bits above.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

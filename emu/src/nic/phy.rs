@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use intel_regs::igc::mdic;
+use intel_regs::e1000::mdic;
 
 /// Clause-22 PHY registers the model gives behaviour to.
 mod mii {

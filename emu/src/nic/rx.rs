@@ -28,7 +28,7 @@
 //! - Timestamp: the family's ([`Mac::rx_stamp`]): a 16-byte header in front of the frame
 //!   with TSIP in the write-back status (§8.1, §8.2), or status bits only (82576's TS, §8.3).
 
-use intel_regs::igc::*;
+use intel_regs::e1000::*;
 use ptp_pci::emulated::DeviceHost;
 
 use super::addrfilter;

@@ -34,7 +34,7 @@
 //! - The TX stamp (a frame with MAC_TSTAMP) is latched by the family's [`Mac::tx_stamp`]
 //!   when the engine processes the frame, from the PHC at the departure instant.
 
-use intel_regs::igc::*;
+use intel_regs::e1000::*;
 use ptp_pci::emulated::DeviceHost;
 
 use super::csum;
