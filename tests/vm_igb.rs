@@ -53,5 +53,5 @@ fn linux_igb_baseline_on_qemu_82576() {
         classify_step(base.step_down_ns),
         expected_rate_ppb(FREQ_PPB)
     );
-    g.vm.shutdown();
+    g.finish();
 }

@@ -118,7 +118,7 @@ fn igbd_behaves_as_linux_igb_on_qemu_82576() {
     eprintln!("[igbd] TX stamps: requested {req}, delivered {got}, lost {lost}");
     assert!(got >= 5, "TX stamps delivered: {got} of {req}");
     eprintln!("{}", g.run("cat /tmp/igbd.log").text());
-    g.vm.shutdown();
+    g.finish();
 }
 
 /// PHC_a − PHC_b from interleaved `ptpctl get`s (a, b, a) with host-side brackets: a is
@@ -190,6 +190,8 @@ fn two_guests_igbd_ptpd_on_one_qemu_network() {
     );
     let (diff, unc) = cross_offset(&mut a, &mut b);
     eprintln!("[pair] PHC master − slave through host brackets: {diff} ns ± {unc} ns");
+    a.finish();
+    b.finish();
 }
 
 /// Stamps each side must see (8 Syncs/s), and how long that may take.

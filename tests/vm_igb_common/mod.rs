@@ -112,6 +112,15 @@ impl Guest {
         }
     }
 
+    /// Powers the guest off and removes the test's run directory (kept when the test fails,
+    /// for its logs).
+    pub fn finish(self) {
+        self.vm.shutdown();
+        if let Some(parent) = self.dir.parent() {
+            let _ = std::fs::remove_dir_all(parent);
+        }
+    }
+
     pub fn run(&mut self, cmd: &str) -> CmdOutput {
         let out = self
             .vm

@@ -48,6 +48,13 @@ pub trait ClockHw: Send + Sync {
     fn write<M: Mmio>(&self, regs: &Regs<M>, ns: u64);
     /// Programs a frequency offset (already range-checked against max_adj_ppb).
     fn set_freq<M: Mmio>(&self, regs: &Regs<M>, scaled_ppm: i64);
+    /// Steps a clock kept in software (a timecounter over the counter) by exactly `delta_ns`,
+    /// as Linux's timecounter_adjtime, touching no register; false for a clock whose time is
+    /// the hardware's (the caller then steps it by read-modify-write).
+    fn step_exact(&self, delta_ns: i64) -> bool {
+        let _ = delta_ns;
+        false
+    }
 }
 
 /// The gettimex sample with the narrowest CLOCK_REALTIME bracket. A sample whose bracket ends
@@ -336,6 +343,21 @@ impl<M: Mmio, H: ClockHw> Phc<M, H> {
             return Err(HwError::InvalidArgument(
                 "adjustment leaves the PHC's range",
             ));
+        }
+        if self.hw.step_exact(delta_ns) {
+            // Nothing lost to preemption: the read-back only anchors the rate estimate.
+            let check = self.read_narrow();
+            let report = StepReport {
+                residual_ns: 0,
+                bound_ns: 0,
+                brackets_ns: (base.width(), check.width()),
+                corrections: 0,
+                verified: true,
+            };
+            self.finish_step(&mut st, &law, &check, &report);
+            drop(st);
+            log_step(delta_ns, &report);
+            return Ok(report);
         }
         let mut lead = st.write_lead_ns;
         let mut corrections = 0;

@@ -120,6 +120,18 @@ impl TimeCounter {
         self.update(|g| *g = (count & mask, (ns as u128) << shift));
     }
 
+    /// Moves the time by `delta_ns` (Linux timecounter_adjtime); the counter is untouched.
+    pub fn adjust(&self, delta_ns: i64) {
+        let d = (delta_ns.unsigned_abs() as u128) << self.shift;
+        self.update(|g| {
+            g.1 = if delta_ns < 0 {
+                g.1.saturating_sub(d)
+            } else {
+                g.1.saturating_add(d)
+            }
+        });
+    }
+
     /// Takes a fresh counter reading: advances the base and returns the time in ns.
     pub fn read(&self, count: u64) -> u64 {
         let (mask, shift) = (self.mask, self.shift);
@@ -251,6 +263,11 @@ impl ClockHw for IgbClock {
 
     fn set_freq<M: Mmio>(&self, regs: &Regs<M>, scaled_ppm: i64) {
         regs.write(r::TIMINCA, timinca_for(self.mac, scaled_ppm));
+    }
+
+    /// i350/82576: the timecounter moves, SYSTIM runs on (Linux igb_ptp_adjtime_82576).
+    fn step_exact(&self, delta_ns: i64) -> bool {
+        self.tc.as_ref().map(|tc| tc.adjust(delta_ns)).is_some()
     }
 }
 
