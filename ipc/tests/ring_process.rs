@@ -227,6 +227,13 @@ fn stress_across_processes_no_lost_wakeup() {
         max_age = max_age.max(age);
         if ep.stats().wait_timeouts > before && age > slice.as_nanos() as u64 / 2 {
             late += 1;
+            // Fail at once: with signals lost, the rest of the run would crawl a slice at a time.
+            assert!(
+                late < 3,
+                "message {next} waited {:.1} ms through a timed-out wait (slice {slice:?}, \
+                 seed {seed}): lost wake-ups",
+                age as f64 / 1e6
+            );
         }
         next += 1;
     }
