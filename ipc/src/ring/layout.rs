@@ -3,7 +3,8 @@
 //! ```text
 //! line 0      RegionHeader: magic, version, slot size, slot count (written once by the creator)
 //! line 1      closed[2]: side A / side B has gone (set on drop or shutdown)
-//! line 2      bell[2]: per-side wake words (the Redox futex words; unused on Linux)
+//! line 2      bell[4]: per-side data/space wake words, index 2*side + kind (the Redox futex
+//!             words; unused on Linux)
 //! line 3      pid[2]: per-side process ids (Redox liveness; informational on Linux)
 //! lines 4-7   ring 0 control (A → B): head | tail | consumer_sleeping | producer_waiting
 //! lines 8-11  ring 1 control (B → A)
@@ -66,7 +67,7 @@ pub(super) struct RingCtl {
 pub(super) struct Control {
     pub header: RegionHeader,
     pub closed: Line<[AtomicU32; 2]>,
-    pub bell: Line<[AtomicU32; 2]>,
+    pub bell: Line<[AtomicU32; 4]>,
     pub pid: Line<[AtomicU32; 2]>,
     pub rings: [RingCtl; RINGS],
 }

@@ -9,14 +9,15 @@ use std::time::{Duration, Instant};
 
 use super::layout::{self, Geometry};
 use super::map::Mapping;
-use super::{Bell, RingConfig, RingEndpoint, RingError, Woken};
+use super::{Bell, RingConfig, RingEndpoint, RingError, Wake, Woken};
 use crate::transport::SeqpacketConn;
 
 /// Setup message: tag, layout version, region length (u64 LE). The descriptors ride along.
 const SETUP_TAG: &[u8; 7] = b"PTPRING";
 const SETUP_LEN: usize = 16;
-/// Descriptors in the setup message: region, the attacher's bell, the creator's bell.
-const SETUP_FDS: usize = 3;
+/// Descriptors in the setup message: region, the attacher's data and space bells, the
+/// creator's data and space bells.
+const SETUP_FDS: usize = 5;
 
 fn io_err(what: &str) -> RingError {
     RingError::Io(format!("{what}: {}", io::Error::last_os_error()))
@@ -103,24 +104,27 @@ fn bump(fd: BorrowedFd<'_>) -> Result<(), RingError> {
     Ok(())
 }
 
-/// The Linux bell: our eventfd, the peer's, and a duplicate of the control socket whose
-/// hang-up means the peer process is gone.
+/// The Linux bells: our two eventfds (data, space), the peer's two, and a duplicate of the
+/// control socket whose hang-up means the peer process is gone.
 struct EventfdBell {
-    mine: OwnedFd,
-    peer: OwnedFd,
+    mine: [OwnedFd; 2],
+    peer: [OwnedFd; 2],
     control: OwnedFd,
 }
 
 impl Bell for EventfdBell {
-    fn ring_peer(&self) -> Result<(), RingError> {
-        bump(self.peer.as_fd())
+    fn ring_peer(&self, w: Wake) -> Result<(), RingError> {
+        bump(self.peer[w as usize].as_fd())
     }
 
     fn ring_self(&self) {
-        let _ = bump(self.mine.as_fd());
+        for fd in &self.mine {
+            let _ = bump(fd.as_fd());
+        }
     }
 
-    fn wait(&self, timeout: Option<Duration>) -> Result<Woken, RingError> {
+    fn wait(&self, w: Wake, timeout: Option<Duration>) -> Result<Woken, RingError> {
+        let mine = &self.mine[w as usize];
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let pfd = |fd: RawFd, events| libc::pollfd {
             fd,
@@ -129,7 +133,7 @@ impl Bell for EventfdBell {
         };
         // The control socket is watched for hang-up only (events 0): its data is not ours.
         let mut fds = [
-            pfd(self.mine.as_raw_fd(), libc::POLLIN),
+            pfd(mine.as_raw_fd(), libc::POLLIN),
             pfd(self.control.as_raw_fd(), 0),
         ];
         if !poll_until(&mut fds, deadline)? {
@@ -138,7 +142,7 @@ impl Bell for EventfdBell {
         if fds[0].revents & libc::POLLIN != 0 {
             let mut v = [0u8; 8];
             // Safety: reads at most 8 bytes into a live local buffer; resets the counter.
-            unsafe { libc::read(self.mine.as_raw_fd(), v.as_mut_ptr().cast(), v.len()) };
+            unsafe { libc::read(mine.as_raw_fd(), v.as_mut_ptr().cast(), v.len()) };
             return Ok(Woken::Signal);
         }
         if fds[1].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
@@ -170,9 +174,16 @@ pub fn offer_ring(conn: &SeqpacketConn, cfg: RingConfig) -> Result<RingEndpoint,
     let region = new_region(len, true)?;
     let map = Mapping::map(region.as_fd(), len)?;
     layout::init(map.control(), g);
-    let (bell_a, bell_b) = (new_eventfd()?, new_eventfd()?);
+    let bell_a = [new_eventfd()?, new_eventfd()?];
+    let bell_b = [new_eventfd()?, new_eventfd()?];
     let msg = setup_message(len);
-    let fds = [region.as_raw_fd(), bell_b.as_raw_fd(), bell_a.as_raw_fd()];
+    let fds = [
+        region.as_raw_fd(),
+        bell_b[0].as_raw_fd(),
+        bell_b[1].as_raw_fd(),
+        bell_a[0].as_raw_fd(),
+        bell_a[1].as_raw_fd(),
+    ];
     send_fds(sock(conn), &msg, &fds)?;
     let bell = EventfdBell {
         mine: bell_a,
@@ -214,12 +225,15 @@ pub fn accept_ring(
             fds.len()
         )));
     }
-    let (peer, mine, region) = (fds.pop(), fds.pop(), fds.pop());
-    let (Some(region), Some(mine), Some(peer)) = (region, mine, peer) else {
-        return Err(RingError::Setup("descriptors missing".into()));
+    // In order: region, our data and space bells, the peer's (length checked above).
+    let mut it = fds.drain(..);
+    let mut next = || {
+        it.next()
+            .ok_or_else(|| RingError::Setup("descriptors missing".into()))
     };
+    let (region, mine, peer) = (next()?, [next()?, next()?], [next()?, next()?]);
     let len = sealed_len(region.as_fd())?;
-    for fd in [&mine, &peer] {
+    for fd in mine.iter().chain(&peer) {
         set_nonblocking(fd.as_fd())?;
     }
     let map = Mapping::map(region.as_fd(), len)?;

@@ -15,7 +15,9 @@
 //! A consumer with work never makes a syscall. The same handshake runs the other way for a
 //! producer waiting for space in a full ring (`producer_waiting`).
 //!
-//! Bells: an eventfd per side on Linux, polled together with the control socket the region was
+//! Bells: two per side (one for "data in your ring", one for "space in your ring"), so a thread
+//! waiting to send and one waiting to receive on the same endpoint never take each other's
+//! signal. Eventfds on Linux, polled together with the control socket the region was
 //! passed over, whose hang-up tells a waiter that the peer process is gone; on Redox a futex on
 //! a per-side word in the region, waited in bounded slices that re-check the peer's liveness.
 //! Every wait is bounded by the caller's timeout; a clean close sets the side's `closed` word.
@@ -121,15 +123,23 @@ pub(crate) enum Woken {
     Timeout,
 }
 
-/// A side's doorbell: how it wakes its peer and waits to be woken.
+/// Which of a side's two bells: a consumer sleeps on `Data`, a producer on a full ring on
+/// `Space`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    Data = 0,
+    Space = 1,
+}
+
+/// A side's doorbells: how it wakes its peer and waits to be woken.
 pub(crate) trait Bell: Send + Sync {
-    /// Wakes the peer (its `wait` returns `Signal`).
-    fn ring_peer(&self) -> Result<(), RingError>;
-    /// Wakes our own waiters (shutdown).
+    /// Rings the peer's bell `w` (its `wait(w, ..)` returns `Signal`).
+    fn ring_peer(&self, w: Wake) -> Result<(), RingError>;
+    /// Wakes all our own waiters (shutdown).
     fn ring_self(&self);
-    /// Waits for our bell at most `timeout` (`None`: until rung or the peer dies). A dead peer
-    /// is `Err(PeerGone)`.
-    fn wait(&self, timeout: Option<Duration>) -> Result<Woken, RingError>;
+    /// Waits for our bell `w` at most `timeout` (`None`: until rung or the peer dies). A dead
+    /// peer is `Err(PeerGone)`.
+    fn wait(&self, w: Wake, timeout: Option<Duration>) -> Result<Woken, RingError>;
 }
 
 /// Counters of one endpoint (its own actions; the peer keeps its own).
@@ -254,9 +264,9 @@ impl RingEndpoint {
         Ok(())
     }
 
-    fn signal_peer(&self) -> Result<(), RingError> {
+    fn signal_peer(&self, w: Wake) -> Result<(), RingError> {
         bump(&self.counters.signals);
-        self.bell.ring_peer()
+        self.bell.ring_peer(w)
     }
 
     /// Sends without waiting: `Err(Full)` when the ring has no free slot (counted).
@@ -272,7 +282,7 @@ impl RingEndpoint {
         }
         bump(&self.counters.sent);
         if self.tx.take_consumer_sleeping() {
-            self.signal_peer()?;
+            self.signal_peer(Wake::Data)?;
         }
         Ok(())
     }
@@ -291,7 +301,7 @@ impl RingEndpoint {
             if !self.tx.producer_may_sleep(head) {
                 continue;
             }
-            let r = self.sleep(left);
+            let r = self.sleep(Wake::Space, left);
             self.tx.producer_awake();
             r?;
         }
@@ -312,7 +322,7 @@ impl RingEndpoint {
         if got {
             bump(&self.counters.received);
             if self.rx.take_producer_waiting() {
-                self.signal_peer()?;
+                self.signal_peer(Wake::Space)?;
             }
             return Ok(true);
         }
@@ -343,7 +353,7 @@ impl RingEndpoint {
                 self.rx.consumer_awake();
                 continue;
             }
-            let r = self.sleep(left);
+            let r = self.sleep(Wake::Data, left);
             self.rx.consumer_awake();
             match r {
                 // Messages the peer left before dying are still delivered.
@@ -372,9 +382,9 @@ impl RingEndpoint {
     }
 
     /// One wait on our bell, counted.
-    fn sleep(&self, left: Option<Duration>) -> Result<(), RingError> {
+    fn sleep(&self, w: Wake, left: Option<Duration>) -> Result<(), RingError> {
         bump(&self.counters.sleeps);
-        let woken = self.bell.wait(left).inspect_err(|e| {
+        let woken = self.bell.wait(w, left).inspect_err(|e| {
             if *e == RingError::PeerGone {
                 self.gone.store(true, Ordering::Release);
             }
@@ -394,7 +404,8 @@ impl RingEndpoint {
     pub fn close(&self) {
         self.down.store(true, Ordering::Release);
         self.ctl().closed.0[self.side].store(1, Ordering::Release);
-        let _ = self.bell.ring_peer();
+        let _ = self.bell.ring_peer(Wake::Data);
+        let _ = self.bell.ring_peer(Wake::Space);
         self.bell.ring_self();
     }
 }

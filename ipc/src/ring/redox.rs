@@ -1,6 +1,6 @@
 //! Redox backing of a ring pair: the region is a `shm` scheme segment (`/scheme/shm/<name>`,
-//! served by ipcd; every mapping of one name shares its pages), each side's bell a futex on its
-//! word in the region (`bell[side]`, counted up by the peer on every signal).
+//! served by ipcd; every mapping of one name shares its pages), each side's two bells futexes on
+//! its words in the region (`bell[2 * side + kind]`, counted up by the peer on every signal).
 //!
 //! Facts and assumptions: the futex syscall keys a wait on the physical page, so a wait on a
 //! word of a shared mapping is woken by another process's FUTEX_WAKE on its own mapping of the
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::layout::{self, Geometry};
 use super::map::Mapping;
-use super::{Bell, RingConfig, RingEndpoint, RingError, Woken};
+use super::{Bell, RingConfig, RingEndpoint, RingError, Wake, Woken};
 
 /// Longest single futex wait before the peer's liveness is checked again.
 const SLICE: Duration = Duration::from_millis(100);
@@ -42,13 +42,13 @@ fn io_err(what: &str, p: &str, e: &std::io::Error) -> RingError {
 }
 
 /// The Redox bell: futex words inside the mapping (`Mapping` outlives the bell: both live in
-/// the same `RingEndpoint`, the mapping dropped last).
+/// the same `RingEndpoint`, the mapping dropped last). Index `Wake as usize`.
 struct FutexBell {
-    mine: *const AtomicU32,
-    peer: *const AtomicU32,
+    mine: [*const AtomicU32; 2],
+    peer: [*const AtomicU32; 2],
     peer_pid: *const AtomicU32,
-    /// Our bell word's value when we last consumed a signal.
-    seen: AtomicU32,
+    /// Our bell words' values when we last consumed a signal on them.
+    seen: [AtomicU32; 2],
     _file: File,
 }
 
@@ -95,23 +95,26 @@ impl FutexBell {
 }
 
 impl Bell for FutexBell {
-    fn ring_peer(&self) -> Result<(), RingError> {
-        wake(word(self, self.peer));
+    fn ring_peer(&self, w: Wake) -> Result<(), RingError> {
+        wake(word(self, self.peer[w as usize]));
         Ok(())
     }
 
     fn ring_self(&self) {
-        wake(word(self, self.mine));
+        for p in self.mine {
+            wake(word(self, p));
+        }
     }
 
-    fn wait(&self, timeout: Option<Duration>) -> Result<Woken, RingError> {
+    fn wait(&self, w: Wake, timeout: Option<Duration>) -> Result<Woken, RingError> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mine = word(self, self.mine);
+        let mine = word(self, self.mine[w as usize]);
+        let seen = &self.seen[w as usize];
         loop {
-            let last = self.seen.load(Ordering::Relaxed);
+            let last = seen.load(Ordering::Relaxed);
             let now = mine.load(Ordering::SeqCst);
             if now != last {
-                self.seen.store(now, Ordering::Relaxed);
+                seen.store(now, Ordering::Relaxed);
                 return Ok(Woken::Signal);
             }
             if !self.peer_alive() {
@@ -146,11 +149,14 @@ impl Bell for FutexBell {
 
 fn bell(map: &Mapping, side: usize, file: File) -> FutexBell {
     let ctl = map.control();
+    let words =
+        |s: usize| -> [*const AtomicU32; 2] { [&ctl.bell.0[2 * s], &ctl.bell.0[2 * s + 1]] };
+    let seen = |k: usize| AtomicU32::new(ctl.bell.0[2 * side + k].load(Ordering::SeqCst));
     FutexBell {
-        mine: &ctl.bell.0[side],
-        peer: &ctl.bell.0[1 - side],
+        mine: words(side),
+        peer: words(1 - side),
         peer_pid: &ctl.pid.0[1 - side],
-        seen: AtomicU32::new(ctl.bell.0[side].load(Ordering::SeqCst)),
+        seen: [seen(0), seen(1)],
         _file: file,
     }
 }

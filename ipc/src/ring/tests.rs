@@ -175,11 +175,16 @@ fn accept_hostile(len: usize, sealed: bool, write: impl FnOnce(&Mapping)) -> Rin
     let region = new_region(len, sealed).unwrap();
     let map = Mapping::map(region.as_fd(), len).unwrap();
     write(&map);
-    let (e1, e2) = (
-        super::linux::new_eventfd().unwrap(),
-        super::linux::new_eventfd().unwrap(),
-    );
-    let fds = [region.as_raw_fd(), e1.as_raw_fd(), e2.as_raw_fd()];
+    let e: Vec<_> = (0..4)
+        .map(|_| super::linux::new_eventfd().unwrap())
+        .collect();
+    let fds = [
+        region.as_raw_fd(),
+        e[0].as_raw_fd(),
+        e[1].as_raw_fd(),
+        e[2].as_raw_fd(),
+        e[3].as_raw_fd(),
+    ];
     send_fds(super::linux::sock(&ca), &setup_message(len), &fds).unwrap();
     match accept_ring(&cb, LONG, 0) {
         Ok(_) => panic!("hostile region accepted"),
@@ -423,7 +428,11 @@ fn sleep_handshake_in_both_orders() {
     a.try_send(b"m2").unwrap();
     a.try_send(b"m3").unwrap();
     assert_eq!(a.stats().signals, 1, "one signal per announced sleep");
-    assert_eq!(b.bell.wait(soon), Ok(Woken::Signal));
+    assert_eq!(b.bell.wait(Wake::Data, soon), Ok(Woken::Signal));
+    assert_eq!(
+        b.bell.wait(Wake::Space, Some(Duration::from_millis(1))),
+        Ok(Woken::Timeout)
+    );
     b.rx.consumer_awake();
     // The same for a producer waiting for space: the consumer's release must wake it.
     while a.try_send(b"fill").is_ok() {}
@@ -431,9 +440,52 @@ fn sleep_handshake_in_both_orders() {
     assert!(a.tx.producer_may_sleep(head));
     assert!(b.try_recv(&mut buf).unwrap());
     assert_eq!(b.stats().signals, 1);
-    assert_eq!(a.bell.wait(soon), Ok(Woken::Signal));
+    assert_eq!(a.bell.wait(Wake::Space, soon), Ok(Woken::Signal));
+    assert_eq!(
+        a.bell.wait(Wake::Data, Some(Duration::from_millis(1))),
+        Ok(Woken::Timeout)
+    );
     // And a producer whose re-check finds space does not sleep.
     a.tx.producer_awake();
     assert!(!a.tx.producer_may_sleep(head));
     a.tx.producer_awake();
+}
+
+#[test]
+fn a_sender_and_a_receiver_asleep_on_one_endpoint_each_get_their_wakeup() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 2));
+    while a.try_send(b"fill").is_ok() {}
+    let a = Arc::new(a);
+    let t0 = Instant::now();
+    let sender = {
+        let a = a.clone();
+        std::thread::spawn(move || (a.send_bytes(b"late", Some(LONG)), t0.elapsed()))
+    };
+    let receiver = {
+        let a = a.clone();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            (
+                a.recv_bytes(&mut buf, Some(LONG)).map(|()| buf),
+                t0.elapsed(),
+            )
+        })
+    };
+    // Both asleep (bounded: the threads' own timeouts end this too).
+    while a.stats().sleeps < 2 && t0.elapsed() < LONG {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    b.send_bytes(b"for the receiver", Some(LONG)).unwrap();
+    let (got, when) = receiver.join().unwrap();
+    assert_eq!(got.unwrap(), b"for the receiver");
+    let mut buf = Vec::new();
+    b.recv_bytes(&mut buf, Some(LONG)).unwrap();
+    let (sent, when_sent) = sender.join().unwrap();
+    sent.unwrap();
+    // Each woke on its own bell, not by its 10 s timeout.
+    assert!(
+        when < LONG / 2 && when_sent < LONG / 2,
+        "{when:?} {when_sent:?}"
+    );
+    assert_eq!(a.stats().wait_timeouts, 0, "{:?}", a.stats());
 }
