@@ -177,7 +177,11 @@ fn bump(c: &AtomicU64) {
 /// One side of a ring pair: sends on one ring, receives from the other.
 ///
 /// `send` and `recv` take `&self`; concurrent senders (or receivers) are serialised by a mutex
-/// held only while a slot is copied, never across a wait.
+/// held only while a slot is copied, never across a wait. Waiting is built for one receiving
+/// thread and one sending thread per endpoint (each kind has its own bell): with two threads
+/// asleep in `recv` at once, one signal may wake only one of them, and a second message then
+/// waits for the other's timeout or the next signal (the same holds for two senders on a full
+/// ring).
 pub struct RingEndpoint {
     // Field order: the views and bell point into `map`, which is dropped last.
     tx: RingView,

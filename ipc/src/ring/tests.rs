@@ -489,3 +489,39 @@ fn a_sender_and_a_receiver_asleep_on_one_endpoint_each_get_their_wakeup() {
     );
     assert_eq!(a.stats().wait_timeouts, 0, "{:?}", a.stats());
 }
+
+use proptest::strategy::Strategy;
+
+proptest::proptest! {
+    /// Any header a peer may write: attach either refuses it with a typed error or accepts a
+    /// geometry within bounds that fits the region; never a panic.
+    #[test]
+    fn any_header_is_checked(
+        magic_ok: bool,
+        version in proptest::prop_oneof![proptest::prelude::Just(VERSION), proptest::prelude::any::<u32>()],
+        size in proptest::prop_oneof![(0u32..=600).prop_map(|x| x * 8), proptest::prelude::any::<u32>()],
+        count in proptest::prop_oneof![(0u32..=17).prop_map(|k| 1 << k), proptest::prelude::any::<u32>()],
+        extra in 0usize..70_000,
+    ) {
+        let len = layout::CONTROL_LEN + extra;
+        let region = new_region(len, true).unwrap();
+        let map = Mapping::map(region.as_fd(), len).unwrap();
+        let h = &map.control().header;
+        h.version.store(version, Ordering::Relaxed);
+        h.slot_size.store(size, Ordering::Relaxed);
+        h.slot_count.store(count, Ordering::Relaxed);
+        h.magic.store(if magic_ok { MAGIC } else { MAGIC ^ 1 }, Ordering::Relaxed);
+        match layout::validate(map.control(), len) {
+            Ok(g) => {
+                proptest::prop_assert!(magic_ok && version == VERSION);
+                proptest::prop_assert_eq!(g, Geometry::new(size, count).unwrap());
+                proptest::prop_assert!(g.region_len() <= len);
+            }
+            Err(RingError::BadMagic(_)) => proptest::prop_assert!(!magic_ok),
+            Err(RingError::BadVersion(v)) => proptest::prop_assert_eq!(v, version),
+            Err(RingError::BadGeometry { .. }) => proptest::prop_assert!(Geometry::new(size, count).is_err()),
+            Err(RingError::RegionTooSmall { need, .. }) => proptest::prop_assert!(need > len),
+            Err(e) => proptest::prop_assert!(false, "unexpected {e:?}"),
+        }
+    }
+}
