@@ -20,6 +20,10 @@ pub struct NicVmConfig {
     pub netdev: String,
     /// The `-device` value; `netdev=` must name the netdev's id.
     pub device: String,
+    /// A virtual Intel IOMMU: machine q35 and `-device intel-iommu,caching-mode=on` before the
+    /// NIC, so the NIC gets an IOMMU group and vfio-pci can take it (the guest also needs
+    /// `intel_iommu=on`). Else machine pc, no IOMMU.
+    pub iommu: bool,
     /// Where logs and the console transcript go.
     pub run_dir: PathBuf,
     /// Where the initramfs is cached.
@@ -59,7 +63,7 @@ impl Vm {
         for dir in cfg.qemu.firmware_dirs() {
             cmd.arg("-L").arg(dir);
         }
-        cmd.args(qemu_args(&pkgs.vmlinuz, &initrd, &append))
+        cmd.args(qemu_args(&pkgs.vmlinuz, &initrd, &append, cfg.iommu))
             .args(["-netdev", &cfg.netdev, "-device", &cfg.device])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -83,8 +87,10 @@ impl Vm {
     }
 }
 
-/// The machine: one TCG vCPU, 512 MiB, serial console on stdio, nothing else by default.
-fn qemu_args(vmlinuz: &Path, initrd: &Path, append: &str) -> Vec<OsString> {
+/// The machine: one TCG vCPU, 512 MiB, serial console on stdio, nothing else by default; with
+/// `iommu`, q35 and its intel-iommu (caching-mode: the guest reports every mapping, as VFIO's
+/// DMA maps need when a device model sits behind an emulated IOMMU).
+fn qemu_args(vmlinuz: &Path, initrd: &Path, append: &str, iommu: bool) -> Vec<OsString> {
     let mut a: Vec<OsString> = [
         "-accel",
         "tcg",
@@ -101,11 +107,14 @@ fn qemu_args(vmlinuz: &Path, initrd: &Path, append: &str) -> Vec<OsString> {
         "-serial",
         "stdio",
         "-machine",
-        "pc",
+        if iommu { "q35" } else { "pc" },
     ]
     .iter()
     .map(OsString::from)
     .collect();
+    if iommu {
+        a.extend(["-device".into(), "intel-iommu,caching-mode=on".into()]);
+    }
     a.extend(["-kernel".into(), vmlinuz.into(), "-initrd".into()]);
     a.extend([initrd.into(), "-append".into(), append.into()]);
     a
@@ -114,6 +123,20 @@ fn qemu_args(vmlinuz: &Path, initrd: &Path, append: &str) -> Vec<OsString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iommu_gives_q35_and_intel_iommu() {
+        let args = |iommu| {
+            let a = qemu_args(Path::new("k"), Path::new("i"), "", iommu);
+            a.iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert!(args(false).contains("-machine pc "), "{}", args(false));
+        assert!(!args(false).contains("intel-iommu"));
+        assert!(args(true).contains("-machine q35 -device intel-iommu,caching-mode=on "));
+    }
 
     #[test]
     fn dgram_pair_cross_connects() {

@@ -84,6 +84,17 @@ impl Guest {
     }
 
     pub fn boot_with(tag: &str, net: Option<(String, u8, PathBuf)>, setup: &GuestSetup) -> Self {
+        Self::boot_machine(tag, net, setup, false)
+    }
+
+    /// [`Self::boot_with`], with a virtual Intel IOMMU in front of the NIC when `iommu` (the
+    /// guest's command line needs `intel_iommu=on` too).
+    pub fn boot_machine(
+        tag: &str,
+        net: Option<(String, u8, PathBuf)>,
+        setup: &GuestSetup,
+        iommu: bool,
+    ) -> Self {
         let (netdev, mac, dir) = net.unwrap_or_else(|| {
             let dir = run_dir(tag);
             (dgram_pair(&dir).0, 0x56, dir)
@@ -93,6 +104,7 @@ impl Guest {
             qemu: qemu10(),
             netdev,
             device: format!("igb,netdev=n0,mac=52:54:00:12:34:{mac:02x}"),
+            iommu,
             run_dir: gdir.clone(),
             cache_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vm-cache"),
             boot_timeout: Duration::from_secs(120),
