@@ -408,7 +408,7 @@ fn check_interrupt_path(g: &mut Guest) {
 
 /// Stops the guest and checks its device host saw igcd touch only modelled registers, send no
 /// malformed message and cause no DMA fault, and fetch every TX stamp the model latched except
-/// those igcd gave up on (`stats`: its counters, read just before) and one in flight.
+/// those igcd gave up on (`stats`: its counters, read just before) and those still in flight.
 fn check_report(g: Guest, stats: &serde_json::Value) {
     let Guest { vm, dir, _one } = g;
     let r = vm.shutdown().expect("the device host wrote its report");
@@ -425,8 +425,12 @@ fn check_report(g: Guest, stats: &serde_json::Value) {
     let delivered = r["tx_stamps_delivered"].as_u64().unwrap_or(0);
     let given_up =
         stats["tx_timeouts"].as_u64().unwrap_or(0) + stats["tx_lost"].as_u64().unwrap_or(0);
+    // The guest's ptpd keeps sending until the VM stops, so stamps latched after igcd's last
+    // read may still be unread: at most one per TX timestamp set the i225 has (a run under load
+    // saw 444 latched, 441 read). More than that unread means igcd lost stamps.
+    let in_flight = ptp_emu::igc::TX_STAMP_SETS as u64;
     assert!(
-        latched > 0 && delivered + given_up + 1 >= latched,
+        latched > 0 && delivered + given_up + in_flight >= latched,
         "latched {latched}, delivered {delivered}, igcd: {stats}"
     );
     eprintln!(
