@@ -13,6 +13,7 @@
 //! handler on every 4 ms timer tick, since under TCG nothing delivers the proxy's INTx.
 
 mod initramfs;
+pub mod lock;
 mod nic;
 mod qemu10;
 
