@@ -55,6 +55,8 @@ options:
                        back and is delivered to the requester as a received PTP frame)
   --igcd PATH          the igcd binary (default: next to tsperf)
   --igbd PATH          the igbd binary (default: next to tsperf)
+  --daemon-arg ARG     one more argument for every igcd/igbd tsperf starts (repeatable, in
+                       order; e.g. --daemon-arg=--irq-mode --daemon-arg=napi)
 ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +131,7 @@ pub fn parse(
         wire: "loopback".into(),
         runs: 0,
     };
+    let mut daemon_args: Vec<OsString> = Vec::new();
     let mut p = lexopt::Parser::from_args(args);
     let secs = |v: f64, what: &str| {
         if v.is_finite() && v > 0.0 && v < 3600.0 {
@@ -167,6 +170,7 @@ pub fn parse(
             }
             Long("igcd") => o.igcd = vec![p.value().map_err(bad)?],
             Long("igbd") => o.igbd = vec![p.value().map_err(bad)?],
+            Long("daemon-arg") => daemon_args.push(p.value().map_err(bad)?),
             Long("wire") => {
                 o.wire = p.value().map_err(bad)?.string().map_err(bad)?;
                 if !matches!(o.wire.as_str(), "loopback" | "none") {
@@ -184,6 +188,9 @@ pub fn parse(
         return Err("need 1 ≤ --start ≤ --max ≤ 10000000".into());
     }
     check_nics(&o)?;
+    // After the whole command line: `--igcd PATH` replaces the command, these follow it.
+    o.igcd.extend(daemon_args.iter().cloned());
+    o.igbd.extend(daemon_args);
     if o.runs == 0 {
         o.runs = if o.mode == Mode::Rx {
             rx::DEFAULT_ROUNDS
@@ -429,5 +436,26 @@ mod tests {
         ] {
             assert!(opts(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn daemon_args_follow_every_daemon_command_in_order() {
+        let o = opts(&[
+            "--daemon-arg=--irq-mode",
+            "--igcd",
+            "my-igcd",
+            "--daemon-arg",
+            "napi",
+        ])
+        .unwrap();
+        let want = |p: &str| -> Vec<OsString> {
+            [p, "--irq-mode", "napi"]
+                .iter()
+                .map(OsString::from)
+                .collect()
+        };
+        assert_eq!(o.igcd, want("my-igcd"));
+        assert_eq!(o.igbd, want("igbd-bin"));
+        assert_eq!(opts(&[]).unwrap().igcd, vec![OsString::from("igcd-bin")]);
     }
 }
