@@ -35,6 +35,38 @@ pub enum RxFilter {
     PtpV2L4Event = 4,
     /// PTPv1 over UDP: named so that a request for it gets a typed "unsupported" answer.
     PtpV1L4Event = 5,
+    /// PTPv2 Sync messages over L2 only (Linux `HWTSTAMP_FILTER_PTP_V2_L2_SYNC`): what an E2E
+    /// slave needs; the 82576's register-mode latch (one stamp at a time) is then never held by
+    /// a message nobody uses.
+    PtpV2L2Sync = 6,
+    /// PTPv2 Delay_Req messages over L2 only (`HWTSTAMP_FILTER_PTP_V2_L2_DELAY_REQ`): what an
+    /// E2E master needs.
+    PtpV2L2DelayReq = 7,
+    /// PTPv2 Sync messages over UDP (port 319) only (`HWTSTAMP_FILTER_PTP_V2_L4_SYNC`).
+    PtpV2L4Sync = 8,
+    /// PTPv2 Delay_Req messages over UDP (port 319) only (`HWTSTAMP_FILTER_PTP_V2_L4_DELAY_REQ`).
+    PtpV2L4DelayReq = 9,
+}
+
+impl RxFilter {
+    /// Every filter, in discriminant order.
+    pub const ALL: [RxFilter; 10] = [
+        RxFilter::None,
+        RxFilter::All,
+        RxFilter::PtpV2Event,
+        RxFilter::PtpV2L2Event,
+        RxFilter::PtpV2L4Event,
+        RxFilter::PtpV1L4Event,
+        RxFilter::PtpV2L2Sync,
+        RxFilter::PtpV2L2DelayReq,
+        RxFilter::PtpV2L4Sync,
+        RxFilter::PtpV2L4DelayReq,
+    ];
+
+    /// The filter whose discriminant is `code` (the wire byte, a Caps bit index).
+    pub fn from_code(code: u8) -> Option<RxFilter> {
+        Self::ALL.into_iter().find(|f| *f as u8 == code)
+    }
 }
 
 /// Why a driver ends a driver-channel connection ([`DriverEvent::Closed`], its last message).

@@ -308,7 +308,10 @@ macro_rules! u8_enums {
     )*};
 }
 u8_enums! {
-    RxFilter { None, All, PtpV2Event, PtpV2L2Event, PtpV2L4Event, PtpV1L4Event }
+    RxFilter {
+        None, All, PtpV2Event, PtpV2L2Event, PtpV2L4Event, PtpV1L4Event, PtpV2L2Sync,
+        PtpV2L2DelayReq, PtpV2L4Sync, PtpV2L4DelayReq,
+    }
     LostReason { Timeout, Disabled, NoFreeSlot, Reset, NotSent }
     CloseReason { PermissionDenied, Replaced, NoHello, Busy }
     ClockError { InvalidArgument, PermissionDenied, NoDevice, Restarted, Timeout, Unsupported, Busy, Io }

@@ -206,6 +206,10 @@ pub trait Family: Send + Sync + Sized + Clone + std::fmt::Debug + 'static {
     }
 }
 
+/// PTP messageType values (IEEE 1588-2008 Table 19).
+pub const MSG_SYNC: u8 = 0x0;
+pub const MSG_DELAY_REQ: u8 = 0x1;
+
 /// Whether a frame stamped by the hardware keeps its stamp under `filter` (a part stamps more
 /// than asked when its hardware filter is wider, e.g. TYPE_ALL).
 pub fn keeps_rx_stamp(filter: RxFilter, frame: &[u8]) -> bool {
@@ -214,14 +218,25 @@ pub fn keeps_rx_stamp(filter: RxFilter, frame: &[u8]) -> bool {
     let event_v2 = |t: fn(&Transport) -> bool| {
         info.is_some_and(|i| i.version == 2 && i.is_event() && t(&i.transport))
     };
+    fn l2(t: &Transport) -> bool {
+        matches!(t, Transport::L2)
+    }
+    fn l4(t: &Transport) -> bool {
+        matches!(t, Transport::Udp4 { dst_port: 319 })
+    }
+    let v2_type = |t: fn(&Transport) -> bool, ty: u8| {
+        info.is_some_and(|i| i.version == 2 && i.message_type == ty && t(&i.transport))
+    };
     match filter {
         RxFilter::None | RxFilter::PtpV1L4Event => false,
         RxFilter::All => true,
-        RxFilter::PtpV2Event => {
-            event_v2(|t| matches!(t, Transport::L2 | Transport::Udp4 { dst_port: 319 }))
-        }
-        RxFilter::PtpV2L2Event => event_v2(|t| matches!(t, Transport::L2)),
-        RxFilter::PtpV2L4Event => event_v2(|t| matches!(t, Transport::Udp4 { dst_port: 319 })),
+        RxFilter::PtpV2Event => event_v2(|t| l2(t) || l4(t)),
+        RxFilter::PtpV2L2Event => event_v2(l2),
+        RxFilter::PtpV2L4Event => event_v2(l4),
+        RxFilter::PtpV2L2Sync => v2_type(l2, MSG_SYNC),
+        RxFilter::PtpV2L2DelayReq => v2_type(l2, MSG_DELAY_REQ),
+        RxFilter::PtpV2L4Sync => v2_type(l4, MSG_SYNC),
+        RxFilter::PtpV2L4DelayReq => v2_type(l4, MSG_DELAY_REQ),
     }
 }
 

@@ -555,14 +555,25 @@ impl Family for Igb {
 
     fn rx_filters(&self) -> &'static [RxFilter] {
         match self.mac {
-            // EVENT_V2 with the L2 ethertype filter only (§8.3; no UDP queue filters here).
-            Mac::E82576 => &[RxFilter::None, RxFilter::PtpV2L2Event],
+            // EVENT_V2, or L2_V2 with one message type, behind the L2 ethertype filter only
+            // (§8.3; no UDP queue filters here).
+            Mac::E82576 => &[
+                RxFilter::None,
+                RxFilter::PtpV2L2Event,
+                RxFilter::PtpV2L2Sync,
+                RxFilter::PtpV2L2DelayReq,
+            ],
+            // TYPE_ALL in the buffer; the driver keeps what the filter asks for (§8.2).
             _ => &[
                 RxFilter::None,
                 RxFilter::All,
                 RxFilter::PtpV2Event,
                 RxFilter::PtpV2L2Event,
                 RxFilter::PtpV2L4Event,
+                RxFilter::PtpV2L2Sync,
+                RxFilter::PtpV2L2DelayReq,
+                RxFilter::PtpV2L4Sync,
+                RxFilter::PtpV2L4DelayReq,
             ],
         }
     }
@@ -572,7 +583,7 @@ impl Family for Igb {
             Ok(())
         } else if self.mac == Mac::E82576 {
             Err(HwError::Unsupported(
-                "82576 stamps L2 PTPv2 event frames only",
+                "82576 stamps L2 PTPv2 event frames only (all, Sync or Delay_Req)",
             ))
         } else {
             Err(HwError::Unsupported("PTPv1 RX timestamping"))
@@ -638,23 +649,50 @@ fn apply_rx_filter_in_buffer<M: Mmio>(part: Mac, regs: &Regs<M>, filter: RxFilte
     mac::in_buffer_rx_stamps(regs, &MAC, on, part == Mac::I210);
 }
 
-/// 82576: EVENT_V2 with the 1588 ethertype filter (§8.3), or off.
+/// TSYNCRXCFG's PTPv2 messageType field, b11:8 (Linux e1000_defines.h
+/// E1000_TSYNCRXCFG_PTP_V2_MSGID_MASK 0x0F00; _SYNC_MESSAGE 0x0000, _DELAY_REQ_MESSAGE 0x0100).
+const TSYNCRXCFG_V2_MSG_SHIFT: u32 = 8;
+
+/// The 82576's TSYNCRXCTL type and TSYNCRXCFG for a filter the part serves (§8.3), `None` for
+/// off. The per-message filters are TYPE_L2_V2 with the message type in TSYNCRXCFG, as Linux
+/// igb programmed HWTSTAMP_FILTER_PTP_V2_L2_SYNC / _DELAY_REQ before it widened them to
+/// EVENT_V2 (igb_main.c igb_hwtstamp_ioctl, 2.6.3x: TYPE_L2_L4_V2 with
+/// E1000_TSYNCRXCFG_PTP_V2_SYNC_MESSAGE / _DELAY_REQ_MESSAGE; L2_V2 here since only the L2
+/// ethertype filter is set). QEMU 10's model ignores TYPE and always matches the message type
+/// in TSYNCRXCFG, so these are the only filters that give a master its Delay_Req stamps there.
+fn rx_ctl_82576(filter: RxFilter) -> Option<(u32, u32)> {
+    use crate::family::{MSG_DELAY_REQ, MSG_SYNC};
+    let by_type = |ty: u8| {
+        (
+            r::tsyncrxctl::TYPE_L2_V2,
+            u32::from(ty) << TSYNCRXCFG_V2_MSG_SHIFT,
+        )
+    };
+    match filter {
+        RxFilter::PtpV2L2Event => Some((r::tsyncrxctl::TYPE_EVENT_V2, 0)),
+        RxFilter::PtpV2L2Sync => Some(by_type(MSG_SYNC)),
+        RxFilter::PtpV2L2DelayReq => Some(by_type(MSG_DELAY_REQ)),
+        _ => None,
+    }
+}
+
+/// 82576: the 1588 ethertype filter and the type [`rx_ctl_82576`] gives (§8.3), or off.
 fn apply_rx_filter_82576<M: Mmio>(regs: &Regs<M>, filter: RxFilter) {
     let f = r::etqf(r::etqf::FILTER_1588);
-    if filter == RxFilter::None {
+    let Some((ty, cfg)) = rx_ctl_82576(filter) else {
         regs.write(r::TSYNCRXCTL, 0);
         regs.write(f, 0);
         return;
-    }
+    };
     regs.write(
         f,
         r::etqf::FILTER_ENABLE | r::etqf::F1588 | ptp_ipc::frame::ETHERTYPE_PTP as u32,
     );
-    regs.write(
-        r::TSYNCRXCTL,
-        r::tsyncrxctl::ENABLED | r::tsyncrxctl::TYPE_EVENT_V2,
-    );
-    let _ = regs.read(r::RXSTMPH); // release a stale latch
+    regs.write(r::TSYNCRXCFG, cfg);
+    regs.write(r::TSYNCRXCTL, r::tsyncrxctl::ENABLED | ty);
+    // Release a stale latch: RXSTMPH on the part, RXSATRH on QEMU's model.
+    let _ = regs.read(r::RXSATRH);
+    let _ = regs.read(r::RXSTMPH);
 }
 
 /// sequenceId of a PTP frame (header bytes 30–31).

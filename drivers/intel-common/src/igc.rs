@@ -235,9 +235,14 @@ pub fn enable_shared_irqs<M: Mmio>(regs: &Regs<M>) {
 pub fn rx_filter_type(filter: RxFilter) -> Result<Option<u32>, HwError> {
     Ok(match filter {
         RxFilter::None => None,
-        RxFilter::All | RxFilter::PtpV2Event | RxFilter::PtpV2L4Event | RxFilter::PtpV2L2Event => {
-            Some(r::tsyncrxctl::TYPE_ALL)
-        }
+        RxFilter::All
+        | RxFilter::PtpV2Event
+        | RxFilter::PtpV2L4Event
+        | RxFilter::PtpV2L2Event
+        | RxFilter::PtpV2L2Sync
+        | RxFilter::PtpV2L2DelayReq
+        | RxFilter::PtpV2L4Sync
+        | RxFilter::PtpV2L4DelayReq => Some(r::tsyncrxctl::TYPE_ALL),
         RxFilter::PtpV1L4Event => return Err(HwError::Unsupported("PTPv1 RX timestamping")),
     })
 }
@@ -329,6 +334,10 @@ impl Family for Igc {
             RxFilter::PtpV2Event,
             RxFilter::PtpV2L2Event,
             RxFilter::PtpV2L4Event,
+            RxFilter::PtpV2L2Sync,
+            RxFilter::PtpV2L2DelayReq,
+            RxFilter::PtpV2L4Sync,
+            RxFilter::PtpV2L4DelayReq,
         ]
     }
     fn check_rx_filter(&self, filter: RxFilter) -> Result<(), HwError> {

@@ -384,3 +384,49 @@ fn e82576_refuses_filters_it_cannot_stamp_and_changes_nothing() {
         assert_eq!(rig.func.with_device(|d| d.peek(r::TSYNCRXCTL)), 0);
     }
 }
+
+/// A PTPv2 L2 event message of `msg_type` (0 Sync, 1 Delay_Req) with sequenceId `seq`.
+fn event_frame(msg_type: u8, seq: u16) -> Vec<u8> {
+    let mut f = sync_frame(seq);
+    f[14] = msg_type;
+    f
+}
+
+#[test]
+fn per_message_filters_stamp_only_their_message() {
+    for name in MODELS {
+        for (filter, want) in [(RxFilter::PtpV2L2Sync, 0), (RxFilter::PtpV2L2DelayReq, 1)] {
+            let mut rig = rig(name);
+            rig.fam.apply_rx_filter(&rig.regs, filter).unwrap();
+            // The unwanted message first: on the 82576 it must not take the one latch.
+            for (seq, ty) in [(1, 1 - want), (2, want)] {
+                let tail = rig.tx.post(&event_frame(ty, seq), 0).unwrap();
+                rig.regs.write(rig.fam.tdt(), tail);
+                rig.run_model();
+                rig.run_model();
+            }
+            let rx = rig.rx_pass(filter);
+            assert_eq!(rx.len(), 2, "{name} {filter:?}");
+            assert_eq!(rx[0], (None, 1), "{name} {filter:?}: the other message");
+            assert!(
+                rx[1].0.is_some() && rx[1].1 == 2,
+                "{name} {filter:?}: {rx:?}"
+            );
+            assert_eq!(rig.fam.rx_stamps_lost(), 0, "{name} {filter:?}");
+            if name == "82576" {
+                // The hardware filter itself picks the message (§8.3): TYPE_L2_V2 with the
+                // type in TSYNCRXCFG b11:8; the part stamped one frame, not two.
+                let (ctl, cfg) = rig
+                    .func
+                    .with_device(|d| (d.peek(r::TSYNCRXCTL), d.peek(r::TSYNCRXCFG)));
+                assert_eq!(ctl & r::tsyncrxctl::TYPE_MASK, r::tsyncrxctl::TYPE_L2_V2);
+                assert_eq!(cfg, u32::from(want) << 8);
+                assert_eq!(
+                    rig.func.with_device(|d| d.stats().rx_stamped),
+                    1,
+                    "{filter:?}"
+                );
+            }
+        }
+    }
+}

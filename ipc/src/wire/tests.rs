@@ -44,6 +44,10 @@ fn rx_filter() -> impl Strategy<Value = RxFilter> {
         PtpV2L2Event,
         PtpV2L4Event,
         PtpV1L4Event,
+        PtpV2L2Sync,
+        PtpV2L2DelayReq,
+        PtpV2L4Sync,
+        PtpV2L4DelayReq,
     ])
 }
 
@@ -645,7 +649,11 @@ fn value_errors() {
         Err(InvalidValue("bool"))
     );
     assert_eq!(
-        PtpdToDriver::decode(&p(7, &[0, 0, 0, 0, 1, 6], 1)),
+        PtpdToDriver::decode(&p(7, &[0, 0, 0, 0, 1, 10], 1)),
+        Err(InvalidValue("RxFilter"))
+    );
+    assert_eq!(
+        PtpdToDriver::decode(&p(7, &[0, 0, 0, 0, 1, 0xFF], 1)),
         Err(InvalidValue("RxFilter"))
     );
     assert_eq!(
@@ -743,5 +751,20 @@ fn encode_of_oversized_message() {
             ClockReply::decode(&b),
             Err(DecodeError::UnknownKind(KIND_INVALID))
         );
+    }
+}
+
+#[test]
+fn rx_filter_codes_round_trip_and_unknown_codes_are_refused() {
+    for f in RxFilter::ALL {
+        assert_eq!(RxFilter::from_code(f as u8), Some(f));
+    }
+    // The per-message filters keep Linux's order and the bits Caps advertises them by.
+    assert_eq!(RxFilter::PtpV2L2Sync as u8, 6);
+    assert_eq!(RxFilter::PtpV2L2DelayReq as u8, 7);
+    assert_eq!(RxFilter::PtpV2L4Sync as u8, 8);
+    assert_eq!(RxFilter::PtpV2L4DelayReq as u8, 9);
+    for code in 10..=u8::MAX {
+        assert_eq!(RxFilter::from_code(code), None);
     }
 }

@@ -517,13 +517,7 @@ impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
     }
 
     fn rx_filter(&self) -> RxFilter {
-        match self.rx_filter.load(Ordering::Relaxed) {
-            1 => RxFilter::All,
-            2 => RxFilter::PtpV2Event,
-            3 => RxFilter::PtpV2L2Event,
-            4 => RxFilter::PtpV2L4Event,
-            _ => RxFilter::None,
-        }
+        RxFilter::from_code(self.rx_filter.load(Ordering::Relaxed)).unwrap_or(RxFilter::None)
     }
 
     /// Latency compensation for the current link speed (reference §8.4).
