@@ -117,6 +117,10 @@ impl Bell for EventfdBell {
         bump(self.peer[w as usize].as_fd())
     }
 
+    fn ring_own(&self, w: Wake) {
+        let _ = bump(self.mine[w as usize].as_fd());
+    }
+
     fn ring_self(&self) {
         for fd in &self.mine {
             let _ = bump(fd.as_fd());
@@ -152,6 +156,18 @@ impl Bell for EventfdBell {
             "poll: unexpected events {:#x}/{:#x}",
             fds[0].revents, fds[1].revents
         )))
+    }
+
+    fn readable_fd(&self, w: Wake) -> Option<i32> {
+        Some(self.mine[w as usize].as_raw_fd())
+    }
+
+    fn clear(&self, w: Wake) -> bool {
+        let mut v = [0u8; 8];
+        // Safety: reads at most 8 bytes into a live local buffer; the descriptor is
+        // non-blocking, so an unsignalled bell returns EAGAIN at once.
+        let rc = unsafe { libc::read(self.mine[w as usize].as_raw_fd(), v.as_mut_ptr().cast(), 8) };
+        rc == 8
     }
 }
 
@@ -211,10 +227,7 @@ pub fn accept_ring(
     let deadline = Instant::now().checked_add(timeout);
     let (msg, mut fds) = recv_fds(sock(conn), deadline)?;
     if msg.len() != SETUP_LEN || &msg[..7] != SETUP_TAG {
-        return Err(RingError::Setup(format!(
-            "not a ring setup message ({} bytes)",
-            msg.len()
-        )));
+        return Err(RingError::NotOffered(msg));
     }
     if msg[7] as u32 != layout::VERSION {
         return Err(RingError::BadVersion(msg[7] as u32));

@@ -78,6 +78,10 @@ pub enum RingError {
     /// The region or setup message the peer passed is not acceptable.
     #[error("ring setup: {0}")]
     Setup(String),
+    /// The first message on the control connection was not a ring offer (e.g. a driver that
+    /// refused the connection and said why): its bytes, for the caller to decode.
+    #[error("no ring offered: a {}-byte message came instead", .0.len())]
+    NotOffered(Vec<u8>),
     #[error("{0}")]
     Io(String),
 }
@@ -137,9 +141,20 @@ pub(crate) trait Bell: Send + Sync {
     fn ring_peer(&self, w: Wake) -> Result<(), RingError>;
     /// Wakes all our own waiters (shutdown).
     fn ring_self(&self);
+    /// Rings our own bell `w` (hands a wake-up on to another thread waiting on it).
+    fn ring_own(&self, w: Wake);
     /// Waits for our bell `w` at most `timeout` (`None`: until rung or the peer dies). A dead
     /// peer is `Err(PeerGone)`.
     fn wait(&self, w: Wake, timeout: Option<Duration>) -> Result<Woken, RingError>;
+    /// A descriptor that turns readable when our bell `w` rings, for a caller that waits on it
+    /// together with other descriptors (`poll`); `None` where a bell is not a descriptor.
+    fn readable_fd(&self, _w: Wake) -> Option<i32> {
+        None
+    }
+    /// Consumes a pending signal on our bell `w` without waiting; `true` if there was one.
+    fn clear(&self, _w: Wake) -> bool {
+        false
+    }
 }
 
 /// Counters of one endpoint (its own actions; the peer keeps its own).
@@ -157,6 +172,9 @@ pub struct RingStats {
     pub wait_timeouts: u64,
     /// Sends that found the ring full.
     pub full_events: u64,
+    /// Sends that gave up on a full ring when their timeout ran out: messages not delivered,
+    /// counted here (never lost silently).
+    pub full_drops: u64,
 }
 
 #[derive(Default)]
@@ -168,6 +186,7 @@ struct Counters {
     wakeups: AtomicU64,
     wait_timeouts: AtomicU64,
     full_events: AtomicU64,
+    full_drops: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -177,17 +196,20 @@ fn bump(c: &AtomicU64) {
 /// One side of a ring pair: sends on one ring, receives from the other.
 ///
 /// `send` and `recv` take `&self`; concurrent senders (or receivers) are serialised by a mutex
-/// held only while a slot is copied, never across a wait. Waiting is built for one receiving
-/// thread and one sending thread per endpoint (each kind has its own bell): with two threads
-/// asleep in `recv` at once, one signal may wake only one of them, and a second message then
-/// waits for the other's timeout or the next signal (the same holds for two senders on a full
-/// ring).
+/// held only while a slot is copied, never across a wait. Several threads may send at once and
+/// wait for space together (a woken sender hands the wake-up on: a driver's IRQ thread and its
+/// main thread share one endpoint). Receiving is built for one thread (with two asleep in `recv`
+/// at once, one signal may wake only one of them, and a second message then waits for the
+/// other's timeout or the next signal).
 pub struct RingEndpoint {
     // Field order: the views and bell point into `map`, which is dropped last.
     tx: RingView,
     rx: RingView,
     head: Mutex<u64>,
     tail: Mutex<u64>,
+    /// Sending threads waiting for space (see `send_bytes`); held only to change the count
+    /// together with the ring's `producer_waiting` flag, never across a wait.
+    space_waiters: Mutex<u32>,
     side: usize,
     spin: u32,
     down: AtomicBool,
@@ -219,6 +241,7 @@ impl RingEndpoint {
             // A region is fresh when offered: both rings start at sequence 0.
             head: Mutex::new(0),
             tail: Mutex::new(0),
+            space_waiters: Mutex::new(0),
             side,
             spin,
             down: AtomicBool::new(false),
@@ -253,6 +276,7 @@ impl RingEndpoint {
             wakeups: l(&c.wakeups),
             wait_timeouts: l(&c.wait_timeouts),
             full_events: l(&c.full_events),
+            full_drops: l(&c.full_drops),
         }
     }
 
@@ -300,14 +324,38 @@ impl RingEndpoint {
                 Err(RingError::Full) => {}
                 r => return r,
             }
-            let left = remaining(deadline)?;
-            let head = *lock(&self.head);
-            if !self.tx.producer_may_sleep(head) {
+            let left = remaining(deadline).inspect_err(|_| bump(&self.counters.full_drops))?;
+            if !self.announce_space_wait() {
+                self.end_space_wait(false);
                 continue;
             }
             let r = self.sleep(Wake::Space, left);
-            self.tx.producer_awake();
+            self.end_space_wait(true);
             r?;
+        }
+    }
+
+    /// A sender about to wait for space: counts itself and announces the wait to the consumer
+    /// (then re-checks); `false` when space freed meanwhile.
+    fn announce_space_wait(&self) -> bool {
+        let mut n = lock32(&self.space_waiters);
+        *n += 1;
+        let head = *lock(&self.head);
+        self.tx.producer_may_sleep(head)
+    }
+
+    /// A sender done waiting. Several sending threads (a driver's IRQ thread and its main
+    /// thread) may wait at once, but the consumer's release rings the space bell once and the
+    /// first thread to wake consumes it: a thread that `slept` hands the wake-up on to the
+    /// others, and the last one out withdraws the announcement (while another still waits, the
+    /// consumer must keep signalling). Without this, a second waiter slept to its timeout.
+    fn end_space_wait(&self, slept: bool) {
+        let mut n = lock32(&self.space_waiters);
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.tx.producer_awake();
+        } else if slept {
+            self.bell.ring_own(Wake::Space);
         }
     }
 
@@ -372,6 +420,47 @@ impl RingEndpoint {
         }
     }
 
+    /// For a thread that waits on the ring together with other descriptors (a daemon's main
+    /// loop polling its sockets too): spins briefly, then announces sleep and re-checks the ring.
+    /// `Ok(true)`: the caller may now wait on [`Self::readable_fd`] (with its other
+    /// descriptors) and must call [`Self::end_sleep`] afterwards; `Ok(false)`: a message is
+    /// already waiting (or the peer closed: the next `try_recv` says so), don't sleep. The same
+    /// handshake as [`Self::recv_bytes`]: a message published after the announcement rings the
+    /// bell, one published before it is seen by the re-check, so no wake-up is lost.
+    pub fn prepare_sleep(&self) -> Result<bool, RingError> {
+        if self.down.load(Ordering::Acquire) {
+            return Err(RingError::PeerGone);
+        }
+        if self.spin_for_data() {
+            return Ok(false);
+        }
+        let tail = *lock(&self.tail);
+        if !self.rx.consumer_may_sleep(tail) || self.peer_closed() {
+            self.rx.consumer_awake();
+            return Ok(false);
+        }
+        bump(&self.counters.sleeps);
+        Ok(true)
+    }
+
+    /// The descriptor that turns readable when the peer signals data after
+    /// [`Self::prepare_sleep`] (Linux: the data eventfd); `None` on Redox (futex bells).
+    pub fn readable_fd(&self) -> Option<i32> {
+        self.bell.readable_fd(Wake::Data)
+    }
+
+    /// Ends a wait begun with [`Self::prepare_sleep`] (however it ended): withdraws the sleep
+    /// announcement and consumes the signal if one came (counted as a wake-up). The caller
+    /// watches the peer's liveness itself (e.g. the control socket's hang-up in the same poll).
+    pub fn end_sleep(&self) -> bool {
+        self.rx.consumer_awake();
+        let signalled = self.bell.clear(Wake::Data);
+        if signalled {
+            bump(&self.counters.wakeups);
+        }
+        signalled
+    }
+
     /// Bounded busy-poll of the receive ring; `true` when data (or an inconsistency, which the
     /// next pop reports) showed up.
     fn spin_for_data(&self) -> bool {
@@ -432,6 +521,10 @@ fn remaining(deadline: Option<Instant>) -> Result<Option<Duration>, RingError> {
             Ok(Some(left))
         }
     }
+}
+
+fn lock32(m: &Mutex<u32>) -> std::sync::MutexGuard<'_, u32> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The index mutexes guard a plain integer: a panic while one was held leaves nothing broken.

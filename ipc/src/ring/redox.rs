@@ -100,6 +100,10 @@ impl Bell for FutexBell {
         Ok(())
     }
 
+    fn ring_own(&self, w: Wake) {
+        wake(word(self, self.mine[w as usize]));
+    }
+
     fn ring_self(&self) {
         for p in self.mine {
             wake(word(self, p));
