@@ -609,11 +609,16 @@ impl Device for Igb {
 
     fn write32(&mut self, bar: u8, offset: u32, value: u32, host: &mut dyn DeviceHost) {
         front::write32(self, bar, offset, value, host);
+        crate::nic::tx::after_write(self, bar, offset, host);
     }
 
-    /// The timer registers are applied in full by the write and schedule nothing; every other
-    /// write may start engine work, so it wakes the model thread.
+    /// The timer registers are applied in full by the write and schedule nothing; a TDT write
+    /// under [`crate::TxEngine::Sync`] ran the TX engine itself and wakes only for what it
+    /// left; every other write may start engine work, so it wakes the model thread.
     fn write_wakes_model(&self, bar: u8, offset: u32) -> bool {
+        if let Some(wake) = self.port.tdt_write_wakes(bar, offset) {
+            return wake;
+        }
         !(bar == 0
             && matches!(
                 offset & !3,

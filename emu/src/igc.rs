@@ -76,7 +76,9 @@ use ptp_pci::PciIds;
 use ptp_pci::emulated::{Device, DeviceHost};
 
 pub use crate::nic::irq::OTHER_CAUSES;
-pub use crate::nic::{LinkSpeed, MAX_ARMED_READS, MAX_TX_FRAME, ReadAction, UnimplementedAccess};
+pub use crate::nic::{
+    LinkSpeed, MAX_ARMED_READS, MAX_TX_FRAME, ReadAction, TxEngine, UnimplementedAccess,
+};
 pub use txstamp::TX_STAMP_SETS;
 
 use crate::clock::TimeSource;
@@ -449,6 +451,16 @@ impl I225 {
         self.tsauxc_power_on
     }
 
+    /// See [`NicPort::set_tx_engine`](crate::NicPort::set_tx_engine).
+    pub fn set_tx_engine(&mut self, engine: TxEngine) {
+        self.port.set_tx_engine(engine)
+    }
+
+    /// See [`NicPort::tx_engine`](crate::NicPort::tx_engine).
+    pub fn tx_engine(&self) -> TxEngine {
+        self.port.tx_engine()
+    }
+
     /// See [`NicPort::mac`](crate::NicPort::mac).
     pub fn mac(&self) -> [u8; 6] {
         self.port.mac()
@@ -724,13 +736,18 @@ impl Device for I225 {
 
     fn write32(&mut self, bar: u8, offset: u32, value: u32, host: &mut dyn DeviceHost) {
         front::write32(self, bar, offset, value, host);
+        crate::nic::tx::after_write(self, bar, offset, host);
     }
 
     /// The timer registers are applied in full by the write (a new PHC law, published before
     /// the access returns) and schedule nothing: the engines read SYSTIM only when they stamp,
-    /// and frame arrivals are due in true time, not PHC time. Every other write may start
-    /// engine work (ring tails, enables, resets), so it wakes the model thread as before.
+    /// and frame arrivals are due in true time, not PHC time. A TDT write under
+    /// [`TxEngine::Sync`] ran the TX engine itself and wakes only for what it left. Every other
+    /// write may start engine work (ring tails, enables, resets), so it wakes the model thread.
     fn write_wakes_model(&self, bar: u8, offset: u32) -> bool {
+        if let Some(wake) = self.port.tdt_write_wakes(bar, offset) {
+            return wake;
+        }
         !(bar == 0 && matches!(offset & !3, SYSTIML | SYSTIMH | TIMINCA | TIMADJ | TSAUXC))
     }
 

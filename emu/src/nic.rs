@@ -39,7 +39,7 @@ use ptp_pci::emulated::DeviceHost;
 pub use hooks::{MAX_ARMED_READS, ReadAction};
 pub use known::UnimplementedAccess;
 pub use link::LinkSpeed;
-pub use tx::MAX_TX_FRAME;
+pub use tx::{MAX_TX_FRAME, TxEngine};
 
 pub(crate) use mmio::{CtrlWrite, IrqMap};
 
@@ -126,6 +126,11 @@ pub struct Port {
     pub(crate) tx_busy_until: u64,
     /// True time from the TX engine picking a frame up to its first bit on the wire, ns.
     pub(crate) tx_pipeline_ns: u64,
+    /// Where a TDT write runs the TX engine ([`TxEngine`]).
+    pub(crate) tx_engine: TxEngine,
+    /// [`TxEngine::Sync`]: whether the last TDT write left work for the model thread (frames
+    /// still posted, or a frame of ours now due back on a loopback wire).
+    pub(crate) tx_sync_wake: bool,
     pub(crate) hooks: hooks::ReadHooks,
     pub(crate) unimpl: known::Unimplemented,
     /// Where the queue registers sit (they moved between the families).
@@ -219,6 +224,8 @@ impl Port {
             tx_ctx: Default::default(),
             tx_busy_until: 0,
             tx_pipeline_ns: p.tx_pipeline_ns,
+            tx_engine: TxEngine::Thread,
+            tx_sync_wake: false,
             hooks: hooks::ReadHooks::default(),
             unimpl: known::Unimplemented::new(p.name),
             map: p.map,

@@ -10,6 +10,8 @@ use crate::host::MemHost;
 use crate::phc::NS_PER_S;
 use crate::wire::{Cable, Disconnected, Loopback, WireFrame};
 
+mod txsync;
+
 const S: u64 = NS_PER_S;
 /// True time at the start of every test.
 const START: u64 = 1_000_000;

@@ -5,8 +5,34 @@
 //! advanced TX descriptors by DMA from TDH on, gathers the buffers of one frame until EOP,
 //! hands the frame to the wire, writes back DD where RS was set, advances TDH and raises
 //! ICR.TXDW. It runs from [`Device::poll`](ptp_pci::emulated::Device::poll) (a TDT write
-//! wakes the model thread) or from an armed read ([`ReadAction::ReleaseTx`](super::ReadAction)).
+//! wakes the model thread: [`TxEngine::Thread`]), inside the TDT write itself
+//! ([`TxEngine::Sync`]), or from an armed read ([`ReadAction::ReleaseTx`](super::ReadAction)).
 //! Queues 1–3 are register storage only.
+//!
+//! # Where the engine runs
+//!
+//! Both modes run the same [`run_tx`]: the departure instant, the stamp latched for it, the
+//! write-back, TXDW and the time-sync interrupt are the model's, computed from the model's
+//! clock when the engine runs. What differs is *when* it runs:
+//!
+//! - [`TxEngine::Thread`] (the default): the TDT write wakes the model thread, which runs the
+//!   engine when the host scheduler lets it — a wake-up and a thread hand-off per doorbell,
+//!   and on a busy host tens of µs or more during which the clock keeps running, so the
+//!   frame's departure (and its stamp) is later than the doorbell by that hand-off, which
+//!   hardware does not have.
+//! - [`TxEngine::Sync`]: the write of TDT runs the engine on the writer's thread, under the
+//!   bus lock the write already holds; the frame's departure is `tx_pipeline_ns` after the
+//!   doorbell (or the end of the previous frame's serialisation at the link speed, whichever is
+//!   later), as the model defines it, with no host scheduling in between. Frames posted by
+//!   several TDT writes are each processed at their own write; back-to-back frames still queue
+//!   behind each other's serialisation (`tx_busy_until`), so their departures are spaced as in
+//!   the threaded mode. As in the threaded mode the stamp (the PHC at the departure instant)
+//!   and its interrupt become visible when the engine runs, which is up to `tx_pipeline_ns`
+//!   plus any serialisation wait *before* the departure instant they describe: the model has
+//!   no timer to deliver them later, and a driver that read them "too early" cannot tell, since
+//!   the value is the departure's. A TDT write that leaves work behind (frames not yet
+//!   sendable: link down, queue disabled, a held engine, a stalled descriptor) or puts a frame
+//!   on a loopback wire that this port receives itself still wakes the model thread.
 //!
 //! # Assumptions
 //!
@@ -40,6 +66,69 @@ use ptp_pci::emulated::DeviceHost;
 use super::csum;
 use super::irq::QueueCause;
 use super::{Mac, q};
+
+/// Which thread runs the TX engine after a TDT write (module docs, "Where the engine runs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TxEngine {
+    /// The TDT write wakes the model thread, whose poll runs the engine.
+    #[default]
+    Thread,
+    /// The TDT write runs the engine on the writer's thread, inside the write.
+    Sync,
+}
+
+impl std::str::FromStr for TxEngine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "thread" => Ok(Self::Thread),
+            "sync" => Ok(Self::Sync),
+            _ => Err(format!("bad TX engine {s:?} (sync, thread)")),
+        }
+    }
+}
+
+impl super::Port {
+    /// Chooses where a TDT write runs the TX engine from now on.
+    pub fn set_tx_engine(&mut self, engine: TxEngine) {
+        self.tx_engine = engine;
+        self.tx_sync_wake = false;
+    }
+
+    /// Where a TDT write runs the TX engine.
+    pub fn tx_engine(&self) -> TxEngine {
+        self.tx_engine
+    }
+
+    /// Whether `offset` of `bar` is queue 0's TDT.
+    fn is_tdt(&self, bar: u8, offset: u32) -> bool {
+        bar == 0 && offset & !3 == self.map.tx0 + q::TAIL
+    }
+
+    /// `Device::write_wakes_model` for TDT: `Some(wake)` when the write was queue 0's TDT under
+    /// [`TxEngine::Sync`] (the engine already ran; wake only for what it left behind), `None`
+    /// for anything else (the model's own answer stands).
+    pub(crate) fn tdt_write_wakes(&self, bar: u8, offset: u32) -> Option<bool> {
+        (self.tx_engine == TxEngine::Sync && self.is_tdt(bar, offset)).then_some(self.tx_sync_wake)
+    }
+}
+
+/// After a BAR write (`Device::write32`): under [`TxEngine::Sync`] a write of queue 0's TDT
+/// runs the engine now, on the writer's thread, and notes whether the model thread is still
+/// needed ([`super::Port::tdt_write_wakes`]).
+pub(crate) fn after_write<M: Mac>(m: &mut M, bar: u8, offset: u32, host: &mut dyn DeviceHost) {
+    let p = m.port();
+    if p.tx_engine != TxEngine::Sync || !p.is_tdt(bar, offset) {
+        return;
+    }
+    let arrival = |p: &super::Port| p.wire.as_ref().and_then(|w| w.next_arrival());
+    let before = arrival(p);
+    run_tx(m, host, false);
+    let p = m.port();
+    let after = arrival(p);
+    let left = p.txq(q::HEAD) != p.txq(q::TAIL);
+    p.tx_sync_wake = left || (after.is_some() && after != before);
+}
 
 /// Largest frame the engine gathers (bytes); longer ones are malformed.
 pub const MAX_TX_FRAME: usize = 16 * 1024;
