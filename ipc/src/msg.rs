@@ -188,6 +188,16 @@ pub enum DriverRequest {
     /// with its own hello (`Restarted`, then `Link`), and then lets this connection replace any
     /// older one. Never answered with a reply.
     Hello,
+    /// `Hello`, asking that this connection's traffic go over a shared-memory ring pair
+    /// (`ring`, issue 16) of `slot_count` slots of `slot_size` bytes per direction. A driver
+    /// that can offers the ring as its first answer on the connection (the region and bells
+    /// passed over it), then sends its hello and everything else over the ring; the connection
+    /// itself then carries nothing but its liveness. An older driver refuses this hello
+    /// (`Closed { NoHello }`), so a client may fall back to a plain `Hello`.
+    HelloRing {
+        slot_size: u32,
+        slot_count: u32,
+    },
     /// Queue a PTP frame; with `want_ts` its TX timestamp comes back as a `TxTimestamp` (or
     /// `TxTimestampLost`) event carrying `cookie`. Answered only on error (`Error`), so a
     /// timestamping workload costs one message each way per frame, not two.

@@ -11,7 +11,7 @@
 //!
 //! Kinds (the numbers are the format; the golden tests pin them):
 //! - `PtpdToDriver` (payload starts with `seq: u32`): SendPtp 1, GetTime 2, GetTimeX 3, SetTime 4,
-//!   AdjTime 5, AdjFine 6, SetTstampConfig 7, Caps 8, Stats 9, Hello 10.
+//!   AdjTime 5, AdjFine 6, SetTstampConfig 7, Caps 8, Stats 9, Hello 10, HelloRing 11.
 //! - `DriverToPtpd`: replies (payload starts with `seq: u32`) Done 0x001, Time 0x002, TimeX 0x003,
 //!   TstampConfig 0x004, Caps 0x005, Stats 0x006, Error 0x007; events TxTimestamp 0x101,
 //!   TxTimestampLost 0x102, PtpFrame 0x103, Link 0x104, Restarted 0x105, Closed 0x106.
@@ -508,6 +508,7 @@ impl Message for PtpdToDriver {
             Caps => 8,
             Stats => 9,
             Hello => 10,
+            HelloRing { .. } => 11,
         }
     }
     fn put_payload(&self, w: &mut Writer) {
@@ -532,11 +533,18 @@ impl Message for PtpdToDriver {
                 w.put(tx_on);
                 w.put(rx_filter);
             }
+            HelloRing {
+                slot_size,
+                slot_count,
+            } => {
+                w.put(slot_size);
+                w.put(slot_count);
+            }
         }
     }
     fn get_payload(kind: u16, r: &mut Reader) -> Result<Self, DecodeError> {
         use DriverRequest::*;
-        if !(1..=10).contains(&kind) {
+        if !(1..=11).contains(&kind) {
             return Err(DecodeError::UnknownKind(kind));
         }
         let seq = r.get()?;
@@ -559,7 +567,11 @@ impl Message for PtpdToDriver {
             },
             8 => Caps,
             9 => Stats,
-            _ => Hello,
+            10 => Hello,
+            _ => HelloRing {
+                slot_size: r.get()?,
+                slot_count: r.get()?,
+            },
         };
         Ok(PtpdToDriver { seq, request })
     }

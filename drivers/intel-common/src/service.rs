@@ -101,6 +101,8 @@ pub fn dispatch<M: Mmio, H: ClockHw, D: DataPath>(
             data.handle(other)
         }
         // The channel's handshake, answered by the channel before a device sees anything.
-        DriverRequest::Hello => DriverReply::Error(DriverError::InvalidArgument),
+        DriverRequest::Hello | DriverRequest::HelloRing { .. } => {
+            DriverReply::Error(DriverError::InvalidArgument)
+        }
     }
 }

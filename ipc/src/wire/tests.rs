@@ -183,6 +183,10 @@ fn ptpd_to_driver() -> impl Strategy<Value = PtpdToDriver> {
         Just(Caps),
         Just(Stats),
         Just(Hello),
+        (any::<u32>(), any::<u32>()).prop_map(|(slot_size, slot_count)| HelloRing {
+            slot_size,
+            slot_count
+        }),
     ];
     (any::<u32>(), request).prop_map(|(seq, request)| PtpdToDriver { seq, request })
 }
@@ -453,9 +457,19 @@ fn golden_hello_and_closed() {
     let want = [1, 1, 10, 0, 4, 0, 0, 0, 1, 0, 0, 0];
     assert_eq!(hello.to_bytes(), want);
     assert_eq!(PtpdToDriver::decode(&want), Ok(hello));
+    let ring = PtpdToDriver {
+        seq: 2,
+        request: DriverRequest::HelloRing {
+            slot_size: 512,
+            slot_count: 256,
+        },
+    };
+    let want = [1, 1, 11, 0, 12, 0, 0, 0, 2, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0];
+    assert_eq!(ring.to_bytes(), want);
+    assert_eq!(PtpdToDriver::decode(&want), Ok(ring));
     assert_eq!(
-        PtpdToDriver::decode(&[1, 1, 11, 0, 4, 0, 0, 0, 1, 0, 0, 0]),
-        Err(DecodeError::UnknownKind(11))
+        PtpdToDriver::decode(&[1, 1, 12, 0, 4, 0, 0, 0, 1, 0, 0, 0]),
+        Err(DecodeError::UnknownKind(12))
     );
     for (reason, byte) in [
         (CloseReason::PermissionDenied, 1),
