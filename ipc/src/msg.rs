@@ -179,6 +179,17 @@ pub struct Stats {
     pub rx_timestamped: u64,
     /// Received frames that were not PTP (counted, dropped until a netstack consumes them).
     pub rx_other: u64,
+    /// IRQ-thread waits that an interrupt ended (every IRQ thread of the driver).
+    pub irq_wakeups: u64,
+    /// Of those, the time-sync thread's: the wake-ups of the TX timestamp path.
+    pub ts_wakeups: u64,
+    /// Passes an IRQ thread ran after an interrupt without waiting again (NAPI-style polling,
+    /// `--irq-mode napi`).
+    pub napi_polls: u64,
+    /// Spins (polling on after a pass that found nothing) that ended because work came.
+    pub spin_work: u64,
+    /// Spins that ran out with nothing found: the thread re-armed its interrupt and slept.
+    pub spin_idle: u64,
 }
 
 /// ptpd → driver.

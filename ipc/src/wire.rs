@@ -336,6 +336,7 @@ struct_fields! {
     Stats {
         tx_requested, tx_delivered, tx_skipped, tx_timeouts, tx_lost, quirk_recoveries,
         interrupts, mmio_reads, mmio_writes, tx_frames, rx_frames, rx_timestamped, rx_other,
+        irq_wakeups, ts_wakeups, napi_polls, spin_work, spin_idle,
     }
     ClockStatus {
         driver_up, generation, connects, link_up, link_speed_mbps, port_state, offset_ns,

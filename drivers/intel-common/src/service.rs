@@ -23,6 +23,11 @@ pub struct Counters {
     pub rx_frames: AtomicU64,
     pub rx_timestamped: AtomicU64,
     pub rx_other: AtomicU64,
+    pub irq_wakeups: AtomicU64,
+    pub ts_wakeups: AtomicU64,
+    pub napi_polls: AtomicU64,
+    pub spin_work: AtomicU64,
+    pub spin_idle: AtomicU64,
 }
 
 impl Counters {
@@ -48,6 +53,11 @@ impl Counters {
             rx_frames: g(&self.rx_frames),
             rx_timestamped: g(&self.rx_timestamped),
             rx_other: g(&self.rx_other),
+            irq_wakeups: g(&self.irq_wakeups),
+            ts_wakeups: g(&self.ts_wakeups),
+            napi_polls: g(&self.napi_polls),
+            spin_work: g(&self.spin_work),
+            spin_idle: g(&self.spin_idle),
         }
     }
 }

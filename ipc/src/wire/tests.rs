@@ -115,7 +115,7 @@ fn caps() -> impl Strategy<Value = Caps> {
 }
 
 fn stats() -> impl Strategy<Value = Stats> {
-    prop::array::uniform13(any::<u64>()).prop_map(|a| Stats {
+    prop::array::uniform18(any::<u64>()).prop_map(|a| Stats {
         tx_requested: a[0],
         tx_delivered: a[1],
         tx_skipped: a[2],
@@ -129,6 +129,11 @@ fn stats() -> impl Strategy<Value = Stats> {
         rx_frames: a[10],
         rx_timestamped: a[11],
         rx_other: a[12],
+        irq_wakeups: a[13],
+        ts_wakeups: a[14],
+        napi_polls: a[15],
+        spin_work: a[16],
+        spin_idle: a[17],
     })
 }
 
