@@ -18,6 +18,8 @@
 //! summary_interval = 0           # log2 s between "rms ... delay ..." lines
 //! tx_timestamp_timeout = 50      # ms a Sync/Delay_Req waits for its TX stamp
 //! max_frequency = 500000         # ppb, clamp of every frequency adjustment
+//! rx_filter = "event"            # or "per_role": RX stamps of Sync only while not master,
+//!                                # of Delay_Req only while master (E2E only)
 //! step_threshold = 0.001         # s, the Kalman filter's step threshold
 //! utc_offset = 37                # what the grandmaster announces (see ptp/mod.rs)
 //!
@@ -70,6 +72,13 @@ pub enum PtpConfigError {
         "step_threshold = {0} must be > 0 and <= 1000 s (statime's Kalman filter cannot disable steps)"
     )]
     BadStepThreshold(f64),
+    /// `rx_filter = "per_role"` with `delay_mechanism = "P2P"`: a P2P port needs stamps of
+    /// Pdelay_Req and Pdelay_Resp in every state, which no single-message filter gives.
+    #[error(
+        "{section}: rx_filter = \"per_role\" needs delay_mechanism = \"E2E\" (P2P needs RX \
+         stamps of Pdelay_Req and Pdelay_Resp in every port state)"
+    )]
+    PerRoleNeedsE2e { section: String },
     /// `[ptp] enabled = true` but every clock disabled PTP, or similar.
     #[error("[ptp] is enabled but no [[clock]] runs PTP")]
     NoPtpPorts,
@@ -81,6 +90,20 @@ pub enum DelayMechanism {
     #[default]
     E2E,
     P2P,
+}
+
+/// `rx_filter`: which received messages a port asks its driver to stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxFilterMode {
+    /// Every PTPv2 event message of the transport, in every state (Linux
+    /// HWTSTAMP_FILTER_PTP_V2_L2_EVENT / _L4_EVENT, what ptp4l asks for).
+    #[default]
+    Event,
+    /// Only what the port's role uses: Sync while not master, Delay_Req while master (Linux
+    /// HWTSTAMP_FILTER_PTP_V2_*_SYNC / _DELAY_REQ, as ptp4l's `hwts_filter` modes for parts
+    /// that latch one stamp at a time). Needed on QEMU's 82576 model, which stamps one
+    /// message type only (see the README's findings).
+    PerRole,
 }
 
 /// `network_transport`.
@@ -125,6 +148,8 @@ pub struct PortOptions {
     pub tx_timestamp_timeout: Option<u64>,
     /// ppb.
     pub max_frequency: Option<u32>,
+    /// "event" (default) or "per_role" ([`RxFilterMode`]).
+    pub rx_filter: Option<String>,
 }
 
 impl PortOptions {
@@ -146,7 +171,8 @@ impl PortOptions {
             delay_asymmetry,
             source_ip,
             tx_timestamp_timeout,
-            max_frequency
+            max_frequency,
+            rx_filter
         )
     }
 }
@@ -203,6 +229,7 @@ pub struct PtpSection {
     pub delay_asymmetry: Option<i64>,
     pub tx_timestamp_timeout: Option<u64>,
     pub max_frequency: Option<u32>,
+    pub rx_filter: Option<String>,
 }
 
 impl PtpSection {
@@ -223,6 +250,7 @@ impl PtpSection {
             source_ip: None,
             tx_timestamp_timeout: self.tx_timestamp_timeout,
             max_frequency: self.max_frequency,
+            rx_filter: self.rx_filter.clone(),
         }
     }
 }
@@ -315,6 +343,7 @@ pub struct PortSettings {
     pub source_ip: Option<Ipv4Addr>,
     pub tx_timestamp_timeout: Duration,
     pub max_frequency_ppb: u32,
+    pub rx_filter: RxFilterMode,
 }
 
 impl PortSettings {
@@ -335,6 +364,7 @@ impl PortSettings {
             source_ip: None,
             tx_timestamp_timeout: Duration::from_millis(50),
             max_frequency_ppb: 500_000,
+            rx_filter: RxFilterMode::Event,
         }
     }
 }
@@ -439,6 +469,19 @@ fn parse_transport(section: &str, v: &str) -> Result<NetworkTransport, PtpConfig
     }
 }
 
+fn parse_rx_filter(section: &str, v: &str) -> Result<RxFilterMode, PtpConfigError> {
+    match v {
+        "event" => Ok(RxFilterMode::Event),
+        "per_role" => Ok(RxFilterMode::PerRole),
+        _ => Err(PtpConfigError::Unsupported {
+            section: section.to_string(),
+            key: "rx_filter",
+            value: v.to_string(),
+            supported: "\"event\", \"per_role\"",
+        }),
+    }
+}
+
 /// Validates one port's options (already merged with the global defaults).
 fn resolve_port(clock: usize, name: &str, o: &PortOptions) -> Result<PortSettings, PtpConfigError> {
     let section = format!("[clock.ptp] of {name:?}");
@@ -485,6 +528,14 @@ fn resolve_port(clock: usize, name: &str, o: &PortOptions) -> Result<PortSetting
     if let Some(v) = o.max_frequency {
         range(s, "max_frequency", v.into(), 1, 100_000_000)?;
         p.max_frequency_ppb = v;
+    }
+    if let Some(v) = &o.rx_filter {
+        p.rx_filter = parse_rx_filter(s, v)?;
+    }
+    if p.rx_filter == RxFilterMode::PerRole && p.delay_mechanism == DelayMechanism::P2P {
+        return Err(PtpConfigError::PerRoleNeedsE2e {
+            section: s.to_string(),
+        });
     }
     Ok(p)
 }
@@ -639,6 +690,38 @@ mod tests {
             management_policy(&names(&["priority1", "domainNumber"]), false),
             Err(PtpConfigError::Unsupported {
                 key: "management_settable",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn rx_filter_is_event_by_default_per_role_on_request_and_never_with_p2p() {
+        let port = |o: PortOptions| resolve_port(0, "a", &o);
+        let opts = |rx: Option<&str>, delay: Option<&str>| PortOptions {
+            rx_filter: rx.map(str::to_string),
+            delay_mechanism: delay.map(str::to_string),
+            ..PortOptions::default()
+        };
+        assert_eq!(
+            port(opts(None, None)).unwrap().rx_filter,
+            RxFilterMode::Event
+        );
+        assert_eq!(
+            port(opts(Some("per_role"), Some("E2E"))).unwrap().rx_filter,
+            RxFilterMode::PerRole
+        );
+        // A global default reaches every clock that does not override it.
+        let merged = PortOptions::default().merge(&opts(Some("per_role"), None));
+        assert_eq!(port(merged).unwrap().rx_filter, RxFilterMode::PerRole);
+        assert!(matches!(
+            port(opts(Some("per_role"), Some("P2P"))),
+            Err(PtpConfigError::PerRoleNeedsE2e { .. })
+        ));
+        assert!(matches!(
+            port(opts(Some("sync"), None)),
+            Err(PtpConfigError::Unsupported {
+                key: "rx_filter",
                 ..
             })
         ));

@@ -9,11 +9,14 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use ptp_ipc::{Caps, ClockError, DriverEvent, DriverReply, DriverRequest, LostReason, PortState};
+use ptp_ipc::{
+    Caps, ClockError, DriverEvent, DriverReply, DriverRequest, LostReason, PortState, RxFilter,
+};
 
 use super::clock::DriverIo;
 use super::config::{
     DelayMechanism, InstanceSettings, MgmtPolicy, NetworkTransport, PortSettings, PtpSettings,
+    RxFilterMode,
 };
 use super::engine::{Core, EngineStats};
 
@@ -94,6 +97,25 @@ pub struct SimDriverState {
     pub adjtimes: u32,
     pub tx_mode: TxMode,
     pub ts_count: u64,
+    /// Every RX filter the driver applied, in order.
+    pub rx_filters: Vec<RxFilter>,
+    /// Stamps received frames as QEMU 10's 82576 model does: only event messages of the one
+    /// type its filter names, Sync under an event filter (TSYNCRXCFG 0). Else every frame.
+    pub one_message_type: bool,
+}
+
+/// Whether a part that stamps one message type (see [`SimDriverState::one_message_type`])
+/// stamps `frame` under `filter`.
+fn one_type_stamps(filter: Option<RxFilter>, frame: &[u8]) -> bool {
+    let Some(info) = ptp_ipc::frame::classify(frame) else {
+        return false;
+    };
+    let ty = match filter {
+        None | Some(RxFilter::None) => return false,
+        Some(RxFilter::PtpV2L2DelayReq | RxFilter::PtpV2L4DelayReq) => 1,
+        Some(_) => 0,
+    };
+    info.message_type == ty
 }
 
 /// A driver whose PHC lives in virtual time.
@@ -132,6 +154,7 @@ impl DriverIo for SimDriver {
             }),
             DriverRequest::SetTstampConfig { tx_on, rx_filter } => {
                 st.tstamp_configs += 1;
+                st.rx_filters.push(rx_filter);
                 DriverReply::TstampConfig { tx_on, rx_filter }
             }
             _ => DriverReply::Error(ptp_ipc::DriverError::Unsupported),
@@ -221,6 +244,8 @@ impl World {
                 adjtimes: 0,
                 tx_mode: TxMode::Deliver,
                 ts_count: 0,
+                rx_filters: Vec::new(),
+                one_message_type: false,
             })));
             let settings = PtpSettings {
                 instance: InstanceSettings {
@@ -368,11 +393,13 @@ impl World {
                 self.push(t + self.wire_delay, other, SimEv::Arrive { frame });
             }
             SimEv::Arrive { frame } => {
-                let rx = self.nodes[node].drv.st().phc.at(t) as u64;
-                let ev = DriverEvent::PtpFrame {
-                    rx_ns: Some(rx),
-                    frame,
+                let rx_ns = {
+                    let st = self.nodes[node].drv.st();
+                    let stamped = !st.one_message_type
+                        || one_type_stamps(st.rx_filters.last().copied(), &frame);
+                    stamped.then(|| st.phc.at(t) as u64)
                 };
+                let ev = DriverEvent::PtpFrame { rx_ns, frame };
                 self.nodes[node].core.on_event(0, ev, t);
             }
             SimEv::Event(ev) => self.nodes[node].core.on_event(0, ev, t),
@@ -383,12 +410,24 @@ impl World {
 /// Runs a master (node 0) and a slave 50 ms and 30 ppm off (node 1) for `secs`, and returns
 /// (world, virtual time after which |true offset| stayed below 1 µs).
 fn converge(ports: [PortSettings; 2], secs: u64) -> (World, Option<u64>) {
+    converge_on(ports, secs, false)
+}
+
+/// [`converge`], with both drivers stamping as QEMU's 82576 model when `one_message_type`.
+fn converge_on(
+    ports: [PortSettings; 2],
+    secs: u64,
+    one_message_type: bool,
+) -> (World, Option<u64>) {
     init_log();
     let phcs = [
         SimPhc::new(1_000.0 * S as f64, 0.0),
         SimPhc::new(1_000.0 * S as f64 + 50.0 * MS as f64, 30.0),
     ];
     let mut w = World::new(ports, [1, 128], phcs);
+    for n in &w.nodes {
+        n.drv.st().one_message_type = one_message_type;
+    }
     let mut locked_since: Option<u64> = None;
     w.run_until(secs * S, |w| {
         if w.true_offset().abs() < 1_000.0 {
@@ -451,6 +490,44 @@ fn sim_slave_locks_to_master_l2_e2e() {
         "L2/E2E locked after {:.1} s",
         since.unwrap() as f64 / S as f64
     );
+}
+
+#[test]
+fn sim_per_role_rx_filter_follows_the_port_state_and_locks_on_a_one_message_part() {
+    for transport in [NetworkTransport::L2, NetworkTransport::UdpV4] {
+        let mut p = port(transport, DelayMechanism::E2E);
+        p.rx_filter = RxFilterMode::PerRole;
+        let (w, since) = converge_on([p.clone(), p], 60, true);
+        assert_locked(&w, since, 30 * S);
+        let (sync, req) = match transport {
+            NetworkTransport::L2 => (RxFilter::PtpV2L2Sync, RxFilter::PtpV2L2DelayReq),
+            NetworkTransport::UdpV4 => (RxFilter::PtpV2L4Sync, RxFilter::PtpV2L4DelayReq),
+        };
+        // The master asked for Sync while it listened, then for Delay_Req as master; the
+        // slave only ever for Sync.
+        let m = w.nodes[0].drv.st().rx_filters.clone();
+        let s = w.nodes[1].drv.st().rx_filters.clone();
+        assert_eq!(m, vec![sync, req], "{transport:?} master");
+        assert_eq!(s, vec![sync], "{transport:?} slave");
+        assert_eq!(w.nodes[0].core.rx_filter(0), Some(req));
+        assert_eq!(w.nodes[1].core.rx_filter(0), Some(sync));
+        eprintln!(
+            "{transport:?} per_role on a one-message part locked after {:.1} s",
+            since.unwrap() as f64 / S as f64
+        );
+    }
+}
+
+#[test]
+fn sim_event_rx_filter_on_a_one_message_part_never_locks() {
+    // The other side of the test above: with the event filter QEMU's model stamps Sync only,
+    // so the master's Delay_Reqs carry no stamp and the slave never measures its delay.
+    let p = port(NetworkTransport::L2, DelayMechanism::E2E);
+    let (w, since) = converge_on([p.clone(), p], 30, true);
+    assert_eq!(since, None, "locked without Delay_Req stamps?");
+    assert_ne!(w.nodes[1].core.snapshot(0).port_state, PortState::Slave);
+    assert!(w.nodes[0].core.stats().snapshot().rx_no_timestamp > 0);
+    assert_eq!(w.nodes[0].drv.st().rx_filters, vec![RxFilter::PtpV2L2Event]);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use ptp_ipc::clockpage::ClockPageReader;
 use ptp_ipc::{Caps, DriverError, DriverReply, DriverRequest, RxFilter};
 
 use super::super::clock::{self, DriverIo};
-use super::super::config::{NetworkTransport, derive_source_ip, eui64_from_mac};
+use super::super::config::{NetworkTransport, RxFilterMode, derive_source_ip, eui64_from_mac};
 use super::super::net::FrameBuilder;
 use super::{Core, NS_PER_S, bump};
 
@@ -25,6 +25,29 @@ pub struct ConfigureJob {
     pub name: String,
     pub io: Arc<dyn DriverIo>,
     pub transport: NetworkTransport,
+    /// The per-message filter the port's role wants (`rx_filter = "per_role"`), asked first.
+    pub role_filter: Option<RxFilter>,
+}
+
+/// The RX filter a port in `state` asks for under `mode`: `None` under "event" (the
+/// transport's event filter), else Delay_Req while (pre-)master and Sync in every other state
+/// (a listening or uncalibrated port is about to be a slave; a passive port uses neither).
+pub fn role_filter(
+    mode: RxFilterMode,
+    transport: NetworkTransport,
+    state: ptp_ipc::PortState,
+) -> Option<RxFilter> {
+    use ptp_ipc::PortState as S;
+    if mode == RxFilterMode::Event {
+        return None;
+    }
+    let master = matches!(state, S::Master | S::PreMaster);
+    Some(match (transport, master) {
+        (NetworkTransport::L2, true) => RxFilter::PtpV2L2DelayReq,
+        (NetworkTransport::L2, false) => RxFilter::PtpV2L2Sync,
+        (NetworkTransport::UdpV4, true) => RxFilter::PtpV2L4DelayReq,
+        (NetworkTransport::UdpV4, false) => RxFilter::PtpV2L4Sync,
+    })
 }
 
 /// What configuring a driver found out.
@@ -57,9 +80,9 @@ pub enum ConfigureError {
 }
 
 impl ConfigureJob {
-    /// Asks the driver for its Caps, then turns on TX timestamps and the RX filter matching
-    /// the transport (falling back to wider filters the part may prefer). Bounded: at most
-    /// four requests of [`CONFIGURE_TIMEOUT`] each.
+    /// Asks the driver for its Caps, then turns on TX timestamps and the RX filter of the
+    /// port's role, if any, else the one matching the transport (falling back to wider filters
+    /// the part may prefer). Bounded: at most five requests of [`CONFIGURE_TIMEOUT`] each.
     pub fn run(&self) -> Result<Configured, ConfigureError> {
         let caps = match self.io.request(DriverRequest::Caps, CONFIGURE_TIMEOUT) {
             Ok(DriverReply::Caps(c)) => c,
@@ -74,7 +97,8 @@ impl ConfigureJob {
             NetworkTransport::UdpV4 => RxFilter::PtpV2L4Event,
         };
         let mut last = ConfigureError::Unexpected("SetTstampConfig");
-        for rx_filter in [first, RxFilter::PtpV2Event, RxFilter::All] {
+        let filters = self.role_filter.into_iter();
+        for rx_filter in filters.chain([first, RxFilter::PtpV2Event, RxFilter::All]) {
             let req = DriverRequest::SetTstampConfig {
                 tx_on: true,
                 rx_filter,
@@ -132,7 +156,10 @@ impl Core {
     }
 
     pub(super) fn queue_configure(&mut self, i: usize) {
+        let state = self.derived_state(i);
         let p = &mut self.ports[i];
+        let role = role_filter(p.s.rx_filter, p.s.transport, state);
+        p.role_filter_asked = role;
         p.cfg_seq += 1;
         p.cfg_pending = true;
         p.cfg_retry_at = None;
@@ -142,7 +169,36 @@ impl Core {
             name: p.s.name.clone(),
             io: p.io.clone(),
             transport: p.s.transport,
+            role_filter: role,
         });
+    }
+
+    /// Under `rx_filter = "per_role"`, re-configures a configured port whose role now wants
+    /// another filter than the last one asked for (a refused per-message filter is not asked
+    /// again until the role changes).
+    pub(super) fn follow_role(&mut self, i: usize) {
+        let state = self.derived_state(i);
+        let p = &self.ports[i];
+        if !p.configured || p.cfg_pending {
+            return;
+        }
+        let want = role_filter(p.s.rx_filter, p.s.transport, state);
+        if want.is_some() && want != p.role_filter_asked {
+            log::info!(
+                "port {} ({}): {:?} wants RX filter {:?}; re-configuring",
+                p.number,
+                p.s.name,
+                state,
+                want.unwrap_or(RxFilter::None)
+            );
+            self.queue_configure(i);
+        }
+    }
+
+    /// The RX filter the driver applied for port `k`, once configured.
+    pub fn rx_filter(&self, k: usize) -> Option<RxFilter> {
+        let p = &self.ports[k];
+        p.configured.then_some(p.rx_filter).flatten()
     }
 
     /// The result of a [`ConfigureJob`].
@@ -183,6 +239,7 @@ impl Core {
                     }
                 }
                 p.configured = true;
+                p.rx_filter = Some(c.rx_filter);
                 p.warned_not_ready = false;
                 log::info!(
                     "port {} ({}): timestamping on (TX on, RX {:?}), {} {}, MAC {}",
@@ -214,6 +271,8 @@ impl Core {
                 );
             }
         }
+        // The role may have changed while the driver was being configured.
+        self.follow_role(i);
         self.publish(i);
     }
 }

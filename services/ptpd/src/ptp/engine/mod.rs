@@ -61,7 +61,7 @@ mod status;
 mod thread;
 mod timers;
 
-pub use configure::{CONFIGURE_TIMEOUT, ConfigureError, ConfigureJob, Configured};
+pub use configure::{CONFIGURE_TIMEOUT, ConfigureError, ConfigureJob, Configured, role_filter};
 pub use thread::{Engine, MgmtHandle};
 
 type Instance = PtpInstance<TracedFilter>;
@@ -139,6 +139,10 @@ struct PortCtx {
     cfg_seq: u64,
     cfg_pending: bool,
     cfg_retry_at: Option<u64>,
+    /// The RX filter the driver applied at the last configuration.
+    rx_filter: Option<ptp_ipc::RxFilter>,
+    /// The per-message filter the last configuration asked for first (`per_role`).
+    role_filter_asked: Option<ptp_ipc::RxFilter>,
     generation: Option<u64>,
     mac: Option<[u8; 6]>,
     builder: Option<FrameBuilder>,
@@ -198,6 +202,8 @@ impl Core {
                     cfg_seq: 0,
                     cfg_pending: false,
                     cfg_retry_at: None,
+                    rx_filter: None,
+                    role_filter_asked: None,
                     generation: None,
                     mac: None,
                     builder: None,

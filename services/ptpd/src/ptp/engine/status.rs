@@ -90,6 +90,7 @@ impl Core {
             if new == PortState::Master && is_gm {
                 log::info!("assuming the grand master role");
             }
+            self.follow_role(i);
         }
         self.publish(i);
     }
