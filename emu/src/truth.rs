@@ -32,14 +32,17 @@
 //! | 19, 20 | drv_fp lo, hi | its time then, ns · 2^drv_shift (u128) |
 //! | 21 | drv_mask | the counter's width mask |
 //! | 22 | drv_shift | counter units per ns, as a power of two |
+//! | 23 | drv_mult | the timecounter's rate, fixed point of 2^drv_mult_shift (layout 4) |
+//! | 24 | drv_mult_shift | fraction bits of drv_mult (< 64) |
 //!
-//! Words 3–12 and 16–22 are the seqlock-protected record; 13–15 are free-running counters.
+//! Words 3–12 and 16–24 are the seqlock-protected record; 13–15 are free-running counters.
 //!
 //! # The clock a PTP service sees
 //!
 //! For igc and i210/i211 the driver serves SYSTIM itself, so the clock is the law. The i350 and
 //! 82576 drivers (igbd, as Linux's igb) serve a software 64-bit ns timecounter over the raw
-//! SYSTIM count: settime and adjtime only re-base that timecounter, frequency goes to TIMINCA.
+//! SYSTIM count: settime and adjtime only re-base that timecounter; frequency goes to TIMINCA on
+//! the i350 and to the timecounter's rate (`mult`) on the 82576, whose TIMINCA stays nominal.
 //! Their driver publishes the timecounter's mapping from count to ns into the same record
 //! ([`ModelObserver::driver_clock_update`], from the driver thread, through the same seqlock),
 //! and every reader evaluates **the served clock**: `ns(t) = DriverClock::ns_of(law.raw_at(t))`
@@ -86,10 +89,12 @@ pub trait ModelObserver: Send + Sync {
 }
 
 /// A driver's timecounter over a wrapping PHC counter (Linux's `timecounter`, i350 and 82576):
-/// the time of counter value `c` is `(fp + ((c − count) mod (mask + 1))) >> shift` ns — the
-/// mapping a driver's reading at `count` left in force. Counts up to half a wrap behind `count`
-/// are earlier times (as the driver converts stamps older than its last reading).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// the time of counter value `c` is `(fp + (((c − count) mod (mask + 1)) · mult >>
+/// mult_shift)) >> shift` ns — the mapping a driver's reading at `count` left in force, at the
+/// rate the driver runs it (igbd steers the 82576's frequency here, not in TIMINCA). Counts up
+/// to half a wrap behind `count` are earlier times (as the driver converts stamps older than
+/// its last reading).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DriverClock {
     /// The counter value at the last re-base.
     pub count: u64,
@@ -99,17 +104,42 @@ pub struct DriverClock {
     pub mask: u64,
     /// Counter units per ns, as a power of two.
     pub shift: u32,
+    /// The rate: an advance of `d` counts adds `d · mult >> mult_shift` (nominal: `mult` =
+    /// 2^`mult_shift`).
+    pub mult: u64,
+    /// Fraction bits of `mult` (below 64).
+    pub mult_shift: u32,
+}
+
+impl Default for DriverClock {
+    /// Count 0 at time 0, nominal rate.
+    fn default() -> Self {
+        Self {
+            count: 0,
+            fp: 0,
+            mask: 0,
+            shift: 0,
+            mult: 1,
+            mult_shift: 0,
+        }
+    }
 }
 
 impl DriverClock {
+    /// An advance of `d` counts in ns · 2^shift, at this rate.
+    fn scaled(&self, d: u64) -> u128 {
+        // mult < 2^64 and d < 2^64: the product fits in a u128.
+        (u128::from(d) * u128::from(self.mult)) >> self.mult_shift.min(127)
+    }
+
     /// The served time of counter value `c`, ns.
     pub fn ns_of(&self, c: u64) -> u64 {
         let ahead = c.wrapping_sub(self.count) & self.mask;
         let fp = if ahead > self.mask / 2 {
             let behind = self.count.wrapping_sub(c) & self.mask;
-            self.fp.saturating_sub(u128::from(behind))
+            self.fp.saturating_sub(self.scaled(behind))
         } else {
-            self.fp.wrapping_add(u128::from(ahead))
+            self.fp.wrapping_add(self.scaled(ahead))
         };
         (fp >> self.shift.min(127)) as u64
     }

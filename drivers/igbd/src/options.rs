@@ -33,6 +33,8 @@ pub fn emulated_model(model: &str, opts: &Options) -> Result<(ptp_emu::igb::Igb,
                     fp: s.fp,
                     mask: s.mask,
                     shift: s.shift,
+                    mult: s.mult,
+                    mult_shift: s.mult_shift,
                 })
             })
         }));

@@ -8,7 +8,8 @@
 //!   [`TimeCounter`] (settime and adjtime never write SYSTIM, as Linux); RX stamps in the buffer;
 //!   TXTS interrupt.
 //! - 82576: a 64-bit cycle counter (ns << 19, TIMINCA IncPeriod/IncValue) latched by SYSTIML,
-//!   through the same timecounter; no TX stamp interrupt (the daemon's time-sync thread polls
+//!   through the same timecounter, which also carries the frequency (TIMINCA stays nominal:
+//!   see [`IgbClock::set_freq`](crate::clock::ClockHw::set_freq)); no TX stamp interrupt (the daemon's time-sync thread polls
 //!   TSYNCTXCTL.VALID while a stamp is pending); RX stamps only in RXSTMPL/H, one latch held
 //!   until RXSTMPH is read and owned by the frame whose descriptor has TS (as Linux igb), the
 //!   lost ones counted.
@@ -64,13 +65,30 @@ impl Mac {
 }
 
 /// A timecounter's mapping from counter value to time: `count` reads as `fp` (ns · 2^`shift`),
-/// later counts add their advance modulo `mask + 1`.
+/// and a later count `c` as `fp + (((c − count) mod (mask + 1)) · mult >> mult_shift)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeCounterState {
     pub count: u64,
     pub fp: u128,
     pub mask: u64,
     pub shift: u32,
+    /// The rate, as a fixed-point multiplier of 2^`mult_shift` (nominal).
+    pub mult: u64,
+    pub mult_shift: u32,
+}
+
+/// Fraction bits of a timecounter's rate multiplier: 2^-40 ≈ 0.0009 ppb per unit, and an
+/// advance of half the 82576's 64-bit count times the multiplier still fits in a u128.
+pub const TC_MULT_SHIFT: u32 = 40;
+/// The nominal multiplier.
+pub const TC_MULT_NOMINAL: u64 = 1 << TC_MULT_SHIFT;
+
+/// The multiplier for a frequency offset in Linux `scaled_ppm` (ppm · 2^16): 2^40 · (1 +
+/// scaled_ppm / (2^16 · 10^6)) = 2^40 + scaled_ppm · 2^24 / 10^6, rounded to nearest.
+pub fn tc_mult_for(scaled_ppm: i64) -> u64 {
+    let d = i128::from(scaled_ppm) << 24;
+    let adj = (d + d.signum() * 500_000) / 1_000_000;
+    (i128::from(TC_MULT_NOMINAL) + adj).clamp(1, i128::from(u64::MAX)) as u64
 }
 
 /// Receives every change of a timecounter's mapping: runs the change it is given (which
@@ -87,17 +105,35 @@ pub fn publish_timecounters_to(sink: Box<TimeCounterSink>) -> bool {
     TIMECOUNTER_SINK.set(sink).is_ok()
 }
 
+/// The mutable part of a [`TimeCounter`].
+#[derive(Debug, Clone, Copy)]
+struct TcBase {
+    /// The counter at the last reading.
+    count: u64,
+    /// ns · 2^shift then.
+    fp: u128,
+    /// The rate (see [`TimeCounterState::mult`]).
+    mult: u64,
+}
+
+impl TcBase {
+    /// The fixed-point time a counter advance of `delta` adds at the current rate.
+    fn scaled(&self, delta: u64) -> u128 {
+        (u128::from(delta) * u128::from(self.mult)) >> TC_MULT_SHIFT
+    }
+}
+
 /// A software clock extending a hardware counter that wraps (Linux's timecounter, §3): time =
-/// the ns at the last reading plus the counter's advance since, taken modulo its width. Kept in
-/// fixed point (ns · 2^shift) so that no fraction is lost between readings. Must be read at
-/// least once per half wrap (the watchdog reads the clock every 100 ms; the shortest wrap,
-/// i350's, is 18 min).
+/// the ns at the last reading plus the counter's advance since, taken modulo its width and
+/// scaled by the rate multiplier (the 82576's frequency, as Linux's cyclecounter `mult`;
+/// nominal elsewhere). Kept in fixed point (ns · 2^shift) so that no fraction is lost between
+/// readings. Must be read at least once per half wrap (the watchdog reads the clock every
+/// 100 ms; the shortest wrap, i350's, is 18 min).
 #[derive(Debug)]
 pub struct TimeCounter {
     mask: u64,
     shift: u32,
-    /// (counter at the last reading, ns · 2^shift then).
-    state: Mutex<(u64, u128)>,
+    state: Mutex<TcBase>,
 }
 
 impl TimeCounter {
@@ -106,28 +142,35 @@ impl TimeCounter {
         Self {
             mask,
             shift,
-            state: Mutex::new((0, 0)),
+            state: Mutex::new(TcBase {
+                count: 0,
+                fp: 0,
+                mult: TC_MULT_NOMINAL,
+            }),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, u128)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TcBase> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// From now on `count` reads as `ns` (settime, and every step).
     pub fn set(&self, count: u64, ns: u64) {
         let (mask, shift) = (self.mask, self.shift);
-        self.update(|g| *g = (count & mask, (ns as u128) << shift));
+        self.update(|g| {
+            g.count = count & mask;
+            g.fp = u128::from(ns) << shift;
+        });
     }
 
     /// Moves the time by `delta_ns` (Linux timecounter_adjtime); the counter is untouched.
     pub fn adjust(&self, delta_ns: i64) {
         let d = (delta_ns.unsigned_abs() as u128) << self.shift;
         self.update(|g| {
-            g.1 = if delta_ns < 0 {
-                g.1.saturating_sub(d)
+            g.fp = if delta_ns < 0 {
+                g.fp.saturating_sub(d)
             } else {
-                g.1.saturating_add(d)
+                g.fp.saturating_add(d)
             }
         });
     }
@@ -136,16 +179,35 @@ impl TimeCounter {
     pub fn read(&self, count: u64) -> u64 {
         let (mask, shift) = (self.mask, self.shift);
         self.update(|g| {
-            let delta = count.wrapping_sub(g.0) & mask;
-            g.1 = g.1.wrapping_add(delta as u128);
-            g.0 = count & mask;
-            (g.1 >> shift) as u64
+            Self::advance(g, count, mask);
+            (g.fp >> shift) as u64
         })
+    }
+
+    /// Changes the rate at counter reading `count`: the time up to it accumulates at the old
+    /// rate, so the clock never steps (as Linux's timecounter_read before a `mult` change).
+    pub fn set_rate(&self, count: u64, mult: u64) {
+        let mask = self.mask;
+        self.update(|g| {
+            Self::advance(g, count, mask);
+            g.mult = mult.max(1);
+        });
+    }
+
+    /// The current rate multiplier.
+    pub fn mult(&self) -> u64 {
+        self.lock().mult
+    }
+
+    fn advance(g: &mut TcBase, count: u64, mask: u64) {
+        let delta = count.wrapping_sub(g.count) & mask;
+        g.fp = g.fp.wrapping_add(g.scaled(delta));
+        g.count = count & mask;
     }
 
     /// Applies `f` to the state under the lock, inside the process's [`TimeCounterSink`]'s
     /// update when there is one, so the published mapping changes exactly with this one.
-    fn update<R: Default>(&self, f: impl FnOnce(&mut (u64, u128)) -> R) -> R {
+    fn update<R: Default>(&self, f: impl FnOnce(&mut TcBase) -> R) -> R {
         let mut g = self.lock();
         let Some(sink) = TIMECOUNTER_SINK.get() else {
             return f(&mut g);
@@ -157,10 +219,12 @@ impl TimeCounter {
                 out = f(&mut g);
             }
             TimeCounterState {
-                count: g.0,
-                fp: g.1,
+                count: g.count,
+                fp: g.fp,
                 mask,
                 shift,
+                mult: g.mult,
+                mult_shift: TC_MULT_SHIFT,
             }
         });
         // A sink that did not run the change: apply it anyway.
@@ -175,12 +239,12 @@ impl TimeCounter {
     /// older than the last clock read).
     pub fn to_ns(&self, count: u64) -> u64 {
         let g = self.lock();
-        let ahead = count.wrapping_sub(g.0) & self.mask;
+        let ahead = count.wrapping_sub(g.count) & self.mask;
         let fp = if ahead > self.mask / 2 {
-            let behind = g.0.wrapping_sub(count) & self.mask;
-            g.1.saturating_sub(behind as u128)
+            let behind = g.count.wrapping_sub(count) & self.mask;
+            g.fp.saturating_sub(g.scaled(behind))
         } else {
-            g.1 + ahead as u128
+            g.fp + g.scaled(ahead)
         };
         (fp >> self.shift) as u64
     }
@@ -201,6 +265,19 @@ impl IgbClock {
             Mac::I350 => ((h as u64 & 0xFF) << 32) | l as u64,
             _ => ((h as u64) << 32) | l as u64,
         }
+    }
+}
+
+impl IgbClock {
+    /// 82576 frequency in software, as a Linux cyclecounter's `mult`: the counter is read and
+    /// the timecounter re-based at the new rate in one step. Unlike a TIMINCA write this never
+    /// steps the clock — QEMU 10's model rebases SYSTIM with the wrong sign at every TIMINCA
+    /// write (2^41 ns when IncValue shrinks; see emu/src/igb.rs) — and it has no quantum (the
+    /// part's IncValue step is 2^-19 ns per 16 ns, 119 ppb; 2^-40 here).
+    fn set_rate_82576<M: Mmio>(&self, regs: &Regs<M>, tc: &TimeCounter, scaled_ppm: i64) {
+        let l = regs.read(r::SYSTIML);
+        let h = regs.read(r::SYSTIMH);
+        tc.set_rate(self.count(l, h), tc_mult_for(scaled_ppm));
     }
 }
 
@@ -261,8 +338,13 @@ impl ClockHw for IgbClock {
         }
     }
 
+    /// i210/i350: TIMINCA. 82576: the timecounter's rate, TIMINCA staying nominal (see
+    /// [`IgbClock::set_rate_82576`]).
     fn set_freq<M: Mmio>(&self, regs: &Regs<M>, scaled_ppm: i64) {
-        regs.write(r::TIMINCA, timinca_for(self.mac, scaled_ppm));
+        match (&self.tc, self.mac) {
+            (Some(tc), Mac::E82576) => self.set_rate_82576(regs, tc, scaled_ppm),
+            _ => regs.write(r::TIMINCA, timinca_for(self.mac, scaled_ppm)),
+        }
     }
 
     /// i350/82576: the timecounter moves, SYSTIM runs on (Linux igb_ptp_adjtime_82576).

@@ -224,16 +224,17 @@ fn settime_and_adjtime_land_exactly() {
 
 #[test]
 fn adjfine_runs_the_clock_at_the_requested_rate() {
-    // Resolution of TIMINCA per second of PHC time: i210/i350 2^-32 ns per 8 ns tick, 82576
-    // one IncValue unit = 2^-19 ns per 16 ns.
+    // Resolution per second of PHC time: i210/i350 TIMINCA's 2^-32 ns per 8 ns tick; 82576
+    // the timecounter's rate, 2^-40 (TIMINCA's IncValue unit, 2^-19 ns per 16 ns = 119 ppb, is
+    // no longer used for frequency).
     for name in MODELS {
         let rig = rig(name);
         let phc = rig.phc();
         let step_ppb = match rig.fam.mac() {
-            Mac::E82576 => 1e9 / (16.0 * (1u64 << 19) as f64),
+            Mac::E82576 => 1e9 / 2f64.powi(40),
             _ => 1e9 / (8.0 * 2f64.powi(32)),
         };
-        for ppb in [100_000.0, -250_000.0, 31_250.0, 0.0] {
+        for ppb in [100_000.0, -250_000.0, 31_250.0, 37.0, 0.0] {
             phc.adjfine(ppb_to_scaled_ppm(ppb)).unwrap();
             let a = phc.gettime().phc_ns;
             rig.clock.advance(S);
@@ -428,5 +429,30 @@ fn per_message_filters_stamp_only_their_message() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn e82576_adjfine_keeps_timinca_nominal_and_never_steps() {
+    // QEMU 10's model steps SYSTIM at every TIMINCA write (emu/src/igb.rs): igbd steers the
+    // 82576 in its timecounter instead, accumulating at each change.
+    let rig = rig("82576");
+    let phc = rig.phc();
+    let nominal = r::timinca::INCPERIOD_82576 | r::timinca::INCVALUE_82576;
+    let mut expect = phc.gettime().phc_ns;
+    for ppb in [100_000.0, -100_000.0, 37.0, 0.0] {
+        phc.adjfine(ppb_to_scaled_ppm(ppb)).unwrap();
+        assert_eq!(
+            rig.func.with_device(|d| d.peek(r::TIMINCA)),
+            nominal,
+            "{ppb}"
+        );
+        // The clock did not move at the change; then it runs at the new rate.
+        assert_eq!(phc.gettime().phc_ns, expect, "{ppb}: stepped at the change");
+        rig.clock.advance(S / 10);
+        let got = phc.gettime().phc_ns;
+        let want = expect as f64 + 1e8 * (1.0 + ppb * 1e-9);
+        assert!((got as f64 - want).abs() <= 1.0, "{ppb}: {got} vs {want}");
+        expect = got;
     }
 }

@@ -18,7 +18,7 @@ pub const TRUTH_FILE_LEN: usize = 4096;
 /// Word 0 of an initialised record: "PTPTRUTH" little-endian.
 pub const TRUTH_MAGIC: u64 = u64::from_le_bytes(*b"PTPTRUTH");
 /// Layout version; readers refuse any other.
-pub const TRUTH_VERSION: u64 = 3;
+pub const TRUTH_VERSION: u64 = 4;
 /// How long a reader waits for a writer inside an update before [`TruthError::Busy`]: an
 /// update is a few stores, so this only runs out when the writer was preempted for longer
 /// than any scheduler delay a busy host shows, or died mid-update.
@@ -54,6 +54,8 @@ struct Record {
     drv_fp_hi: AtomicU64,
     drv_mask: AtomicU64,
     drv_shift: AtomicU64,
+    drv_mult: AtomicU64,
+    drv_mult_shift: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Record>() <= TRUTH_FILE_LEN);
@@ -153,6 +155,9 @@ impl Record {
         self.drv_fp_hi.store((d.fp >> 64) as u64, Ordering::Relaxed);
         self.drv_mask.store(d.mask, Ordering::Relaxed);
         self.drv_shift.store(u64::from(d.shift), Ordering::Relaxed);
+        self.drv_mult.store(d.mult, Ordering::Relaxed);
+        self.drv_mult_shift
+            .store(u64::from(d.mult_shift), Ordering::Relaxed);
     }
 
     /// The driver clock words as loaded (possibly torn): `Err` for one no writer stores.
@@ -162,15 +167,22 @@ impl Record {
             return Ok(None);
         }
         let shift = l(&self.drv_shift);
+        let mult_shift = l(&self.drv_mult_shift);
         let d = DriverClock {
             count: l(&self.drv_count),
             fp: u128::from(l(&self.drv_fp_lo)) | u128::from(l(&self.drv_fp_hi)) << 64,
             mask: l(&self.drv_mask),
             shift: shift.min(64) as u32,
+            mult: l(&self.drv_mult),
+            mult_shift: mult_shift.min(64) as u32,
         };
-        // A mask that is not 2^k − 1, or a shift past the fraction bits, would give a
-        // meaningless clock.
-        let ok = d.mask != 0 && d.mask.wrapping_add(1) & d.mask == 0 && shift < 64;
+        // A mask that is not 2^k − 1, a shift past the fraction bits, or a rate of zero or
+        // with a fraction past 63 bits would give a meaningless clock.
+        let ok = d.mask != 0
+            && d.mask.wrapping_add(1) & d.mask == 0
+            && shift < 64
+            && d.mult != 0
+            && mult_shift < 64;
         if ok {
             Ok(Some(d))
         } else {

@@ -273,6 +273,8 @@ fn driver_clock_maps_counts_like_a_timecounter_wrap_and_stamps_behind_included()
         fp: 1_000_000,
         mask,
         shift: 0,
+        mult: 1,
+        mult_shift: 0,
     };
     // 20 counts later, across the wrap.
     assert_eq!(d.ns_of(10), 1_000_020);
@@ -284,9 +286,27 @@ fn driver_clock_maps_counts_like_a_timecounter_wrap_and_stamps_behind_included()
         fp: 100 << 19,
         mask: u64::MAX,
         shift: 19,
+        mult: 1 << 40,
+        mult_shift: 40,
     };
     assert_eq!(d.ns_of((7 + 50) << 19), 150);
     assert_eq!(d.ns_of(((7 + 50) << 19) + (1 << 18)), 150);
+    // The same at +1000 ppm (the driver steering the rate; 2^40/1000 truncated, a hair under):
+    // 1 s of counts reads just under 1.001 s, and a stamp 1 s behind the base just under
+    // 1.001 s earlier (whole ns truncate down).
+    let fast = DriverClock {
+        mult: (1 << 40) + (1 << 40) / 1000,
+        fp: 10_000_000_000 << 19,
+        ..d
+    };
+    assert_eq!(
+        fast.ns_of((7 << 19) + (1_000_000_000 << 19)),
+        11_000_999_999
+    );
+    assert_eq!(
+        fast.ns_of((7u64 << 19).wrapping_sub(1_000_000_000 << 19)),
+        8_999_000_000
+    );
 }
 
 #[test]
@@ -322,6 +342,8 @@ fn a_published_driver_clock_is_the_clock_readers_evaluate() {
             fp: u128::from(5 * NS_PER_S + 7) << 19,
             mask: u64::MAX,
             shift: 19,
+            mult: 1,
+            mult_shift: 0,
         })
     });
     assert!(ran, "the driver's change runs inside the update");
@@ -353,6 +375,8 @@ fn a_corrupt_driver_clock_is_a_typed_error_and_a_new_writer_clears_it() {
             fp: 0,
             mask: (1 << 40) - 1,
             shift: 0,
+            mult: 1 << 40,
+            mult_shift: 40,
         })
     });
     assert!(r.snapshot().unwrap().driver.is_some());
@@ -363,6 +387,18 @@ fn a_corrupt_driver_clock_is_a_typed_error_and_a_new_writer_clears_it() {
         f.write_all_at(&0x1234u64.to_le_bytes(), 21 * 8).unwrap();
     }
     assert_eq!(r.snapshot().err(), Some(TruthError::Corrupt));
+    // Words 23/24 = drv_mult / drv_mult_shift: a zero rate, a fraction of 64 bits or more.
+    for (word, v) in [(23u64, 0u64), (24, 64)] {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&p.0).unwrap();
+        f.write_all_at(&((1u64 << 40) - 1).to_le_bytes(), 21 * 8)
+            .unwrap();
+        f.write_all_at(&(1u64 << 40).to_le_bytes(), 23 * 8).unwrap();
+        f.write_all_at(&40u64.to_le_bytes(), 24 * 8).unwrap();
+        assert!(r.snapshot().unwrap().driver.is_some(), "restored");
+        f.write_all_at(&v.to_le_bytes(), word * 8).unwrap();
+        assert_eq!(r.snapshot().err(), Some(TruthError::Corrupt), "word {word}");
+    }
     // A restarted daemon takes the record over without its predecessor's timecounter.
     drop(w);
     let w = TruthWriter::create(&p.0).unwrap();
