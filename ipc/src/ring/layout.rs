@@ -30,9 +30,12 @@ pub const VERSION: u32 = 1;
 pub const LINE: usize = 64;
 /// Bytes of a slot taken by the length prefix.
 pub const SLOT_PREFIX: usize = 4;
-/// Slot size bounds: a slot holds at least a small message, at most the largest wire message.
+/// Slot size bounds: a slot holds at least a small message, at most the largest wire message
+/// (with its prefix, rounded up to the multiple of 8 every slot size is: 4104, where the
+/// unrounded 4100 was itself an invalid size and the largest valid slot, 4096, could not carry
+/// a 4093..=4096-byte message).
 pub const MIN_SLOT: u32 = 64;
-pub const MAX_SLOT: u32 = (crate::wire::MAX_MESSAGE + SLOT_PREFIX) as u32;
+pub const MAX_SLOT: u32 = (crate::wire::MAX_MESSAGE + SLOT_PREFIX).next_multiple_of(8) as u32;
 /// At most this many slots per ring (2^16 × 4 KiB = 256 MiB would already be absurd).
 pub const MAX_SLOTS: u32 = 1 << 16;
 /// Rings in a region: one per direction.

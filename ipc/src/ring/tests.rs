@@ -669,3 +669,18 @@ fn two_producer_threads_share_one_sending_endpoint() {
     assert_eq!((s.sent, s.full_drops), (2 * N, 0), "{s:?}");
     assert!(s.full_events > 0, "the ring was never full: {s:?}");
 }
+
+#[test]
+fn the_largest_slot_is_valid_and_carries_the_largest_message() {
+    let g = Geometry::new(MAX_SLOT, 4).expect("MAX_SLOT is a valid slot size");
+    assert!(g.max_payload() >= crate::wire::MAX_MESSAGE, "{g:?}");
+    let (a, b, _ca, _cb) = pair(RingConfig {
+        geometry: g,
+        spin: 0,
+    });
+    let big = vec![0xA5u8; crate::wire::MAX_MESSAGE];
+    a.try_send(&big).unwrap();
+    let mut buf = Vec::new();
+    b.recv_bytes(&mut buf, Some(LONG)).unwrap();
+    assert_eq!(buf, big);
+}

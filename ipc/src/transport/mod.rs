@@ -28,6 +28,10 @@ mod redox;
 pub use redox::SchemeConn;
 
 #[cfg(target_os = "linux")]
+mod driver;
+#[cfg(target_os = "linux")]
+pub use driver::{ChannelMode, DriverTransport, MAX_CLIENT_RING, client_ring, connect_driver};
+#[cfg(target_os = "linux")]
 mod unix;
 #[cfg(target_os = "linux")]
 pub use unix::{PeerCred, SeqpacketConn, SeqpacketListener, SocketAccess};

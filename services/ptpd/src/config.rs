@@ -11,6 +11,9 @@
 //! [[clock]]
 //! name = "igc0"
 //! channel = "/run/redox-ptp/igc0.sock" # the driver channel igcd serves
+//! channel_mode = "ring"                # "ring" (default): the driver's messages over a
+//!                                      # shared-memory ring it offers; "socket": all over the
+//!                                      # socket (a driver from before rings)
 //! ```
 //!
 //! An optional `[ptp]` table (and `[clock.ptp]` per-clock overrides) makes ptpd run PTP on the
@@ -43,9 +46,24 @@ pub struct ClockConfig {
     pub name: String,
     /// The driver channel (a SOCK_SEQPACKET path on Linux hosts).
     pub channel: PathBuf,
+    /// How the channel's messages travel once connected.
+    #[serde(default)]
+    pub channel_mode: ChannelMode,
     /// Per-clock PTP port options (`[clock.ptp]`).
     #[serde(default)]
     pub ptp: Option<PortOptions>,
+}
+
+/// `channel_mode`: the driver channel's transport after the hello (issue 16).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ChannelMode {
+    /// A shared-memory ring pair the driver offers over the socket; the socket then only
+    /// signals liveness.
+    #[default]
+    Ring,
+    /// Every message over the socket.
+    Socket,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -162,8 +180,21 @@ mod tests {
         .unwrap();
         assert_eq!(c.privileged_uids, vec![7]);
         assert_eq!(c.clocks[0].channel, PathBuf::from("/tmp/a.sock"));
+        assert_eq!(c.clocks[0].channel_mode, ChannelMode::Ring, "the default");
         assert_eq!(c.request_timeout(), Duration::from_secs(1));
         assert_eq!(c.management_socket, None);
+    }
+
+    #[test]
+    fn channel_mode_per_clock() {
+        let text = "socket = \"/x\"\n[[clock]]\nname = \"a\"\nchannel = \"/a\"\n\
+                    channel_mode = \"socket\"\n[[clock]]\nname = \"b\"\nchannel = \"/b\"\n\
+                    channel_mode = \"ring\"\n";
+        let c = Config::from_str(text, Path::new("t.toml")).unwrap();
+        let modes: Vec<ChannelMode> = c.clocks.iter().map(|c| c.channel_mode).collect();
+        assert_eq!(modes, [ChannelMode::Socket, ChannelMode::Ring]);
+        let bad = text.replace("\"ring\"", "\"shm\"");
+        assert!(Config::from_str(&bad, Path::new("t.toml")).is_err());
     }
 
     #[test]

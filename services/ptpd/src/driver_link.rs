@@ -26,6 +26,22 @@ use ptp_ipc::{
 pub trait Connector: Send + Sync + 'static {
     type T: Transport + 'static;
     fn connect(&self) -> Result<Self::T, TransportError>;
+    /// Connects and sends the hello (sequence number `seq`). The default sends a plain `Hello`
+    /// after [`Self::connect`]; a connector whose hello sets up the transport itself (a ring,
+    /// `ptp_ipc::transport::connect_driver`) overrides it. A hello that was not delivered is
+    /// not an error: a driver that refused us at once has closed, and its reason waits to be
+    /// read.
+    fn connect_hello(&self, seq: Seq) -> Result<Self::T, TransportError> {
+        let t = self.connect()?;
+        let hello = PtpdToDriver {
+            seq,
+            request: DriverRequest::Hello,
+        };
+        if let Err(e) = t.send(&ptp_ipc::Wire::to_bytes(&hello), Some(SEND_TIMEOUT)) {
+            log::debug!("hello to {} not delivered: {e}", self.describe());
+        }
+        Ok(t)
+    }
     /// For logs.
     fn describe(&self) -> String;
 }
@@ -201,7 +217,8 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
     let mut logged_absent = false;
     let mut told_refused = false;
     while !s.stop.load(Ordering::Acquire) {
-        let t = match connector.connect() {
+        let seq = s.next_seq.fetch_add(1, Ordering::Relaxed);
+        let t = match connector.connect_hello(seq) {
             Ok(t) => t,
             Err(e) => {
                 let refused = matches!(e, TransportError::PermissionDenied(_));
@@ -224,18 +241,9 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
             }
         };
         logged_absent = false;
-        let chan = Arc::new(Chan::new(t));
         // The session counts as up only when the driver's hello (`Restarted`) arrives: a dying
         // driver's listener can still accept a connection it will never serve.
-        let hello = PtpdToDriver {
-            seq: s.next_seq.fetch_add(1, Ordering::Relaxed),
-            request: DriverRequest::Hello,
-        };
-        // Read even when the hello was not delivered: a driver that refused us at once has
-        // closed already, and its reason is waiting to be read.
-        if let Err(e) = chan.send(&hello, Some(SEND_TIMEOUT)) {
-            log::debug!("{}: hello not delivered: {e}", s.name);
-        }
+        let chan = Arc::new(Chan::new(t));
         let closed = read_loop(s, &chan, &connector.describe());
         *lock(&s.conn) = None;
         lock(&s.status).connected = false;

@@ -6,23 +6,36 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ptp_ipc::transport::{Channel, ChannelError, SeqpacketConn, SeqpacketListener, TransportError};
+use ptp_ipc::transport::{
+    Channel, ChannelError, ChannelMode, DriverTransport, SeqpacketConn, SeqpacketListener,
+    TransportError, connect_driver,
+};
 use ptp_ipc::{ClockError, ClockReply, ClockRequest};
 
 use crate::config::Config;
 use crate::driver_link::Connector;
 use crate::scheme::ClockScheme;
 
-/// Connects to a driver's seqpacket socket.
-pub struct UnixConnector(pub PathBuf);
+/// Connects to a driver's seqpacket socket; with `ChannelMode::Ring` the messages then go over
+/// a shared-memory ring the driver offers on it (the client tsperf uses too).
+pub struct UnixConnector {
+    pub path: PathBuf,
+    pub mode: ChannelMode,
+}
+
+/// How long a driver may take to offer its ring after our hello.
+const RING_SETUP: Duration = Duration::from_secs(2);
 
 impl Connector for UnixConnector {
-    type T = SeqpacketConn;
-    fn connect(&self) -> Result<SeqpacketConn, TransportError> {
-        SeqpacketConn::connect(&self.0)
+    type T = DriverTransport;
+    fn connect(&self) -> Result<DriverTransport, TransportError> {
+        SeqpacketConn::connect(&self.path).map(DriverTransport::Socket)
+    }
+    fn connect_hello(&self, seq: ptp_ipc::Seq) -> Result<DriverTransport, TransportError> {
+        connect_driver(&self.path, self.mode, seq, RING_SETUP)
     }
     fn describe(&self) -> String {
-        self.0.display().to_string()
+        format!("{} ({})", self.path.display(), self.mode.name())
     }
 }
 
@@ -37,7 +50,13 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn run(config: Config) -> Result<(), String> {
     // The PTP engine runs alongside the clock scheme for the life of the process.
-    let (scheme, engine) = crate::service::start(&config, |c| UnixConnector(c.channel.clone()))?;
+    let (scheme, engine) = crate::service::start(&config, |c| UnixConnector {
+        path: c.channel.clone(),
+        mode: match c.channel_mode {
+            crate::config::ChannelMode::Ring => ChannelMode::Ring,
+            crate::config::ChannelMode::Socket => ChannelMode::Socket,
+        },
+    })?;
     let set = engine.as_ref().map(|e| crate::mgmt_socket::SetAccess {
         engine: e.manager(),
         privileged_uids: config.privileged_uids.clone(),

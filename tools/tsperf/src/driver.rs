@@ -1,6 +1,8 @@
 //! The real path: the driver daemon (igcd for i225/i226, igbd for i210/i211/i350/82576) on an
 //! emulated NIC with a loopback wire, started as a separate process, driven over its driver
-//! channel exactly as ptpd drives it.
+//! channel exactly as ptpd drives it: the connection is made by the same client function
+//! ptpd's driver link uses (`ptp_ipc::transport::connect_driver`), in either channel mode
+//! (socket, or the shared-memory ring).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -12,8 +14,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use ptp_emu::truth::TruthReader;
 use ptp_ipc::clockpage::{ClockPageReader, ClockSample};
+use ptp_ipc::ring::RingStats;
 use ptp_ipc::time::mono_ns;
-use ptp_ipc::transport::{Channel, ChannelError, SeqpacketConn, Transport, TransportError};
+use ptp_ipc::transport::{
+    Channel, ChannelError, ChannelMode, DriverTransport, Transport, TransportError, connect_driver,
+};
 use ptp_ipc::{
     DriverEvent, DriverReply, DriverRequest, DriverToPtpd, LostReason, PtpdToDriver, RxFilter,
     Stats,
@@ -21,7 +26,7 @@ use ptp_ipc::{
 
 use crate::ramp::{Completion, Counters, Outcome, Target};
 
-type Chan = Channel<SeqpacketConn, PtpdToDriver, DriverToPtpd>;
+type Chan = Channel<DriverTransport, PtpdToDriver, DriverToPtpd>;
 /// Requests waiting for their reply, by sequence number.
 type Waiters = Mutex<Vec<(u32, Sender<DriverReply>)>>;
 
@@ -72,6 +77,9 @@ pub struct Driver {
     pub sets: u8,
     nic: String,
     daemon: &'static str,
+    mode: ChannelMode,
+    /// The reader thread's kernel task id (its wake-ups are counted from /proc).
+    reader_tid: Arc<std::sync::atomic::AtomicI32>,
     _dir: TempDir,
 }
 
@@ -108,9 +116,15 @@ fn wait_for(daemon: &str, path: &Path, child: &mut Child, timeout: Duration) -> 
 impl Driver {
     /// Starts the daemon `cmd` (igcd or igbd, as [`daemon_for`] names for `nic`) on an emulated
     /// `nic` with `sets` TX timestamp sets on `wire` (loopback or none), and connects.
-    pub fn start(cmd: &IgcdCommand, nic: &str, sets: u8, wire: &str) -> Result<Self, String> {
+    pub fn start(
+        cmd: &IgcdCommand,
+        nic: &str,
+        sets: u8,
+        wire: &str,
+        mode: ChannelMode,
+    ) -> Result<Self, String> {
         let dir = TempDir::new("drv")?;
-        Self::start_in(dir, cmd, nic, sets, wire, &[])
+        Self::start_in(dir, cmd, nic, sets, wire, &[], mode)
     }
 
     /// Like [`Self::start`] in `dir` with the given `--wire`.
@@ -121,6 +135,7 @@ impl Driver {
         sets: u8,
         wire: &str,
         extra: &[&str],
+        mode: ChannelMode,
     ) -> Result<Self, String> {
         let daemon = daemon_for(nic).ok_or_else(|| format!("no emulated NIC {nic:?}"))?;
         let (prog, pre) = cmd
@@ -151,7 +166,8 @@ impl Driver {
             wait_for(daemon, &sock, &mut child, Duration::from_secs(10))?;
             let t = Instant::now();
             loop {
-                match SeqpacketConn::connect(&sock) {
+                // Like ptpd: the daemon serves a connection only after its hello.
+                match connect_driver(&sock, mode, 0, Duration::from_secs(2)) {
                     Ok(c) => return Ok(c),
                     Err(TransportError::NotFound(_)) if t.elapsed() < Duration::from_secs(10) => {
                         std::thread::sleep(Duration::from_millis(10))
@@ -175,16 +191,7 @@ impl Driver {
             }
         };
         let chan = Arc::new(Channel::new(conn));
-        // Like ptpd: the daemon serves a connection only after its hello.
-        let hello = PtpdToDriver {
-            seq: 0,
-            request: DriverRequest::Hello,
-        };
-        if let Err(e) = chan.send(&hello, Some(Duration::from_secs(1))) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("hello to {daemon}: {e}"));
-        }
+        let reader_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
         let reader_page = page.clone();
         let (ctx, crx) = unbounded();
         let (ftx, frx) = bounded(1 << 16);
@@ -192,9 +199,14 @@ impl Driver {
         let stop = Arc::new(AtomicBool::new(false));
         let reader = {
             let (chan, replies, stop) = (chan.clone(), replies.clone(), stop.clone());
+            let tid = reader_tid.clone();
             std::thread::Builder::new()
                 .name("tsperf-rx".into())
-                .spawn(move || reader(&chan, &reader_page, &replies, &ctx, &ftx, &stop))
+                .spawn(move || {
+                    // Safety: gettid has no preconditions.
+                    tid.store(unsafe { libc::gettid() }, Ordering::Release);
+                    reader(&chan, &reader_page, &replies, &ctx, &ftx, &stop)
+                })
                 .map_err(|e| e.to_string())?
         };
         Ok(Self {
@@ -211,8 +223,24 @@ impl Driver {
             sets,
             nic: nic.to_string(),
             daemon,
+            mode,
+            reader_tid,
             _dir: dir,
         })
+    }
+
+    pub fn mode(&self) -> ChannelMode {
+        self.mode
+    }
+
+    /// Our end's ring counters (`None` over the socket).
+    pub fn ring_stats(&self) -> Option<RingStats> {
+        self.chan.transport().ring_stats()
+    }
+
+    /// The reader thread's task id (0 before it started).
+    pub fn reader_tid(&self) -> i32 {
+        self.reader_tid.load(Ordering::Acquire)
     }
 
     /// A request whose reply we wait for (bounded).
@@ -281,11 +309,12 @@ impl Drop for Driver {
 impl Target for Driver {
     fn name(&self) -> String {
         format!(
-            "{}, emulated {}, {} TX timestamp set{}",
+            "{}, emulated {}, {} TX timestamp set{}, {} channel",
             self.daemon,
             self.nic,
             self.sets,
-            if self.sets == 1 { "" } else { "s" }
+            if self.sets == 1 { "" } else { "s" },
+            self.mode.name()
         )
     }
 

@@ -10,6 +10,7 @@
 
 pub mod driver;
 pub mod figures;
+pub mod fixed;
 pub mod kernel;
 pub mod ramp;
 pub mod report;
@@ -21,6 +22,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::json;
+
+use ptp_ipc::transport::ChannelMode;
 
 use crate::driver::{Driver, IgcdCommand, daemon_for};
 use crate::ramp::{RampConfig, Step, Target};
@@ -37,10 +40,19 @@ usage: tsperf [options]
                        UDP on loopback in a private network namespace; needs root)
   --rx                 received-frame throughput through igcd with RX filter NONE, PTP_V2_EVENT
                        and ALL, side by side
+  --rate LIST          fixed-rate steps (requests/s, comma-separated) instead of a ramp: delivery
+                       latency p50/p99/p999, wake-ups per stamp (voluntary context switches of
+                       tsperf's reader thread and of all igcd threads, /proc), CPU per stamp
+                       (schedstat of igcd and of tsperf), the client ring's counters; with
+                       --compare-sets, run after each run's ramps on 4 sets
 options:
+  --channel LIST       the driver channel's transport, comma-separated: ring (shared-memory
+                       ring, the default, as ptpd) | socket (SOCK_SEQPACKET only); with several,
+                       each run measures each in turn (interleaved)
   --nic LIST           emulated NICs, comma-separated: i225|i226 (igcd) or i210|i211|i350|82576
                        (igbd, one TX timestamp pair); each run ramps each NIC in turn with a
                        fresh daemon; --compare-sets and --rx take one i225|i226 (default i225)
+  --kernel-baseline    with --compare-sets: the kernel ramp in each run too
   --sets N             TX timestamp sets for the plain ramp (default: 4 on i225/i226, 1 on igb
                        parts, which have no more)
   --start RATE         first rate, requests/s (default 1000)
@@ -65,6 +77,8 @@ pub enum Mode {
     CompareSets,
     KernelBaseline,
     Rx,
+    /// `--rate` without `--compare-sets`: fixed-rate steps.
+    Fixed,
 }
 
 #[derive(Debug, Clone)]
@@ -81,6 +95,12 @@ pub struct Options {
     pub wire: String,
     /// Whole ramps (or compare-sets pairs) to run; `--rx`: interleaved rounds.
     pub runs: usize,
+    /// Driver channel transports to measure (`--channel`), each in turn.
+    pub channels: Vec<ChannelMode>,
+    /// Fixed rates (`--rate`).
+    pub rates: Vec<f64>,
+    /// `--compare-sets --kernel-baseline`: the kernel ramp in each compare run.
+    pub with_kernel: bool,
 }
 
 /// How to start each daemon: `igcd` and `igbd` commands (a binary, or `ptplab` + a verb).
@@ -130,7 +150,11 @@ pub fn parse(
         igbd: daemons.igbd,
         wire: "loopback".into(),
         runs: 0,
+        channels: vec![ChannelMode::Ring],
+        rates: Vec::new(),
+        with_kernel: false,
     };
+    let mut kernel = false;
     let mut daemon_args: Vec<OsString> = Vec::new();
     let mut p = lexopt::Parser::from_args(args);
     let secs = |v: f64, what: &str| {
@@ -143,7 +167,7 @@ pub fn parse(
     while let Some(arg) = p.next().map_err(bad)? {
         match arg {
             Long("compare-sets") => o.mode = Mode::CompareSets,
-            Long("kernel-baseline") => o.mode = Mode::KernelBaseline,
+            Long("kernel-baseline") => kernel = true,
             Long("rx") => o.mode = Mode::Rx,
             Long("sets") => o.sets = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
             Long("nic") => {
@@ -170,6 +194,24 @@ pub fn parse(
             }
             Long("igcd") => o.igcd = vec![p.value().map_err(bad)?],
             Long("igbd") => o.igbd = vec![p.value().map_err(bad)?],
+            Long("channel") => {
+                let list = p.value().map_err(bad)?.string().map_err(bad)?;
+                o.channels = list
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("--channel: {e}"))?;
+            }
+            Long("rate") => {
+                let list = p.value().map_err(bad)?.string().map_err(bad)?;
+                o.rates = list
+                    .split(',')
+                    .map(|r| r.parse::<f64>().map_err(|e| format!("--rate {r:?}: {e}")))
+                    .collect::<Result<_, _>>()?;
+                if o.rates.iter().any(|r| !(1.0..=10e6).contains(r)) {
+                    return Err("--rate must be within 1..=10000000".into());
+                }
+            }
             Long("daemon-arg") => daemon_args.push(p.value().map_err(bad)?),
             Long("wire") => {
                 o.wire = p.value().map_err(bad)?.string().map_err(bad)?;
@@ -186,6 +228,14 @@ pub fn parse(
         && o.ramp.max_rate <= 10e6)
     {
         return Err("need 1 ≤ --start ≤ --max ≤ 10000000".into());
+    }
+    match (kernel, o.mode) {
+        (true, Mode::CompareSets) => o.with_kernel = true,
+        (true, _) => o.mode = Mode::KernelBaseline,
+        _ => {}
+    }
+    if o.mode == Mode::Ramp && !o.rates.is_empty() {
+        o.mode = Mode::Fixed;
     }
     check_nics(&o)?;
     // After the whole command line: `--igcd PATH` replaces the command, these follow it.
@@ -241,6 +291,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>, daemons: Daemons
         Mode::CompareSets => compare_sets(&o),
         Mode::KernelBaseline => kernel_baseline(&o),
         Mode::Rx => rx::run(&o),
+        Mode::Fixed => fixed::run(&o),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -270,12 +321,12 @@ fn ramp_target<T: Target>(t: &mut T, o: &Options, run: usize) -> Vec<Step> {
 /// One ramp of `nic`'s daemon with `sets` TX timestamp sets, a fresh daemon, added to `runs`.
 fn driver_runs(
     o: &Options,
-    nic: &str,
+    (nic, mode): (&str, ChannelMode),
     sets: u8,
     runs: &mut TargetSummary,
     run: usize,
 ) -> Result<(), String> {
-    let mut d = Driver::start(o.daemon(nic).1, nic, sets, &o.wire)?;
+    let mut d = Driver::start(o.daemon(nic).1, nic, sets, &o.wire, mode)?;
     runs.target = d.name();
     let steps = ramp_target(&mut d, o, run);
     runs.runs.push(RunFigures::of(steps));
@@ -318,15 +369,26 @@ fn print_summary(o: &Options, mode: &str, targets: &[&TargetSummary]) {
     }
 }
 
-/// A summary per `--nic`, in order.
-fn nic_targets(o: &Options) -> Vec<TargetSummary> {
-    o.nics.iter().map(|n| empty(o.daemon(n).0)).collect()
+/// Every (`--nic`, `--channel`) pair, NIC-major, in order.
+fn nic_channels(o: &Options) -> Vec<(&str, ChannelMode)> {
+    o.nics
+        .iter()
+        .flat_map(|n| o.channels.iter().map(move |c| (n.as_str(), *c)))
+        .collect()
 }
 
-/// One ramp of every `--nic` in turn (run `run`), into `targets`.
+/// A summary per (`--nic`, `--channel`), in order.
+fn nic_targets(o: &Options) -> Vec<TargetSummary> {
+    nic_channels(o)
+        .iter()
+        .map(|(n, c)| empty(&format!("{} ({} channel)", o.daemon(n).0, c.name())))
+        .collect()
+}
+
+/// One ramp of every `--nic` over every `--channel` in turn (run `run`), into `targets`.
 fn ramp_each_nic(o: &Options, targets: &mut [TargetSummary], run: usize) -> Result<(), String> {
-    for (nic, t) in o.nics.iter().zip(targets.iter_mut()) {
-        driver_runs(o, nic, o.sets_for(nic), t, run)?;
+    for (nc, t) in nic_channels(o).into_iter().zip(targets.iter_mut()) {
+        driver_runs(o, nc, o.sets_for(nc.0), t, run)?;
     }
     Ok(())
 }
@@ -340,21 +402,55 @@ fn run_ramp(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
+/// `--compare-sets`: per run, each channel's 1-set and 4-set ramps (and the kernel's, with
+/// `--kernel-baseline`; the `--rate` steps on 4 sets), interleaved so drift hits all alike.
 fn compare_sets(o: &Options) -> Result<(), String> {
-    let (mut one, mut four) = (empty("1 set"), empty("4 sets"));
-    let nic = &o.nics[0];
+    let nic = o.nics[0].as_str();
+    let mut pairs: Vec<CompareSets> = o
+        .channels
+        .iter()
+        .map(|c| CompareSets {
+            one: empty(&format!("1 set ({} channel)", c.name())),
+            four: empty(&format!("4 sets ({} channel)", c.name())),
+        })
+        .collect();
+    let mut kernel = empty("linux software TX timestamps");
+    let mut fixed = fixed::Table::new(o);
     for run in 1..=o.runs {
-        driver_runs(o, nic, 1, &mut one, run)?;
-        driver_runs(o, nic, 4, &mut four, run)?;
-    }
-    let c = CompareSets { one, four };
-    if o.json {
-        println!("{}", c.to_json());
-    } else {
-        for l in c.lines() {
-            println!("{l}");
+        if o.with_kernel {
+            kernel_ramp(o, &mut kernel, run)?;
+        }
+        for (c, pair) in o.channels.iter().zip(pairs.iter_mut()) {
+            driver_runs(o, (nic, *c), 1, &mut pair.one, run)?;
+            driver_runs(o, (nic, *c), 4, &mut pair.four, run)?;
+            fixed.run_all(o, (nic, *c), 4, run)?;
         }
     }
+    for (c, pair) in o.channels.iter().zip(&pairs) {
+        if o.json {
+            let mut v = pair.to_json();
+            v["channel"] = c.name().into();
+            println!("{v}");
+        } else {
+            println!("== {} channel", c.name());
+            for l in pair.lines() {
+                println!("{l}");
+            }
+        }
+    }
+    if o.with_kernel {
+        print_summary(o, "kernel_baseline", &[&kernel]);
+    }
+    fixed.print(o);
+    Ok(())
+}
+
+/// One kernel-baseline ramp (run `run`), into `k`.
+fn kernel_ramp(o: &Options, k: &mut TargetSummary, run: usize) -> Result<(), String> {
+    let mut kt = kernel::KernelTarget::start()?;
+    k.target = kt.name();
+    let steps = ramp_target(&mut kt, o, run);
+    k.runs.push(RunFigures::of(steps));
     Ok(())
 }
 
@@ -362,11 +458,7 @@ fn kernel_baseline(o: &Options) -> Result<(), String> {
     let mut k = empty("linux software TX timestamps");
     let mut d = nic_targets(o);
     for run in 1..=o.runs {
-        let mut kt = kernel::KernelTarget::start()?;
-        k.target = kt.name();
-        let steps = ramp_target(&mut kt, o, run);
-        k.runs.push(RunFigures::of(steps));
-        drop(kt);
+        kernel_ramp(o, &mut k, run)?;
         ramp_each_nic(o, &mut d, run)?;
     }
     let mut all = vec![&k];
@@ -433,6 +525,8 @@ mod tests {
             &["--nic", "i210", "--sets", "2"],
             &["--nic", "i225", "--sets", "5"],
             &["--nic", "i350", "--rx"],
+            &["--channel", "ring,shm"],
+            &["--rate", "0"],
         ] {
             assert!(opts(bad).is_err(), "{bad:?} accepted");
         }
@@ -457,5 +551,21 @@ mod tests {
         assert_eq!(o.igcd, want("my-igcd"));
         assert_eq!(o.igbd, want("igbd-bin"));
         assert_eq!(opts(&[]).unwrap().igcd, vec![OsString::from("igcd-bin")]);
+    }
+
+    #[test]
+    fn channels_rates_and_the_kernel_with_compare_sets() {
+        let o = opts(&[]).unwrap();
+        assert_eq!(o.channels, [ChannelMode::Ring], "ring by default, as ptpd");
+        let o = opts(&["--channel", "socket,ring", "--rate", "10000,50000"]).unwrap();
+        assert_eq!(o.channels, [ChannelMode::Socket, ChannelMode::Ring]);
+        assert_eq!(
+            (o.mode, o.rates.as_slice()),
+            (Mode::Fixed, &[10000.0, 50000.0][..])
+        );
+        let o = opts(&["--kernel-baseline", "--compare-sets", "--rate", "10000"]).unwrap();
+        assert_eq!((o.mode, o.with_kernel), (Mode::CompareSets, true));
+        let o = opts(&["--kernel-baseline"]).unwrap();
+        assert_eq!((o.mode, o.with_kernel), (Mode::KernelBaseline, false));
     }
 }

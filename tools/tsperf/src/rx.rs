@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use ptp_emu::wire::{UnixDatagramWire, WirePort};
 use ptp_ipc::RxFilter;
 use ptp_ipc::time::mono_ns;
+use ptp_ipc::transport::ChannelMode;
 use serde_json::json;
 
 use crate::Options;
@@ -99,11 +100,19 @@ fn offer(
 /// reported (the per-frame CPU figure is noisy on a small shared machine).
 pub const DEFAULT_ROUNDS: usize = 5;
 
+/// Each `--channel` in turn, a fresh igcd for each.
 pub fn run(o: &Options) -> Result<(), String> {
+    for mode in &o.channels {
+        run_channel(o, *mode)?;
+    }
+    Ok(())
+}
+
+fn run_channel(o: &Options, mode: ChannelMode) -> Result<(), String> {
     let dir = TempDir::new("rx")?;
     let wire_path = dir.0.join("wire.sock");
     let wire_arg = format!("bind:{}", wire_path.display());
-    let mut d = Driver::start_in(dir, &o.igcd, &o.nics[0], 4, &wire_arg, &[])?;
+    let mut d = Driver::start_in(dir, &o.igcd, &o.nics[0], 4, &wire_arg, &[], mode)?;
     let mut wire = UnixDatagramWire::connect(&wire_path).map_err(|e| format!("wire: {e}"))?;
     let filters = [RxFilter::None, RxFilter::PtpV2Event, RxFilter::All];
     let dur = o.ramp.step.max(Duration::from_millis(500));
@@ -139,7 +148,7 @@ pub fn run(o: &Options) -> Result<(), String> {
         for i in 0..3 {
             println!(
                 "{}",
-                json!({"rx_filter": names[i], "offered_fixed_per_s": fixed, "rounds": o.runs,
+                json!({"rx_filter": names[i], "channel": mode.name(), "offered_fixed_per_s": fixed, "rounds": o.runs,
                     "igcd_cpu_ns_per_frame": cpu[i].to_json(),
                     "cpu_cost_vs_none_pct": 100.0 * (med(&cpu[i]) / med(&cpu[0]) - 1.0),
                     "throughput_per_s": tput[i].to_json(),
@@ -149,7 +158,8 @@ pub fn run(o: &Options) -> Result<(), String> {
         }
     } else {
         println!(
-            "# RX through igcd (emulated i225, tsperf as the wire peer), medians (range) of {} interleaved rounds",
+            "# RX through igcd (emulated i225, tsperf as the wire peer), {} channel, medians (range) of {} interleaved rounds",
+            mode.name(),
             o.runs
         );
         println!(

@@ -9,16 +9,30 @@
 //!   that drove the NIC so far, which gets `Closed { Replaced }`: a stale or hung ptpd cannot
 //!   keep a new one out, and a connection that never says hello cannot block anyone.
 //!
+//! - A `HelloRing` instead of `Hello` asks for a shared-memory ring pair (issue 16): the driver
+//!   offers it on the connection before anything else, then sends its hello and all later
+//!   messages over the ring and reads requests from it; the socket only tells either side that
+//!   the other's process is gone (`ptp_ipc::transport::DriverTransport`).
+//!
 //! One thread (the main one) polls the listener, the connections waiting for their hello and
 //! the current connection together, so accepting never waits on a peer and requests reach the
-//! device from one thread only, as before.
+//! device from one thread only, as before. A current ring connection takes part in that poll
+//! through its data bell: the loop announces its sleep on the ring (`prepare_sleep`, which
+//! re-checks the ring), polls the bell's eventfd with the sockets, then withdraws the
+//! announcement (`end_sleep`), so a request published at any moment either is seen by the
+//! re-check or rings the bell. While requests keep coming the loop drains the ring without a
+//! syscall. Two threads send on a ring (the IRQ thread's events, this thread's replies); a full
+//! ring makes each wait at most [`SEND_TIMEOUT`], then the message is dropped, counted in the
+//! ring's `full_drops` and logged.
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use ptp_ipc::ring::{Geometry, RingConfig, offer_ring};
 use ptp_ipc::transport::{
-    Channel, ChannelError, PeerCred, SeqpacketConn, SeqpacketListener, Transport, TransportError,
+    Channel, ChannelError, DriverTransport, MAX_CLIENT_RING, PeerCred, SeqpacketListener,
+    Transport, TransportError,
 };
 use ptp_ipc::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver};
 use ptp_pci::PciFunction;
@@ -28,7 +42,7 @@ use super::access::ChannelAccess;
 use super::{Device, EventSink};
 use crate::family::Family;
 
-pub type DriverChannel = Channel<SeqpacketConn, DriverToPtpd, PtpdToDriver>;
+pub type DriverChannel = Channel<DriverTransport, DriverToPtpd, PtpdToDriver>;
 
 /// How long a new connection may take to say hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
@@ -121,25 +135,53 @@ pub fn serve<F: PciFunction, Fam: Family>(
     loop {
         let current = sink.current().clone();
         let mut fds = vec![listener.as_raw_fd()];
-        fds.extend(s.pending.iter().map(|p| p.chan.transport().as_raw_fd()));
-        fds.extend(current.iter().map(|c| c.transport().as_raw_fd()));
+        fds.extend(
+            s.pending
+                .iter()
+                .map(|p| p.chan.transport().conn().as_raw_fd()),
+        );
+        fds.extend(current.iter().map(|c| c.transport().conn().as_raw_fd()));
         let now = Instant::now();
-        let wait = s
+        let mut wait = s
             .pending
             .iter()
             .map(|p| p.deadline.saturating_duration_since(now))
             .fold(IDLE_WAIT, Duration::min);
-        let ready = poll_readable(&fds, wait)?;
-        // fds: the listener, the `n` pending connections, then the current one.
+        // A ring: sleep only after announcing it (or not at all when requests wait).
+        let ring = current.as_ref().and_then(|c| c.transport().ring());
+        let asleep = match ring.map(|r| r.prepare_sleep()) {
+            Some(Ok(true)) => {
+                fds.extend(ring.and_then(|r| r.readable_fd()));
+                true
+            }
+            Some(_) => {
+                wait = Duration::ZERO;
+                false
+            }
+            None => false,
+        };
+        let ready = poll_readable(&fds, wait);
+        if asleep && let Some(r) = ring {
+            r.end_sleep();
+        }
+        let ready = ready?;
+        // fds: the listener, the `n` pending connections, then the current one's socket (and
+        // its ring's bell).
         let n = s.pending.len();
         if ready[0] {
             s.accept(listener)?;
         }
         s.settle_pending(&ready[1..=n]);
-        if let Some(c) = current
-            && ready[n + 1]
-        {
-            s.serve_ready(&c);
+        if let Some(c) = &current {
+            if ring.is_some() {
+                // The ring is checked every round (no syscall); its socket only for hang-up.
+                if ready[n + 1] {
+                    s.check_ring_socket(c);
+                }
+                s.serve_ready(c);
+            } else if ready[n + 1] {
+                s.serve_ready(c);
+            }
         }
     }
 }
@@ -175,7 +217,7 @@ impl<F: PciFunction, Fam: Family> Server<'_, F, Fam> {
             Err(TransportError::Timeout) => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        let chan = DriverChannel::new(conn);
+        let chan = DriverChannel::new(DriverTransport::Socket(conn));
         if !permitted(self.access, &chan, cred) {
             log::warn!(
                 "driver channel: refused pid {} (uid {}, gid {}): allowed are {}",
@@ -212,18 +254,37 @@ impl<F: PciFunction, Fam: Family> Server<'_, F, Fam> {
                     Ok(PtpdToDriver {
                         request: DriverRequest::Hello,
                         ..
-                    }) => Ok(true),
+                    }) => Ok(Some(None)),
+                    Ok(PtpdToDriver {
+                        request:
+                            DriverRequest::HelloRing {
+                                slot_size,
+                                slot_count,
+                            },
+                        ..
+                    }) => ring_geometry(slot_size, slot_count).map(|g| Some(Some(g))),
                     Ok(m) => Err(format!("{:?} before hello", m.request)),
-                    Err(ChannelError::Transport(TransportError::Timeout)) => Ok(false),
+                    Err(ChannelError::Transport(TransportError::Timeout)) => Ok(None),
                     Err(e) => Err(format!("before hello: {e}")),
                 }
             } else {
-                Ok(false)
+                Ok(None)
             };
             match outcome {
-                Ok(true) => self.take_over(p.chan, p.cred),
-                Ok(false) if now < p.deadline => self.pending.push(p),
-                Ok(false) => self.refuse_late(p, &format!("no hello within {HELLO_TIMEOUT:?}")),
+                Ok(Some(None)) => self.take_over(p.chan, p.cred),
+                Ok(Some(Some(g))) => match with_ring(p.chan, g) {
+                    Ok(chan) => self.take_over(chan, p.cred),
+                    Err((chan, why)) => self.refuse_late(
+                        Pending {
+                            chan,
+                            cred: p.cred,
+                            deadline: p.deadline,
+                        },
+                        &why,
+                    ),
+                },
+                Ok(None) if now < p.deadline => self.pending.push(p),
+                Ok(None) => self.refuse_late(p, &format!("no hello within {HELLO_TIMEOUT:?}")),
                 Err(why) => self.refuse_late(p, &why),
             }
         }
@@ -287,7 +348,7 @@ impl<F: PciFunction, Fam: Family> Server<'_, F, Fam> {
             match chan.recv(Some(Duration::ZERO)) {
                 // A repeated hello changes nothing.
                 Ok(PtpdToDriver {
-                    request: DriverRequest::Hello,
+                    request: DriverRequest::Hello | DriverRequest::HelloRing { .. },
                     ..
                 }) => {}
                 Ok(PtpdToDriver { seq, request }) => {
@@ -317,6 +378,27 @@ impl<F: PciFunction, Fam: Family> Server<'_, F, Fam> {
         }
     }
 
+    /// The socket of a ring connection turned readable: its peer hung up (drop the
+    /// connection), or sent something it should not (read off and logged, so the poll does not
+    /// spin on it).
+    fn check_ring_socket(&mut self, chan: &Arc<DriverChannel>) {
+        let conn = chan.transport().conn();
+        let mut buf = Vec::new();
+        for _ in 0..BATCH {
+            match conn.recv(&mut buf, Some(Duration::ZERO)) {
+                Ok(()) => log::warn!(
+                    "driver channel: {} bytes on a ring connection's socket ignored",
+                    buf.len()
+                ),
+                Err(TransportError::Timeout) => return,
+                Err(_) => {
+                    chan.shutdown();
+                    return self.drop_current(chan);
+                }
+            }
+        }
+    }
+
     fn drop_current(&mut self, chan: &Arc<DriverChannel>) {
         let mut cur = self.sink.current();
         if cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, chan)) {
@@ -329,10 +411,44 @@ impl<F: PciFunction, Fam: Family> Server<'_, F, Fam> {
 
 /// Whether the peer's credentials pass `access` (its primary and supplementary groups count).
 fn permitted(access: &ChannelAccess, chan: &DriverChannel, cred: PeerCred) -> bool {
-    let mut gids = chan.transport().peer_groups().unwrap_or_else(|e| {
+    let mut gids = chan.transport().conn().peer_groups().unwrap_or_else(|e| {
         log::warn!("driver channel: groups of pid {} unknown: {e}", cred.pid);
         Vec::new()
     });
     gids.push(cred.gid);
     access.permits(cred.uid, &gids)
+}
+
+/// The ring a client's `HelloRing` asked for, if it is one the driver accepts.
+fn ring_geometry(slot_size: u32, slot_count: u32) -> Result<Geometry, String> {
+    let g = Geometry::new(slot_size, slot_count).map_err(|e| format!("ring hello: {e}"))?;
+    if slot_size as usize * slot_count as usize > MAX_CLIENT_RING {
+        return Err(format!(
+            "ring hello: {slot_size} B x {slot_count} slots exceeds {MAX_CLIENT_RING} B per \
+             direction"
+        ));
+    }
+    Ok(g)
+}
+
+/// Offers a ring of geometry `g` on a connection that said `HelloRing`; the channel over the
+/// ring (and the socket, kept for liveness), or the socket channel back with why not.
+fn with_ring(chan: DriverChannel, g: Geometry) -> Result<DriverChannel, (DriverChannel, String)> {
+    let cfg = RingConfig {
+        geometry: g,
+        ..RingConfig::default()
+    };
+    let DriverTransport::Socket(conn) = chan.into_transport() else {
+        unreachable!("a pending connection is a socket");
+    };
+    match offer_ring(&conn, cfg) {
+        Ok(ring) => Ok(DriverChannel::new(DriverTransport::Ring {
+            ring: Box::new(ring),
+            conn,
+        })),
+        Err(e) => Err((
+            DriverChannel::new(DriverTransport::Socket(conn)),
+            format!("ring not offered: {e}"),
+        )),
+    }
 }
