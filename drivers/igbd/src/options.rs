@@ -20,6 +20,7 @@ pub fn emulated_model(model: &str, opts: &Options) -> Result<(ptp_emu::igb::Igb,
     cfg.stamp_jitter_ns = opts.stamp_jitter_ns;
     cfg.seed = setup.seed;
     let mut nic = Igb::new(cfg).map_err(bad)?;
+    nic.nic_mut().set_tx_engine(setup.tx_engine);
     if let Some(w) = setup.wire {
         nic.nic_mut().attach_wire(w);
     }

@@ -33,6 +33,7 @@ pub fn emulated_model(model: &str, opts: &Options) -> Result<(ptp_emu::igc::I225
     cfg.stamp_jitter_ns = opts.stamp_jitter_ns;
     cfg.seed = setup.seed;
     let mut nic = I225::new(cfg);
+    nic.set_tx_engine(setup.tx_engine);
     if let Some(w) = setup.wire {
         nic.attach_wire(w);
     }

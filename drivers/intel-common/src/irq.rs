@@ -15,6 +15,52 @@ use std::time::Duration;
 
 use ptp_pci::{IrqVector, IrqWait};
 
+/// What an IRQ thread does after an interrupt (`--irq-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IrqStyle {
+    /// Handle the causes once, re-arm the vector, wait again.
+    Plain,
+    /// NAPI-style: keep polling while work keeps coming, re-arm only when idle ([`Napi`]).
+    Napi(Napi),
+}
+
+/// The bounds of NAPI-style polling (Linux's NAPI polls a device with its interrupt masked
+/// until a poll finds less than its budget; here a thread also spins briefly while it knows
+/// work is due, e.g. a TX timestamp it asked for).
+///
+/// After an interrupt, the thread's passes run without waiting while they find work, at most
+/// [`Napi::budget`] of them; a pass that finds nothing starts a spin of at most [`Napi::spin`]
+/// (polling every [`SPIN_GAP`]) that ends when work comes (polling goes on) or runs out (the
+/// vector is re-armed and the thread sleeps). The vector stays masked (auto-masked when it
+/// fired) throughout, so work that arrives meanwhile costs no interrupt; it is re-armed on every
+/// exit, whatever the reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Napi {
+    /// Longest spin with nothing found before re-arming.
+    pub spin: Duration,
+    /// Most passes that find work before the thread re-arms anyway (and a pending interrupt
+    /// wakes it again at once): the bound on one polling session.
+    pub budget: u32,
+}
+
+/// How long a spinning thread waits between two polls: on hardware a poll is an MMIO read of
+/// about a microsecond; on the emulated NIC it takes the bus lock the transmit path needs.
+pub const SPIN_GAP: Duration = Duration::from_micros(1);
+
+/// Default [`Napi::spin`].
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(30);
+/// Default [`Napi::budget`].
+pub const DEFAULT_BUDGET: u32 = 64;
+
+impl Default for Napi {
+    fn default() -> Self {
+        Self {
+            spin: DEFAULT_SPIN,
+            budget: DEFAULT_BUDGET,
+        }
+    }
+}
+
 /// Missed interrupts (work found by a wait that timed out), with no delivered interrupt that
 /// carried work in between, after which a thread polls. More than one, so that a cause raised
 /// just as a wait timed out (its interrupt still in flight) does not switch a working vector.

@@ -163,6 +163,12 @@ impl TxTimestamps {
         self.state.lock().1
     }
 
+    /// Whether TSYNCTXCTL shows a stamp in any set: one register read, for a thread polling
+    /// between interrupts (the stamps themselves are taken by [`Self::retrieve`]).
+    pub fn ready<M: Mmio>(&self, regs: &Regs<M>) -> bool {
+        regs.read(self.regs.ctl) & 0xF != 0
+    }
+
     /// Requests waiting for a stamp.
     pub fn pending(&self) -> usize {
         self.state

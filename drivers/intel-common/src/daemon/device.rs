@@ -32,7 +32,7 @@ use super::{Error, Options};
 use crate::Regs;
 use crate::clock::{ClockHw, PageSample, Phc};
 use crate::family::{Family, IrqLayout, Link, Rearm, RxFrame};
-use crate::irq::Pacer;
+use crate::irq::{IrqStyle, Napi, Pacer, SPIN_GAP};
 use crate::ring::{BUF_LEN, RxRing, TxRing};
 use crate::service::{self, Counters, DataPath};
 use crate::txts::{Reservation, TxTimestamps};
@@ -119,6 +119,7 @@ pub struct Device<F: PciFunction, Fam: Family> {
     pub irq_mode: IrqMode,
     irqs: Irqs<F::Irq>,
     irq_priority: Option<i32>,
+    irq_style: IrqStyle,
     poll_irq: bool,
     irq_poll: Duration,
     tx_poll: Duration,
@@ -351,6 +352,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
             irq_mode,
             irqs,
             irq_priority: opts.irq_priority,
+            irq_style: opts.irq_style,
             poll_irq: opts.poll_irq,
             irq_poll: opts.irq_poll,
             tx_poll: opts.tx_poll,
@@ -451,6 +453,8 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
         // One thread per vector (or one for all causes): each gets its own handles to the
         // shared state and its own pacer.
         let tx_poll = self.tx_poll;
+        let style = self.irq_style;
+        log::info!("IRQ threads: {style:?}");
         let irq_thread = |name: &'static str, irq: Option<&Arc<F::Irq>>, role: Role| {
             let (data, irq, sink, stop) =
                 (self.data.clone(), irq.cloned(), sink.clone(), stop.clone());
@@ -471,7 +475,15 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
                     if !matches!(role, Role::Queues) {
                         irq_prio(name);
                     }
-                    irq_thread_body(&data, irq.as_deref(), &*sink, &stop, role, pacer, tx_poll)
+                    let body = IrqThread {
+                        data: &data,
+                        sink: &*sink,
+                        stop: &stop,
+                        role,
+                        tx_poll,
+                        style,
+                    };
+                    body.run(irq.as_deref(), pacer)
                 }),
             )
         };
@@ -679,62 +691,177 @@ impl Role {
     }
 }
 
-/// One IRQ thread: waits on its vector (or not, when polling, see `crate::irq`), handles its
-/// causes after every wait, re-arms the vector after it fired or left work behind, and
-/// acknowledges an interrupt that was its device's. The time-sync thread of a part without a
-/// TX stamp interrupt waits at most `tx_poll` while a stamp is pending and then reads the stamp
-/// registers; that poll is not a missed interrupt to the pacer.
-fn irq_thread_body<M: ptp_pci::Mmio, Fam: Family, I: IrqVector + ?Sized, S: EventSink + ?Sized>(
-    data: &Data<M, Fam>,
-    irq: Option<&I>,
-    sink: &S,
-    stop: &AtomicBool,
+/// One IRQ thread: its shared state, its causes and how it polls.
+struct IrqThread<'a, M: ptp_pci::Mmio, Fam, S: ?Sized> {
+    data: &'a Data<M, Fam>,
+    sink: &'a S,
+    stop: &'a AtomicBool,
     role: Role,
-    mut pacer: Pacer,
     tx_poll: Duration,
-) {
-    let regs = &*data.regs;
-    while !stop.load(Ordering::Relaxed) {
-        let poll_tx = role.serves_time_sync() && data.tx_poll_due();
-        let woke = pacer.wait_at_most(irq, poll_tx.then_some(tx_poll));
-        if woke == IrqWait::Closed {
-            break;
+    style: IrqStyle,
+}
+
+impl<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized> IrqThread<'_, M, Fam, S> {
+    /// Waits on the vector (or not, when polling, see `crate::irq`), handles the causes after
+    /// every wait, re-arms the vector after it fired or left work behind, and acknowledges an
+    /// interrupt that was its device's. The time-sync thread of a part without a TX stamp
+    /// interrupt waits at most `tx_poll` while a stamp is pending and then reads the stamp
+    /// registers; that poll is not a missed interrupt to the pacer. With [`IrqStyle::Napi`] a
+    /// pass that followed an interrupt or found work is followed by polling ([`Self::napi`])
+    /// before the vector is re-armed, and by one more poll after it.
+    fn run<I: IrqVector + ?Sized>(&self, irq: Option<&I>, mut pacer: Pacer) {
+        let data = self.data;
+        while !self.stop.load(Ordering::Relaxed) {
+            let poll_tx = self.role.serves_time_sync() && data.tx_poll_due();
+            let woke = pacer.wait_at_most(irq, poll_tx.then_some(self.tx_poll));
+            if woke == IrqWait::Closed {
+                break;
+            }
+            if woke == IrqWait::Fired {
+                Counters::bump(&data.counters.irq_wakeups);
+                if self.role.serves_time_sync() {
+                    Counters::bump(&data.counters.ts_wakeups);
+                }
+            }
+            let work = self.pass();
+            let napi = match self.style {
+                IrqStyle::Napi(n) if woke == IrqWait::Fired || work => Some(n),
+                _ => None,
+            };
+            if let Some(n) = napi {
+                self.napi(n, work);
+                self.quiesce();
+            }
+            if woke == IrqWait::Fired || work {
+                self.rearm();
+            }
+            if napi.is_some() {
+                // Work that came after the last poll but before the re-arm raised no
+                // interrupt if `quiesce` cleared its cause: take it now.
+                self.poll();
+            }
+            if work && let Some(v) = irq {
+                v.ack();
+            }
+            pacer.record(woke, work);
         }
-        let work = match role {
-            Role::Other => other_causes(data, sink).other,
+    }
+
+    /// One pass over the thread's causes (after a wait); whether it found work.
+    fn pass(&self) -> bool {
+        let (data, sink) = (self.data, self.sink);
+        let work = match self.role {
+            Role::Other => other_causes(data, sink, true).other,
             Role::Queues => queue_pass(data, sink),
             Role::All { .. } => {
-                let causes = other_causes(data, sink);
+                let causes = other_causes(data, sink, true);
                 let frames = queue_pass(data, sink);
                 causes.any || frames
             }
         };
-        if role.serves_time_sync() && data.tx_poll_due() {
+        if self.role.serves_time_sync() && data.tx_poll_due() {
             data.retrieve_tx(sink);
         }
-        if woke == IrqWait::Fired || work {
-            match role {
-                Role::Other => data.fam.rearm(regs, Rearm::Other),
-                Role::Queues => data.fam.rearm(regs, Rearm::Queues),
-                Role::All { msix: true } => data.fam.rearm(regs, Rearm::Single),
-                Role::All { msix: false } => {}
+        work
+    }
+
+    /// One poll without reading the cause registers: TX stamps by their valid bits (one
+    /// register read), received frames by their descriptors (memory). Whether it found work.
+    fn poll(&self) -> bool {
+        let (data, sink) = (self.data, self.sink);
+        let mut found = false;
+        if self.role.serves_time_sync() && data.txts.ready(&data.regs) {
+            data.retrieve_tx(sink);
+            found = true;
+        }
+        if !matches!(self.role, Role::Other) {
+            found |= queue_pass(data, sink);
+        }
+        found
+    }
+
+    /// Whether work is due that a spin may catch: a TX stamp this driver asked for, or (for a
+    /// thread serving the queues) more frames after a session that received some.
+    fn expects_work(&self, frames_seen: bool) -> bool {
+        let stamp_due = self.role.serves_time_sync() && self.data.txts.pending() > 0;
+        stamp_due || (frames_seen && !matches!(self.role, Role::Other))
+    }
+
+    /// NAPI-style polling after a pass (`first_work`: whether it found work), with the vector
+    /// still masked: passes run while they find work (at most `n.budget`); a pass that finds
+    /// nothing while work is due starts a spin of at most `n.spin`. Bounded by the budget and
+    /// the spin, and by `stop`.
+    fn napi(&self, n: Napi, first_work: bool) {
+        let c = &self.data.counters;
+        let mut frames_seen = first_work;
+        let mut found_passes = 0;
+        let mut idle_since: Option<std::time::Instant> = None;
+        while found_passes < n.budget && !self.stop.load(Ordering::Relaxed) {
+            if !self.expects_work(frames_seen) {
+                break;
+            }
+            Counters::bump(&c.napi_polls);
+            if self.poll() {
+                frames_seen = true;
+                found_passes += 1;
+                if idle_since.take().is_some() {
+                    Counters::bump(&c.spin_work);
+                }
+                continue;
+            }
+            let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() >= n.spin {
+                Counters::bump(&c.spin_idle);
+                break;
+            }
+            let gap = std::time::Instant::now();
+            while gap.elapsed() < SPIN_GAP {
+                std::hint::spin_loop();
             }
         }
-        if work && let Some(v) = irq {
-            v.ack();
+    }
+
+    /// Before re-arming after polling: clears the vector's pending bit and the causes that
+    /// work taken by polling left set (handling whatever they show), so the re-arm does not
+    /// fire for work already done. A cause raised after this fires at the re-arm.
+    fn quiesce(&self) {
+        let (data, regs) = (self.data, &*self.data.regs);
+        let bit = match (self.role, data.layout) {
+            (_, IrqLayout::Shared) => 0,
+            (_, IrqLayout::SingleMsix) => 1,
+            (Role::Queues, _) => 1 << VECTOR_QUEUES,
+            _ => 1 << VECTOR_OTHER,
+        };
+        if bit != 0 {
+            regs.write(intel_regs::e1000::EICR, bit);
         }
-        pacer.record(woke, work);
+        if self.role.serves_time_sync() {
+            other_causes(data, self.sink, false);
+        }
+    }
+
+    /// Re-enables the thread's vector (auto-masked when it fired).
+    fn rearm(&self) {
+        let (fam, regs) = (&self.data.fam, &*self.data.regs);
+        match self.role {
+            Role::Other => fam.rearm(regs, Rearm::Other),
+            Role::Queues => fam.rearm(regs, Rearm::Queues),
+            Role::All { msix: true } => fam.rearm(regs, Rearm::Single),
+            Role::All { msix: false } => {}
+        }
     }
 }
 
-/// Handles the "other" causes (link changes, TX timestamps); returns what was found.
+/// Handles the "other" causes (link changes, TX timestamps); returns what was found. `count`:
+/// a time-sync cause counts as an interrupt handled (not when it is read before a re-arm).
 fn other_causes<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized>(
     data: &Data<M, Fam>,
     sink: &S,
+    count: bool,
 ) -> crate::family::Causes {
     let regs = &*data.regs;
     let causes = data.fam.read_causes(regs);
-    if causes.time_sync {
+    if causes.time_sync && count {
         Counters::bump(&data.counters.interrupts);
     }
     if causes.tx_stamp {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::Error;
 use crate::family::Family;
+use crate::irq::{IrqStyle, Napi};
 
 /// The usage text of `Fam`'s daemon.
 pub fn usage<Fam: Family>() -> String {
@@ -56,6 +57,13 @@ usage: igcd [options]
                           (without it igcd takes MSI-X, else MSI, else the legacy line, and
                           polls only when interrupts do not arrive)
   --irq-poll-us US        poll interval when polling, 50..=100000 (default 1000)
+  --irq-mode MODE         napi (default): after an interrupt an IRQ thread keeps polling while
+                          work keeps coming (and spins up to --napi-spin-us while a stamp it
+                          asked for is due), re-arming the interrupt only when idle; plain:
+                          handle the causes once per interrupt
+  --napi-spin-us US       longest spin with nothing found before re-arming, 0..=1000 (default 30)
+  --emu-tx MODE           with --emulate: sync (default): a TX tail write runs the emulated TX
+                          engine on the writing thread; thread: it wakes the model thread
   --irq-priority PRIO     run the IRQ threads (and an emulated NIC's model thread) SCHED_FIFO at
                           PRIO (Linux threaded IRQs use 50); default: normal priority
   --link-wait-ms MS       how long bring-up waits for link (default 2000)
@@ -95,6 +103,16 @@ impl std::str::FromStr for Wire {
     }
 }
 
+/// Where an emulated NIC runs its TX engine after a tail write (`--emu-tx`; ptp_emu's
+/// `TxEngine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmuTx {
+    /// On the writing thread, inside the write.
+    Sync,
+    /// On the model thread, which the write wakes.
+    Thread,
+}
+
 /// Largest `--stamp-quantum-ns` / `--stamp-jitter-ns`: 1 ms, far beyond any real part.
 const MAX_STAMP_NOISE_NS: u32 = 1_000_000;
 
@@ -131,6 +149,10 @@ pub struct Options<Fam> {
     pub poll_irq: bool,
     /// Poll interval when polling.
     pub irq_poll: Duration,
+    /// What an IRQ thread does after an interrupt (`--irq-mode`, `--napi-spin-us`).
+    pub irq_style: IrqStyle,
+    /// Where the emulated NIC runs its TX engine (`--emu-tx`).
+    pub emu_tx: EmuTx,
     /// Ground-truth record of the emulated model (`--truth`, only with `--emulate`).
     pub truth: Option<PathBuf>,
     /// A uid besides root and igcd's own that may use the driver channel (`--allow-uid`).
@@ -167,6 +189,8 @@ impl<Fam: Family> Options<Fam> {
             irq_priority: None,
             poll_irq: false,
             irq_poll: Duration::from_millis(1),
+            irq_style: IrqStyle::Napi(Napi::default()),
+            emu_tx: EmuTx::Sync,
             truth: None,
             allow_uid: None,
             allow_gid: None,
@@ -175,6 +199,7 @@ impl<Fam: Family> Options<Fam> {
         };
         let mut p = lexopt::Parser::from_args(args);
         let bad = |e: lexopt::Error| Error::Usage(e.to_string());
+        let mut napi_spin = None;
         while let Some(arg) = p.next().map_err(bad)? {
             match arg {
                 Long("emulate") => {
@@ -282,6 +307,35 @@ impl<Fam: Family> Options<Fam> {
                     }
                     o.irq_poll = Duration::from_micros(us);
                 }
+                Long("irq-mode") => {
+                    let m = p.value().map_err(bad)?.string().map_err(bad)?;
+                    o.irq_style = match m.as_str() {
+                        "napi" => IrqStyle::Napi(Napi::default()),
+                        "plain" => IrqStyle::Plain,
+                        _ => {
+                            return Err(Error::Usage(format!(
+                                "bad --irq-mode {m:?} (napi, plain)"
+                            )));
+                        }
+                    };
+                }
+                Long("napi-spin-us") => {
+                    let us: u64 = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if us > 1000 {
+                        return Err(Error::Usage("--napi-spin-us must be 0..=1000".into()));
+                    }
+                    napi_spin = Some(Duration::from_micros(us));
+                }
+                Long("emu-tx") => {
+                    let m = p.value().map_err(bad)?.string().map_err(bad)?;
+                    o.emu_tx = match m.as_str() {
+                        "sync" => EmuTx::Sync,
+                        "thread" => EmuTx::Thread,
+                        _ => {
+                            return Err(Error::Usage(format!("bad --emu-tx {m:?} (sync, thread)")));
+                        }
+                    };
+                }
                 Long("tx-poll-us") => {
                     let us: u64 = p.value().map_err(bad)?.parse().map_err(bad)?;
                     if !(10..=10_000).contains(&us) {
@@ -299,6 +353,13 @@ impl<Fam: Family> Options<Fam> {
                 Long("help") | Short('h') => return Ok(None),
                 _ => return Err(bad(arg.unexpected())),
             }
+        }
+        match (&mut o.irq_style, napi_spin) {
+            (IrqStyle::Napi(n), Some(spin)) => n.spin = spin,
+            (IrqStyle::Plain, Some(_)) => {
+                return Err(Error::Usage("--napi-spin-us needs --irq-mode napi".into()));
+            }
+            (_, None) => {}
         }
         if o.pci.is_some() && o.emulate.is_some() {
             return Err(Error::Usage(
@@ -330,6 +391,8 @@ pub struct EmulatedSetup {
     pub seed: u64,
     pub wire: Option<Box<dyn ptp_emu::wire::WirePort>>,
     pub truth: Option<ptp_emu::truth::SharedObserver>,
+    /// Where the model runs its TX engine (`--emu-tx`).
+    pub tx_engine: ptp_emu::TxEngine,
 }
 
 #[cfg(feature = "emulate")]
@@ -380,12 +443,18 @@ impl<Fam: Family> Options<Fam> {
             }
             None => None,
         };
+        let tx_engine = match self.emu_tx {
+            EmuTx::Sync => ptp_emu::TxEngine::Sync,
+            EmuTx::Thread => ptp_emu::TxEngine::Thread,
+        };
+        log::info!("{name}: TX engine runs {tx_engine:?} (--emu-tx)");
         Ok(EmulatedSetup {
             mac,
             name,
             seed,
             wire,
             truth,
+            tx_engine,
         })
     }
 
@@ -453,6 +522,33 @@ mod tests {
             Ok(Some(o)) => Ok(o),
             Ok(None) => Err("help".into()),
             Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn irq_and_emulated_tx_modes() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.irq_style, IrqStyle::Napi(Napi::default()));
+        assert_eq!(o.emu_tx, EmuTx::Sync);
+        let o = parse(&["--irq-mode", "plain", "--emu-tx", "thread"]).unwrap();
+        assert_eq!((o.irq_style, o.emu_tx), (IrqStyle::Plain, EmuTx::Thread));
+        let o = parse(&["--napi-spin-us", "0", "--irq-mode", "napi"]).unwrap();
+        let want = Napi {
+            spin: Duration::ZERO,
+            ..Napi::default()
+        };
+        assert_eq!(o.irq_style, IrqStyle::Napi(want));
+        for (args, msg) in [
+            (&["--irq-mode", "busy"][..], "bad --irq-mode"),
+            (&["--emu-tx", "async"], "bad --emu-tx"),
+            (&["--napi-spin-us", "1001"], "--napi-spin-us must be"),
+            (
+                &["--irq-mode", "plain", "--napi-spin-us", "5"],
+                "needs --irq-mode napi",
+            ),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert!(e.contains(msg), "{args:?}: {e}");
         }
     }
 
