@@ -3,6 +3,7 @@
 //! Every verb prints one human line, or with `--json` one JSON object per command.
 
 pub mod bench;
+pub mod compare;
 pub mod units;
 
 use std::ffi::OsString;
@@ -39,6 +40,10 @@ commands (phc_ctl style):
   status              driver, link and PTP port state
   stats               driver counters
   bench [-n N]        exact-path vs clock-page read latency (default N = 10000)
+  compare SOCKET [CLOCK] [-n N]
+                      PHC minus the PHC of another ptpd (SOCKET, clock CLOCK, default 0) on
+                      this host: gettimex reads A, B, A, each line with the bound the reads
+                      resolve (default N = 1)
 options:
   --socket PATH       ptpd's clock scheme (default $PTP_SOCKET, else ",
     default_socket!(),
@@ -71,7 +76,14 @@ pub enum Command {
     Caps,
     Status,
     Stats,
-    Bench { n: usize },
+    Bench {
+        n: usize,
+    },
+    Compare {
+        other: PathBuf,
+        other_clock: u32,
+        n: usize,
+    },
 }
 
 #[derive(Debug)]
@@ -102,14 +114,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
     let mut p = lexopt::Parser::from_args(args);
     let (mut socket, mut clock, mut json, mut output) = (None, 0u32, false, None);
     let mut words: Vec<String> = Vec::new();
-    let mut n = 10_000usize;
+    let mut n: Option<usize> = None;
     while let Some(arg) = p.next().map_err(bad)? {
         match arg {
             Long("socket") => socket = Some(p.value().map_err(bad)?.into()),
             Long("clock") => clock = p.value().map_err(bad)?.parse().map_err(bad)?,
             Long("json") => json = true,
             Long("output") => output = Some(p.value().map_err(bad)?.into()),
-            Short('n') => n = p.value().map_err(bad)?.parse().map_err(bad)?,
+            Short('n') => n = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
             Long("help") | Short('h') => return Ok(None),
             Value(v) => words.push(v.string().map_err(bad)?),
             // Negative numbers ("adj -0.5") arrive as options; take them as words.
@@ -152,12 +164,19 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
         Some("caps") => Command::Caps,
         Some("status") => Command::Status,
         Some("stats") => Command::Stats,
-        Some("bench") => {
-            if n == 0 {
-                return Err(Error::Usage("-n must be > 0".into()));
-            }
-            Command::Bench { n }
-        }
+        Some("bench") => Command::Bench {
+            n: positive(n.unwrap_or(10_000))?,
+        },
+        Some("compare") => Command::Compare {
+            other: need(words.get(1), "SOCKET")?.into(),
+            other_clock: match words.get(2) {
+                None => 0,
+                Some(w) => w
+                    .parse()
+                    .map_err(|_| Error::Usage(format!("bad CLOCK {w:?}")))?,
+            },
+            n: positive(n.unwrap_or(1))?,
+        },
         Some(other) => return Err(Error::Usage(format!("unknown command {other:?}"))),
     };
     Ok(Some(Args {
@@ -167,6 +186,23 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
         output,
         command,
     }))
+}
+
+fn positive(n: usize) -> Result<usize, Error> {
+    if n == 0 {
+        return Err(Error::Usage("-n must be > 0".into()));
+    }
+    Ok(n)
+}
+
+/// The gettimex sample with the narrowest CLOCK_REALTIME bracket; one whose bracket ends
+/// before it starts (the wall clock stepped back) is never chosen.
+pub(crate) fn tightest(samples: &[ptp_ipc::TimeXSample]) -> Option<&ptp_ipc::TimeXSample> {
+    samples
+        .iter()
+        .filter_map(|s| Some((s.sys_after_ns.checked_sub(s.sys_before_ns)?, s)))
+        .min_by_key(|&(w, _)| w)
+        .map(|(_, s)| s)
 }
 
 /// Entry point shared by the `ptpctl` binary and `ptplab ptpctl ...`.
@@ -373,5 +409,13 @@ pub fn run(args: &Args) -> Result<(String, Value), Error> {
             (format!("{s:?}"), v)
         }
         Command::Bench { n } => bench::run(&c, clock, *n)?,
+        Command::Compare {
+            other,
+            other_clock,
+            n,
+        } => {
+            let b = Client::connect(other)?;
+            compare::run(&c, clock, &b, *other_clock, *n)?
+        }
     })
 }
