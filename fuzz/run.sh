@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A bounded run of every fuzz target (issue 17): `fuzz/run.sh [SECONDS per target, default 20]`.
+# .ci/run calls it with the default; the longer run in the README used 300.
+# Each target starts from its committed seeds (corpus/<target>, only read) and keeps what it
+# finds in a temporary directory, so the committed corpus stays small. A panic or sanitizer
+# report fails the run; libFuzzer leaves the input in artifacts/<target>/ (reproduce with
+# `RUSTC_BOOTSTRAP=1 cargo fuzz run -O <target> artifacts/<target>/crash-...`).
+# cargo-fuzz needs nightly features: RUSTC_BOOTSTRAP=1 on the stable toolchain. FUZZ_SANITIZER
+# (default address; `none` where ASan does not link) is passed to cargo fuzz -s.
+set -euo pipefail
+cd "$(dirname "$0")"
+secs=${1:-20}
+san=${FUZZ_SANITIZER:-address}
+targets=(ipc_wire clock_request ptp_frame rx_ts_header ptpd_config mgmt_tlv)
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+export RUSTC_BOOTSTRAP=1
+cargo fuzz build -O -s "$san"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for t in "${targets[@]}"; do
+    mkdir -p "$work/$t"
+    cargo fuzz run -O -s "$san" "$t" "$work/$t" "corpus/$t" -- \
+        -max_total_time="$secs" -print_final_stats=1 >"$work/$t.log" 2>&1 || {
+        tail -n 60 "$work/$t.log"
+        echo "fuzz/run.sh: $t failed (input in fuzz/artifacts/$t/)" >&2
+        exit 1
+    }
+    execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$work/$t.log")
+    cov=$(grep -Eo 'cov: [0-9]+' "$work/$t.log" | tail -n 1)
+    echo "fuzz $t: ${execs:-?} execs in ${secs} s, ${cov:-cov: ?}, $(ls "$work/$t" | wc -l) new inputs"
+done
