@@ -9,6 +9,7 @@
 //!   a send on a full ring, gets `PeerGone` long before its timeout.
 #![cfg(target_os = "linux")]
 
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -85,8 +86,16 @@ fn fill(seq: u64, len: usize, out: &mut Vec<u8>) {
 
 fn stats_line(s: &RingStats) -> String {
     format!(
-        "sent={} received={} signals={} sleeps={} wakeups={} wait_timeouts={} full_events={}",
-        s.sent, s.received, s.signals, s.sleeps, s.wakeups, s.wait_timeouts, s.full_events
+        "sent={} received={} signals={} sleeps={} wakeups={} wait_timeouts={} full_events={} \
+         full_drops={}",
+        s.sent,
+        s.received,
+        s.signals,
+        s.sleeps,
+        s.wakeups,
+        s.wait_timeouts,
+        s.full_events,
+        s.full_drops
     )
 }
 
@@ -265,6 +274,85 @@ fn stress_across_processes_no_lost_wakeup() {
     );
     // The run went through the sleep/wake path, or it proved nothing about it.
     assert!(s.sleeps > 100 && s.wakeups > 100, "{s:?}");
+}
+
+/// Waits until `fd` is readable or `slice` passes; `true` if readable.
+fn poll_fd(fd: i32, other: i32, slice: Duration) -> bool {
+    let mut p = [
+        libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        // The control socket, for hang-up only (as the driver's loop polls it).
+        libc::pollfd {
+            fd: other,
+            events: 0,
+            revents: 0,
+        },
+    ];
+    let ms = slice.as_millis() as libc::c_int;
+    // Safety: two valid pollfds for the call.
+    let rc = unsafe { libc::poll(p.as_mut_ptr(), 2, ms) };
+    rc > 0
+}
+
+#[test]
+fn poll_style_consumer_across_processes_no_lost_wakeup() {
+    // The driver's main loop: drain with try_recv, then prepare_sleep / poll the data bell's
+    // descriptor with another one / end_sleep. A message that waited more than half a slice
+    // when a poll ran out is a lost wake-up. Bounded: 300 000 messages (about 3 s in debug).
+    let n: u64 = 300_000;
+    let seed = mono_ns() | 1;
+    let noise = sleep_overshoot();
+    let slice = (noise * 30).clamp(Duration::from_millis(20), Duration::from_secs(2));
+    let env = [
+        ("RING_N", n.to_string()),
+        ("RING_SEED", seed.to_string()),
+        (
+            "RING_LONG_PAUSE_US",
+            (slice * 3 / 2).as_micros().to_string(),
+        ),
+    ];
+    let (child, conn, _l) = spawn("produce", &env);
+    let ep = offer_ring(&conn, cfg()).unwrap();
+    let (fd, sock) = (ep.readable_fd().unwrap(), conn.as_raw_fd());
+    let max = ep.max_message();
+    let (mut buf, mut next, mut late, mut timed_out) = (Vec::new(), 0u64, 0u64, false);
+    let t0 = Instant::now();
+    while next < n {
+        assert!(t0.elapsed() < Duration::from_secs(120), "stalled at {next}");
+        if ep.try_recv(&mut buf).unwrap() {
+            let age = mono_ns().saturating_sub(check(&buf, next, max));
+            if timed_out && age > slice.as_nanos() as u64 / 2 {
+                late += 1;
+                assert!(
+                    late < 3,
+                    "message {next} waited {age} ns through a timed-out poll (seed {seed})"
+                );
+            }
+            timed_out = false;
+            next += 1;
+            continue;
+        }
+        if !ep.prepare_sleep().unwrap() {
+            continue;
+        }
+        timed_out = !poll_fd(fd, sock, slice);
+        ep.end_sleep();
+    }
+    let s = ep.stats();
+    assert!(child.wait_with_output().unwrap().status.success());
+    eprintln!(
+        "poll-style: {n} messages in {:.2?} (seed {seed}), slice {slice:?}; late {late}; {}",
+        t0.elapsed(),
+        stats_line(&s)
+    );
+    assert_eq!(late, 0, "lost wake-ups (seed {seed})");
+    assert!(
+        s.sleeps > 100 && s.wakeups > 100,
+        "the sleep path ran: {s:?}"
+    );
 }
 
 /// Kills `child` after `after` from another thread.
