@@ -417,6 +417,13 @@ pub struct ClockStatus {
     /// Grandmaster clock identity (8 bytes, EUI-64).
     pub grandmaster: [u8; 8],
     pub steps_removed: u16,
+    /// The clock scheme's own counters (the same in every clock's status; Linux hosts):
+    /// connections refused at the client limits, each answered EBUSY before it is closed.
+    pub clients_refused: u64,
+    /// Requests that did not decode (answered EINVAL, acted on by no driver).
+    pub requests_malformed: u64,
+    /// Requests held back by the per-client flood limit (answered once it allowed them).
+    pub requests_throttled: u64,
 }
 
 /// ptpd → app.

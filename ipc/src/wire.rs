@@ -340,7 +340,8 @@ struct_fields! {
     }
     ClockStatus {
         driver_up, generation, connects, link_up, link_speed_mbps, port_state, offset_ns,
-        mean_path_delay_ns, freq_scaled_ppm, grandmaster, steps_removed,
+        mean_path_delay_ns, freq_scaled_ppm, grandmaster, steps_removed, clients_refused,
+        requests_malformed, requests_throttled,
     }
 }
 

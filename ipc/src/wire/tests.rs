@@ -142,20 +142,26 @@ fn status() -> impl Strategy<Value = ClockStatus> {
         any::<(bool, u64, u64, bool, u32)>(),
         port_state(),
         any::<(i64, i64, i64, [u8; 8], u16)>(),
+        any::<(u64, u64, u64)>(),
     )
-        .prop_map(|((du, g, c, lu, sp), ps, (o, d, f, gm, sr))| ClockStatus {
-            driver_up: du,
-            generation: g,
-            connects: c,
-            link_up: lu,
-            link_speed_mbps: sp,
-            port_state: ps,
-            offset_ns: o,
-            mean_path_delay_ns: d,
-            freq_scaled_ppm: f,
-            grandmaster: gm,
-            steps_removed: sr,
-        })
+        .prop_map(
+            |((du, g, c, lu, sp), ps, (o, d, f, gm, sr), (cr, rm, rt))| ClockStatus {
+                driver_up: du,
+                generation: g,
+                connects: c,
+                link_up: lu,
+                link_speed_mbps: sp,
+                port_state: ps,
+                offset_ns: o,
+                mean_path_delay_ns: d,
+                freq_scaled_ppm: f,
+                grandmaster: gm,
+                steps_removed: sr,
+                clients_refused: cr,
+                requests_malformed: rm,
+                requests_throttled: rt,
+            },
+        )
 }
 
 fn driver_error() -> impl Strategy<Value = DriverError> {
@@ -515,10 +521,13 @@ fn golden_status() {
         freq_scaled_ppm: 65536,
         grandmaster: [0, 1, 2, 3, 4, 5, 6, 7],
         steps_removed: 1,
+        clients_refused: 4,
+        requests_malformed: 0x105,
+        requests_throttled: 6,
     });
     #[rustfmt::skip]
     let want = [
-        1, 4, 6, 0, 57, 0, 0, 0,
+        1, 4, 6, 0, 81, 0, 0, 0,
         1,                                                  // driver_up
         3, 0, 0, 0, 0, 0, 0, 0,                             // generation
         2, 0, 0, 0, 0, 0, 0, 0,                             // connects
@@ -530,6 +539,9 @@ fn golden_status() {
         0, 0, 1, 0, 0, 0, 0, 0,                             // freq_scaled_ppm 65536
         0, 1, 2, 3, 4, 5, 6, 7,                             // grandmaster
         1, 0,                                               // steps_removed
+        4, 0, 0, 0, 0, 0, 0, 0,                             // clients_refused
+        5, 1, 0, 0, 0, 0, 0, 0,                             // requests_malformed 0x105
+        6, 0, 0, 0, 0, 0, 0, 0,                             // requests_throttled
     ];
     assert_eq!(m.to_bytes(), want);
     assert_eq!(ClockReply::decode(&want), Ok(m));
