@@ -214,7 +214,9 @@ pub fn clock_error(e: &DriverError) -> ClockError {
 }
 
 fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
-    let mut logged_absent = false;
+    // The last connect error logged: each different one once (a ring client learns why the
+    // driver refused it from the connect itself), not every retry.
+    let mut logged: Option<String> = None;
     let mut told_refused = false;
     while !s.stop.load(Ordering::Acquire) {
         let seq = s.next_seq.fetch_add(1, Ordering::Relaxed);
@@ -222,14 +224,15 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
             Ok(t) => t,
             Err(e) => {
                 let refused = matches!(e, TransportError::PermissionDenied(_));
-                if !logged_absent {
+                let text = e.to_string();
+                if logged.as_ref() != Some(&text) {
                     let what = if refused {
                         "refused by"
                     } else {
                         "not reachable at"
                     };
-                    log::warn!("{}: driver {what} {}: {e}", s.name, connector.describe());
-                    logged_absent = true;
+                    log::warn!("{}: driver {what} {}: {text}", s.name, connector.describe());
+                    logged = Some(text);
                 }
                 lock(&s.status).refused = refused;
                 std::thread::sleep(if refused {
@@ -240,7 +243,7 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
                 continue;
             }
         };
-        logged_absent = false;
+        logged = None;
         // The session counts as up only when the driver's hello (`Restarted`) arrives: a dying
         // driver's listener can still accept a connection it will never serve.
         let chan = Arc::new(Chan::new(t));
