@@ -152,8 +152,16 @@ mod carrier {
         }
 
         pub(super) fn call(&self, req: &ClockRequest) -> Result<ClockReply, ChannelError> {
-            self.chan.send(req, Some(self.timeout))?;
-            self.chan.recv(Some(self.timeout))
+            match self.chan.send(req, Some(self.timeout)) {
+                Ok(()) => self.chan.recv(Some(self.timeout)),
+                // ptpd refuses a client beyond its limits with EBUSY and closes: the send may
+                // find the connection gone, and the typed answer waiting before its end.
+                Err(ChannelError::Transport(TransportError::Disconnected)) => self
+                    .chan
+                    .recv(Some(Duration::ZERO))
+                    .map_err(|_| ChannelError::Transport(TransportError::Disconnected)),
+                Err(e) => Err(e),
+            }
         }
     }
 }

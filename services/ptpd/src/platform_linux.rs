@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ptp_ipc::transport::{
     Channel, ChannelError, ChannelMode, DriverTransport, SeqpacketConn, SeqpacketListener,
@@ -14,7 +15,7 @@ use ptp_ipc::{ClockError, ClockReply, ClockRequest};
 
 use crate::config::Config;
 use crate::driver_link::Connector;
-use crate::scheme::ClockScheme;
+use crate::scheme::{CLIENT_BURST, CLIENT_RATE_PER_S, ClockScheme, FloodLimit};
 
 /// Connects to a driver's seqpacket socket; with `ChannelMode::Ring` the messages then go over
 /// a shared-memory ring the driver offers on it (the client tsperf uses too).
@@ -44,6 +45,10 @@ const MAX_CLIENTS: usize = 64;
 /// Concurrent clients of one uid other than root: one user's idle connections cannot take the
 /// places of everyone else's.
 const MAX_CLIENTS_PER_UID: usize = 16;
+/// All concurrent clients, root's too: each costs a thread and a descriptor.
+const MAX_CONNECTIONS: usize = 128;
+/// How long a refused client's EBUSY answer may take to send.
+const REFUSE_TIMEOUT: Duration = Duration::from_millis(10);
 /// A client that sends nothing for this long is disconnected.
 const CLIENT_IDLE: Duration = Duration::from_secs(600);
 const SEND_TIMEOUT: Duration = Duration::from_secs(1);
@@ -85,12 +90,7 @@ pub fn run(config: Config) -> Result<(), String> {
             Err(e) => return Err(format!("accept: {e}")),
         };
         let Some(slot) = Slots::take(&slots, cred.uid) else {
-            log::warn!(
-                "refusing client pid {} (uid {}): {MAX_CLIENTS} clients, or \
-                 {MAX_CLIENTS_PER_UID} of this uid, already",
-                cred.pid,
-                cred.uid
-            );
+            refuse(&scheme, Channel::new(conn), cred.pid, cred.uid);
             continue;
         };
         let scheme = scheme.clone();
@@ -106,8 +106,31 @@ pub fn run(config: Config) -> Result<(), String> {
     }
 }
 
-/// Client places: root is not counted (it is trusted, and must always get in), others count
-/// towards [`MAX_CLIENTS`] and [`MAX_CLIENTS_PER_UID`].
+/// A client beyond the limits gets EBUSY as its answer, then the connection closes (its
+/// request, sent or not, gets that answer: `client::Client` reads it after a failed send).
+fn refuse<C: Connector>(
+    scheme: &ClockScheme<C>,
+    chan: Channel<SeqpacketConn, ClockReply, ClockRequest>,
+    pid: i32,
+    uid: u32,
+) {
+    let _ = chan.send(&ClockReply::Error(ClockError::Busy), Some(REFUSE_TIMEOUT));
+    let n = scheme
+        .counters()
+        .clients_refused
+        .fetch_add(1, Ordering::Relaxed)
+        + 1;
+    if n.is_power_of_two() {
+        log::warn!(
+            "refused client pid {pid} (uid {uid}): {MAX_CONNECTIONS} clients, {MAX_CLIENTS} \
+             not root or {MAX_CLIENTS_PER_UID} of this uid already; {n} refused so far"
+        );
+    }
+}
+
+/// Client places: every client counts towards [`MAX_CONNECTIONS`]; others than root (trusted,
+/// so it gets in while the rest are full) also towards [`MAX_CLIENTS`] and
+/// [`MAX_CLIENTS_PER_UID`].
 #[derive(Default)]
 struct Slots {
     per_uid: Mutex<HashMap<u32, usize>>,
@@ -126,15 +149,18 @@ impl Slots {
 
     /// A place for a client of `uid`, if one is free.
     fn take(slots: &Arc<Self>, uid: u32) -> Option<Slot> {
-        if uid != 0 {
-            let mut m = slots.lock();
-            let total: usize = m.values().sum();
-            let mine = m.entry(uid).or_insert(0);
-            if total >= MAX_CLIENTS || *mine >= MAX_CLIENTS_PER_UID {
-                return None;
+        let mut m = slots.lock();
+        let all: usize = m.values().sum();
+        let others = all - m.get(&0).copied().unwrap_or(0);
+        let mine = m.entry(uid).or_insert(0);
+        let limited = uid != 0 && (others >= MAX_CLIENTS || *mine >= MAX_CLIENTS_PER_UID);
+        if all >= MAX_CONNECTIONS || limited {
+            if *mine == 0 {
+                m.remove(&uid);
             }
-            *mine += 1;
+            return None;
         }
+        *mine += 1;
         Some(Slot {
             slots: slots.clone(),
             uid,
@@ -144,9 +170,6 @@ impl Slots {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if self.uid == 0 {
-            return;
-        }
         let mut m = self.slots.lock();
         if let Some(n) = m.get_mut(&self.uid) {
             *n -= 1;
@@ -162,15 +185,31 @@ fn serve_client<C: Connector>(
     chan: Channel<SeqpacketConn, ClockReply, ClockRequest>,
     uid: u32,
 ) {
+    let c = scheme.counters();
+    let mut limit = FloodLimit::new(CLIENT_RATE_PER_S, CLIENT_BURST, Instant::now());
     loop {
         let reply = match chan.recv(Some(CLIENT_IDLE)) {
-            Ok(req) => scheme.handle(req, uid),
-            // A malformed request gets a typed answer, so the client never hangs.
-            Err(ChannelError::Decode(e)) => {
+            Ok(req) => Ok(req),
+            // A malformed or oversized request gets a typed answer, so the client never hangs.
+            Err(
+                e
+                @ (ChannelError::Decode(_) | ChannelError::Transport(TransportError::TooLarge(_))),
+            ) => {
+                c.requests_malformed.fetch_add(1, Ordering::Relaxed);
                 log::debug!("malformed clock request: {e}");
-                ClockReply::Error(ClockError::InvalidArgument)
+                Err(ClockError::InvalidArgument)
             }
             Err(_) => return,
+        };
+        // Every request, malformed ones too, is charged to the client's flood limit.
+        let wait = limit.delay(Instant::now());
+        if !wait.is_zero() {
+            c.requests_throttled.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(wait);
+        }
+        let reply = match reply {
+            Ok(req) => scheme.handle(req, uid),
+            Err(e) => ClockReply::Error(e),
         };
         if chan.send(&reply, Some(SEND_TIMEOUT)).is_err() {
             return;
@@ -209,5 +248,18 @@ mod tests {
         assert!(Slots::take(&slots, 5000).is_none(), "total cap");
         let root: Vec<Slot> = (0..3).map(|_| Slots::take(&slots, 0).unwrap()).collect();
         assert_eq!(root.len(), 3);
+    }
+
+    #[test]
+    fn root_too_is_bounded_by_the_connection_limit() {
+        let slots = Arc::new(Slots::default());
+        let root: Vec<Slot> = (0..MAX_CONNECTIONS)
+            .map(|_| Slots::take(&slots, 0).expect("a place"))
+            .collect();
+        assert!(Slots::take(&slots, 0).is_none(), "connection cap");
+        assert!(Slots::take(&slots, 1000).is_none(), "connection cap");
+        assert_eq!(slots.lock().len(), 1, "a refused uid leaves no entry");
+        drop(root);
+        assert!(slots.lock().is_empty());
     }
 }

@@ -2,8 +2,8 @@
 //! each request to driver operations. On Linux hosts it is served on a Unix socket; on Redox as
 //! `/scheme/ptp`. `crate::service` starts it beside the PTP engine.
 
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use ptp_ipc::{
     ClockError, ClockReply, ClockRequest, ClockStatus, DriverReply, DriverRequest, PortState,
@@ -17,6 +17,76 @@ pub fn may_write(uid: u32, privileged: &[u32]) -> bool {
     uid == 0 || privileged.contains(&uid)
 }
 
+/// What the clock scheme's transport refused, rejected or held back; every clock's `status`
+/// reports them.
+#[derive(Debug, Default)]
+pub struct SchemeCounters {
+    /// Connections refused at the client limits (each answered EBUSY, then closed).
+    pub clients_refused: AtomicU64,
+    /// Requests that did not decode or exceeded the message size (answered EINVAL).
+    pub requests_malformed: AtomicU64,
+    /// Requests a client sent beyond its flood limit (answered after a pause).
+    pub requests_throttled: AtomicU64,
+}
+
+/// A client connection is served at most this many requests per second once it has used its
+/// [`CLIENT_BURST`]. Above what a sequential client reaches through a driver (`ptpctl bench`),
+/// so only a client that pipelines requests, or sends ones that need no driver, meets it.
+pub const CLIENT_RATE_PER_S: u32 = 20_000;
+/// Requests a client may send at once beyond its rate.
+pub const CLIENT_BURST: u32 = 2_000;
+
+/// One client's request budget (a token bucket): within it requests are served at once; beyond
+/// it each waits until the budget allows it, so a client that floods is slowed to the rate
+/// instead of being answered faster with errors it would retry.
+#[derive(Debug)]
+pub struct FloodLimit {
+    tokens: f64,
+    last: Instant,
+    rate: f64,
+    burst: f64,
+}
+
+impl FloodLimit {
+    pub fn new(rate_per_s: u32, burst: u32, now: Instant) -> Self {
+        let burst = f64::from(burst.max(1));
+        Self {
+            tokens: burst,
+            last: now,
+            rate: f64::from(rate_per_s.max(1)),
+            burst,
+        }
+    }
+
+    /// Charges one request arriving at `now`; how long it must wait before it is served (zero
+    /// within the budget). The caller waits it out before taking the client's next request, so
+    /// the debt never exceeds one request.
+    pub fn delay(&mut self, now: Instant) -> Duration {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + dt * self.rate).min(self.burst) - 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / self.rate)
+        }
+    }
+
+    /// Whether a request arriving at `now` is within the budget (charged if so): for
+    /// datagram servers, which drop what is beyond it rather than make everyone wait.
+    pub fn admit(&mut self, now: Instant) -> bool {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + dt * self.rate).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// All clocks ptpd serves.
 pub struct ClockScheme<C: Connector> {
     links: Vec<DriverLink<C>>,
@@ -26,6 +96,7 @@ pub struct ClockScheme<C: Connector> {
     freq: Vec<AtomicI64>,
     /// What the PTP engine publishes, when ptpd runs PTP.
     ptp: Option<PtpStatusBoard>,
+    counters: SchemeCounters,
 }
 
 impl<C: Connector> ClockScheme<C> {
@@ -36,6 +107,7 @@ impl<C: Connector> ClockScheme<C> {
             privileged,
             timeout,
             ptp: None,
+            counters: SchemeCounters::default(),
         }
     }
 
@@ -49,6 +121,11 @@ impl<C: Connector> ClockScheme<C> {
     pub fn with_ptp_status(mut self, board: Option<PtpStatusBoard>) -> Self {
         self.ptp = board;
         self
+    }
+
+    /// The transport's counters (it counts; `status` reports them).
+    pub fn counters(&self) -> &SchemeCounters {
+        &self.counters
     }
 
     pub fn links(&self) -> &[DriverLink<C>] {
@@ -131,6 +208,9 @@ impl<C: Connector> ClockScheme<C> {
             // No PTP port runs on this clock.
             port_state: PortState::Disabled,
             freq_scaled_ppm: freq,
+            clients_refused: self.counters.clients_refused.load(Ordering::Relaxed),
+            requests_malformed: self.counters.requests_malformed.load(Ordering::Relaxed),
+            requests_throttled: self.counters.requests_throttled.load(Ordering::Relaxed),
             ..ClockStatus::default()
         };
         let snap = self.ptp.as_ref().and_then(|b| b.get(clock as usize));
@@ -146,5 +226,49 @@ impl<C: Connector> ClockScheme<C> {
             },
             None => base,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_is_slowed_to_the_rate_after_its_burst() {
+        let t0 = Instant::now();
+        let mut l = FloodLimit::new(1000, 10, t0);
+        // The burst is served at once.
+        assert!((0..10).all(|_| l.delay(t0).is_zero()));
+        // Beyond it, each request waits for its share of the rate (1 ms each here).
+        let mut now = t0;
+        for _ in 0..100 {
+            let d = l.delay(now);
+            assert!(
+                d > Duration::from_micros(990) && d <= Duration::from_micros(1010),
+                "{d:?}"
+            );
+            now += d;
+        }
+        // 110 requests took 100 ms: the rate, not the flood's.
+        let took = (now - t0).as_micros();
+        assert!((99_900..=100_100).contains(&took), "{took} us");
+        // A pause refills the budget, up to the burst only.
+        now += Duration::from_secs(60);
+        assert!((0..10).all(|_| l.delay(now).is_zero()));
+        assert!(!l.delay(now).is_zero());
+    }
+
+    #[test]
+    fn admit_drops_beyond_the_budget() {
+        let t0 = Instant::now();
+        let mut l = FloodLimit::new(100, 5, t0);
+        let admitted = (0..50).filter(|_| l.admit(t0)).count();
+        assert_eq!(admitted, 5);
+        // 100 ms later: 10 more.
+        let t1 = t0 + Duration::from_millis(100);
+        let admitted = (0..50).filter(|_| l.admit(t1)).count();
+        assert_eq!(admitted, 5, "the refill is capped at the burst");
+        let t2 = t1 + Duration::from_millis(30);
+        assert_eq!((0..50).filter(|_| l.admit(t2)).count(), 3);
     }
 }
