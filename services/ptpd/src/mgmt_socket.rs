@@ -6,6 +6,7 @@
 //! kernel attaches to each datagram (SO_PASSCRED / SCM_CREDENTIALS: a datagram socket has no
 //! connected peer for SO_PEERCRED).
 
+use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -15,18 +16,25 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use crate::mgmt_access::SetAccess;
 use crate::mgmt_access::answer;
 use crate::ptp::PtpStatusBoard;
 use crate::ptp::manage::Outcome;
 use crate::ptp::mgmt;
+use crate::scheme::FloodLimit;
 
 /// How long a receive waits before the loop looks at its stop flag.
 const POLL: Duration = Duration::from_millis(200);
 /// A requester that does not drain its socket is not waited for.
 const SEND_TIMEOUT: Duration = Duration::from_millis(100);
+/// Requests per second one requester (a bound socket path) is answered; what it sends beyond
+/// that, after a burst, is dropped before it is decoded. pmc sends a handful per run.
+const SENDER_RATE_PER_S: u32 = 1_000;
+const SENDER_BURST: u32 = 100;
+/// Requesters tracked at once; when more have sent, the table starts afresh (bounded memory).
+const MAX_SENDERS: usize = 1_024;
 
 /// What the server has done, for tests and diagnostics.
 #[derive(Debug, Default)]
@@ -38,6 +46,16 @@ pub struct MgmtCounters {
     pub ignored: AtomicU64,
     /// SETs the engine did not answer in time (dropped).
     pub engine_timeouts: AtomicU64,
+    /// Requests beyond their sender's flood limit (dropped undecoded).
+    pub flood_dropped: AtomicU64,
+}
+
+/// Counts one more `what` and logs the total at powers of two (a flood cannot flood the log).
+fn count(c: &AtomicU64, what: &str) {
+    let n = c.fetch_add(1, Ordering::Relaxed) + 1;
+    if n.is_power_of_two() {
+        log::info!("management socket: {n} {what} so far");
+    }
 }
 
 /// The running server; dropping it stops the thread and removes the socket file.
@@ -102,6 +120,7 @@ fn serve(
     c: &MgmtCounters,
 ) {
     let mut buf = [0u8; 1500];
+    let mut senders: HashMap<PathBuf, FloodLimit> = HashMap::new();
     while !stop.load(Ordering::Relaxed) {
         let (n, peer, uid) = match recv_with_uid(sock, &mut buf) {
             Ok(r) => r,
@@ -112,10 +131,14 @@ fn serve(
                 continue;
             }
         };
+        if !within_limit(&mut senders, peer.as_deref()) {
+            count(&c.flood_dropped, "requests dropped by the flood limit");
+            continue;
+        }
         let req = match mgmt::parse(&buf[..n]) {
             Ok(r) => r,
             Err(e) => {
-                c.malformed.fetch_add(1, Ordering::Relaxed);
+                count(&c.malformed, "malformed requests dropped");
                 log::debug!("management request dropped: {e}");
                 continue;
             }
@@ -135,6 +158,20 @@ fn serve(
         }
         c.answered.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Whether a request from `peer` is within its flood limit. Unnamed senders cannot be answered
+/// and are not tracked (they are counted as ignored after decoding).
+fn within_limit(senders: &mut HashMap<PathBuf, FloodLimit>, peer: Option<&Path>) -> bool {
+    let Some(p) = peer else { return true };
+    let now = Instant::now();
+    if senders.len() >= MAX_SENDERS && !senders.contains_key(p) {
+        senders.clear();
+    }
+    senders
+        .entry(p.to_owned())
+        .or_insert_with(|| FloodLimit::new(SENDER_RATE_PER_S, SENDER_BURST, now))
+        .admit(now)
 }
 
 /// Asks the kernel to attach the sender's credentials to every datagram received.
@@ -222,6 +259,26 @@ fn sender_uid(msg: &libc::msghdr) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flooding_sender_is_limited_and_the_table_stays_bounded() {
+        let mut senders = HashMap::new();
+        let flooder = Path::new("/tmp/flooder");
+        let admitted = (0..10 * SENDER_BURST)
+            .filter(|_| within_limit(&mut senders, Some(flooder)))
+            .count();
+        // The burst, and what the rate allows while this loop runs (well under a second).
+        assert!(
+            admitted >= SENDER_BURST as usize && admitted < 2 * SENDER_BURST as usize,
+            "{admitted}"
+        );
+        // Another sender is not affected.
+        assert!(within_limit(&mut senders, Some(Path::new("/tmp/pmc"))));
+        for i in 0..3 * MAX_SENDERS {
+            within_limit(&mut senders, Some(&PathBuf::from(format!("/tmp/s{i}"))));
+        }
+        assert!(senders.len() <= MAX_SENDERS);
+    }
 
     #[test]
     fn replaces_a_stale_socket_but_never_another_file() {
