@@ -97,6 +97,30 @@ impl From<RingError> for TransportError {
     }
 }
 
+/// The tag of a named ring offer (Redox: the `shm` segment's name travels over the control
+/// channel as one message).
+const NAMED_OFFER_TAG: &[u8; 8] = b"PTPRINGN";
+/// The longest segment name an offer carries.
+pub const MAX_RING_NAME: usize = 64;
+
+/// The control-channel message that offers the ring in `shm` segment `name`.
+pub fn named_offer(name: &str) -> Vec<u8> {
+    let mut m = NAMED_OFFER_TAG.to_vec();
+    m.extend_from_slice(name.as_bytes());
+    m
+}
+
+/// The segment name in a named ring offer; `None` for any other message (or a name that is
+/// empty, too long, or not made of `[A-Za-z0-9._-]`).
+pub fn parse_named_offer(msg: &[u8]) -> Option<&str> {
+    let name = msg.strip_prefix(NAMED_OFFER_TAG.as_slice())?;
+    let ok = (1..=MAX_RING_NAME).contains(&name.len())
+        && name
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b));
+    ok.then(|| std::str::from_utf8(name).ok()).flatten()
+}
+
 /// How a region is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RingConfig {

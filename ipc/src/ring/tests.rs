@@ -684,3 +684,21 @@ fn the_largest_slot_is_valid_and_carries_the_largest_message() {
     b.recv_bytes(&mut buf, Some(LONG)).unwrap();
     assert_eq!(buf, big);
 }
+
+#[test]
+fn named_offers_round_trip_and_refuse_anything_else() {
+    let m = named_offer("ptpdrv-pci-0000-03-00.0_igc-7-1");
+    assert_eq!(
+        parse_named_offer(&m),
+        Some("ptpdrv-pci-0000-03-00.0_igc-7-1")
+    );
+    for bad in [
+        named_offer(""),
+        named_offer("../etc"),
+        named_offer(&"x".repeat(MAX_RING_NAME + 1)),
+        b"PTPRING\0name".to_vec(),
+        b"hello".to_vec(),
+    ] {
+        assert_eq!(parse_named_offer(&bad), None, "{bad:?}");
+    }
+}

@@ -1,14 +1,16 @@
 //! The client of a driver channel, one implementation for ptpd's `DriverLink` and for tsperf
 //! (issue 16: "tsperf drives the same channel ptpd uses").
 //!
-//! [`connect_driver`] connects to a driver's SOCK_SEQPACKET socket and says hello in the chosen
-//! [`ChannelMode`]:
+//! [`connect_driver`] connects to a driver's channel (a SOCK_SEQPACKET socket on Linux, a
+//! scheme handle on Redox: [`DriverConn`]) and says hello in the chosen [`ChannelMode`]:
 //! - `Socket`: a plain `Hello`; every message then goes over the socket, as before issue 16.
 //! - `Ring`: `HelloRing`; the driver answers with a shared-memory ring pair passed over the
 //!   socket ([`crate::ring::offer_ring`]) and from then on sends *everything* over the ring (its
 //!   hello, replies, timestamps, frames), and reads everything from it. The socket carries no
 //!   messages after the offer; it stays open as the liveness signal (its hang-up tells a side
-//!   asleep on the ring that the peer process is gone).
+//!   asleep on the ring that the peer process is gone). On Redox the offer is the name of a
+//!   `shm` segment ([`crate::ring::named_offer`], type-checked only) and the ring's futex
+//!   waits check the peer's pid.
 //!
 //! Why all traffic and not only the hot path: one ordered stream keeps the order the protocol
 //! relies on (the driver's hello before any event, a `Closed` notice after the last reply), one
@@ -17,9 +19,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{SeqpacketConn, Transport, TransportError};
+#[cfg(target_os = "redox")]
+pub use super::SchemeConn as DriverConn;
+#[cfg(target_os = "linux")]
+pub use super::SeqpacketConn as DriverConn;
+use super::{Transport, TransportError};
 use crate::msg::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver};
-use crate::ring::{RingConfig, RingEndpoint, RingError, RingStats, accept_ring};
+use crate::ring::{RingConfig, RingEndpoint, RingError, RingStats};
 use crate::wire::{MAX_MESSAGE, Wire};
 
 /// Which transport a driver channel's messages take.
@@ -69,11 +75,11 @@ pub const MAX_CLIENT_RING: usize = 4 << 20;
 
 /// A driver channel's transport, either kind, behind one [`Transport`].
 pub enum DriverTransport {
-    Socket(SeqpacketConn),
+    Socket(DriverConn),
     /// The ring carries the messages; `conn` is the socket it was passed over, kept open.
     Ring {
         ring: Box<RingEndpoint>,
-        conn: SeqpacketConn,
+        conn: DriverConn,
     },
 }
 
@@ -86,7 +92,7 @@ impl DriverTransport {
     }
 
     /// The socket (the whole channel in `Socket` mode; the liveness signal in `Ring` mode).
-    pub fn conn(&self) -> &SeqpacketConn {
+    pub fn conn(&self) -> &DriverConn {
         match self {
             DriverTransport::Socket(c) | DriverTransport::Ring { conn: c, .. } => c,
         }
@@ -141,16 +147,61 @@ impl Transport for DriverTransport {
 /// sent is not an error here: a driver that refused us at once has closed, and its reason waits
 /// on the socket for the caller to read.
 ///
+/// A driver that does not take the ring hello (one from before rings, or a Redox driver, which
+/// does not offer rings yet) answers `Closed { NoHello }`: the client then connects again with
+/// the plain hello and gets the socket ([`DriverTransport::mode`] says which it got; logged).
+///
 /// Errors: the socket's own (`NotFound`, `PermissionDenied`, ...); in `Ring` mode a driver that
 /// refused the connection: `PermissionDenied` for its access rule, `Io` naming its reason
-/// otherwise (an older driver without rings says `NoHello`: use `ChannelMode::Socket`).
+/// otherwise.
 pub fn connect_driver(
     path: &Path,
     mode: ChannelMode,
     seq: u32,
     timeout: Duration,
 ) -> Result<DriverTransport, TransportError> {
-    let conn = SeqpacketConn::connect(path)?;
+    match hello(path, mode, seq, timeout) {
+        Err(Refused::NoRing) => {
+            log::warn!(
+                "driver at {} does not offer rings: its channel stays on the socket",
+                path.display()
+            );
+            hello(path, ChannelMode::Socket, seq, timeout).map_err(Refused::into_error)
+        }
+        r => r.map_err(Refused::into_error),
+    }
+}
+
+/// Why [`hello`] got no channel.
+enum Refused {
+    /// The driver refused the ring hello as one it does not know.
+    NoRing,
+    Other(TransportError),
+}
+
+impl Refused {
+    fn into_error(self) -> TransportError {
+        match self {
+            Refused::NoRing => TransportError::Io("driver refused the plain hello".into()),
+            Refused::Other(e) => e,
+        }
+    }
+}
+
+impl From<TransportError> for Refused {
+    fn from(e: TransportError) -> Self {
+        Refused::Other(e)
+    }
+}
+
+/// One connection and its hello in `mode`.
+fn hello(
+    path: &Path,
+    mode: ChannelMode,
+    seq: u32,
+    timeout: Duration,
+) -> Result<DriverTransport, Refused> {
+    let conn = open(path)?;
     let cfg = client_ring();
     let request = match mode {
         ChannelMode::Socket => DriverRequest::Hello,
@@ -168,34 +219,117 @@ pub fn connect_driver(
         return Ok(DriverTransport::Socket(conn));
     }
     sent?;
-    match accept_ring(&conn, timeout, cfg.spin) {
+    match accept(&conn, timeout, cfg.spin) {
         Ok(ring) => Ok(DriverTransport::Ring {
             ring: Box::new(ring),
             conn,
         }),
         Err(RingError::NotOffered(bytes)) => Err(refusal(&bytes, path)),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(Refused::Other(e.into())),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn open(path: &Path) -> Result<DriverConn, TransportError> {
+    DriverConn::connect(path)
+}
+
+#[cfg(target_os = "redox")]
+fn open(path: &Path) -> Result<DriverConn, TransportError> {
+    let p = path
+        .to_str()
+        .ok_or_else(|| TransportError::Io(format!("{}: not UTF-8", path.display())))?;
+    DriverConn::connect(p)
+}
+
+/// Takes the ring the driver offers on `conn` (the region and bells passed over it).
+#[cfg(target_os = "linux")]
+fn accept(conn: &DriverConn, timeout: Duration, spin: u32) -> Result<RingEndpoint, RingError> {
+    crate::ring::accept_ring(conn, timeout, spin)
+}
+
+/// Takes the ring the driver offers on `conn`: the name of its `shm` segment.
+#[cfg(target_os = "redox")]
+fn accept(conn: &DriverConn, timeout: Duration, spin: u32) -> Result<RingEndpoint, RingError> {
+    let mut buf = Vec::new();
+    conn.recv(&mut buf, Some(timeout)).map_err(|e| match e {
+        TransportError::Timeout => RingError::Timeout,
+        TransportError::Disconnected => RingError::PeerGone,
+        e => RingError::Io(e.to_string()),
+    })?;
+    match crate::ring::parse_named_offer(&buf) {
+        Some(name) => crate::ring::attach_ring_named(name, spin),
+        None => Err(RingError::NotOffered(buf)),
     }
 }
 
 /// What a driver that answered a ring hello with a message instead of a ring meant.
-fn refusal(bytes: &[u8], path: &Path) -> TransportError {
+fn refusal(bytes: &[u8], path: &Path) -> Refused {
     debug_assert!(bytes.len() <= MAX_MESSAGE);
     let at = path.display();
-    match DriverToPtpd::decode(bytes) {
+    Refused::Other(match DriverToPtpd::decode(bytes) {
         Ok(DriverToPtpd::Event(DriverEvent::Closed {
             reason: CloseReason::PermissionDenied,
         })) => TransportError::PermissionDenied(format!("driver at {at} refuses this process")),
         Ok(DriverToPtpd::Event(DriverEvent::Closed {
             reason: CloseReason::NoHello,
-        })) => TransportError::Io(format!(
-            "driver at {at} did not take the ring hello (a driver without rings? \
-             channel_mode = \"socket\")"
-        )),
+        })) => return Refused::NoRing,
         Ok(DriverToPtpd::Event(DriverEvent::Closed { reason })) => {
             TransportError::Io(format!("driver at {at} closed the connection ({reason:?})"))
         }
         Ok(m) => TransportError::Io(format!("driver at {at} sent {m:?} instead of a ring")),
         Err(e) => TransportError::Io(format!("driver at {at}: no ring offered ({e})")),
+    })
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::transport::{Channel, SeqpacketListener};
+
+    /// A driver from before rings: refuses anything but `Hello` first with `Closed { NoHello }`
+    /// (as igcd did), answers a `Hello` with `Restarted`. Serves `n` connections.
+    fn old_driver(l: SeqpacketListener, n: usize) -> std::thread::JoinHandle<Vec<DriverRequest>> {
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for _ in 0..n {
+                let (c, _) = l.accept(Some(Duration::from_secs(5))).unwrap();
+                let chan = Channel::<_, DriverToPtpd, PtpdToDriver>::new(c);
+                let m = chan.recv(Some(Duration::from_secs(5))).unwrap();
+                let answer = match m.request {
+                    DriverRequest::Hello => DriverEvent::Restarted { generation: 7 },
+                    _ => DriverEvent::Closed {
+                        reason: CloseReason::NoHello,
+                    },
+                };
+                seen.push(m.request);
+                chan.send(&DriverToPtpd::Event(answer), Some(Duration::from_secs(1)))
+                    .unwrap();
+                // Held until the client has read the answer.
+                let _ = chan.recv(Some(Duration::from_millis(200)));
+            }
+            seen
+        })
+    }
+
+    #[test]
+    fn a_driver_without_rings_gets_the_plain_hello_next() {
+        let path = std::env::temp_dir().join(format!("drvring-old-{}", std::process::id()));
+        let l = SeqpacketListener::bind(&path).unwrap();
+        let driver = old_driver(l, 2);
+        let t = connect_driver(&path, ChannelMode::Ring, 1, Duration::from_secs(2)).unwrap();
+        assert_eq!(t.mode(), ChannelMode::Socket, "fell back to the socket");
+        let chan = Channel::<_, PtpdToDriver, DriverToPtpd>::new(t);
+        assert_eq!(
+            chan.recv(Some(Duration::from_secs(2))).unwrap(),
+            DriverToPtpd::Event(DriverEvent::Restarted { generation: 7 })
+        );
+        drop(chan);
+        let seen = driver.join().unwrap();
+        assert!(
+            matches!(seen[0], DriverRequest::HelloRing { .. }),
+            "{seen:?}"
+        );
+        assert_eq!(seen[1], DriverRequest::Hello);
     }
 }

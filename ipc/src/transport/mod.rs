@@ -27,10 +27,12 @@ mod redox;
 #[cfg(target_os = "redox")]
 pub use redox::SchemeConn;
 
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", target_os = "redox"))]
 mod driver;
-#[cfg(target_os = "linux")]
-pub use driver::{ChannelMode, DriverTransport, MAX_CLIENT_RING, client_ring, connect_driver};
+#[cfg(any(target_os = "linux", target_os = "redox"))]
+pub use driver::{
+    ChannelMode, DriverConn, DriverTransport, MAX_CLIENT_RING, client_ring, connect_driver,
+};
 #[cfg(target_os = "linux")]
 mod unix;
 #[cfg(target_os = "linux")]

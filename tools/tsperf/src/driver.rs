@@ -190,6 +190,8 @@ impl Driver {
                 return Err(e);
             }
         };
+        // What the daemon gave us (a driver without rings leaves the channel on the socket).
+        let mode = conn.mode();
         let chan = Arc::new(Channel::new(conn));
         let reader_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
         let reader_page = page.clone();
