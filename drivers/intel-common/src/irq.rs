@@ -28,10 +28,11 @@ pub enum IrqStyle {
 /// until a poll finds less than its budget; here a thread also spins briefly while it knows
 /// work is due, e.g. a TX timestamp it asked for).
 ///
-/// After an interrupt, the thread's passes run without waiting while they find work, at most
-/// [`Napi::budget`] of them; a pass that finds nothing starts a spin of at most [`Napi::spin`]
-/// (polling every [`SPIN_GAP`]) that ends when work comes (polling goes on) or runs out (the
-/// vector is re-armed and the thread sleeps). The vector stays masked (auto-masked when it
+/// After an interrupt, the thread's polls run without waiting while they find work, at most
+/// [`Napi::budget`] of them; a poll that finds nothing while a TX stamp the thread asked for is
+/// due starts a spin of at most [`Napi::spin`] (polling every [`SPIN_GAP`]) that ends when work
+/// comes (polling goes on) or runs out (the vector is re-armed and the thread sleeps); one that
+/// finds nothing else ends the session. Frames are not predicted, so they get no spin. The vector stays masked (auto-masked when it
 /// fired) throughout, so work that arrives meanwhile costs no interrupt; it is re-armed on every
 /// exit, whatever the reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

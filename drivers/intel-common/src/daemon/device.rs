@@ -17,6 +17,13 @@
 //! Interrupts are taken in the first mode of [`ptp_pci::irq_modes`] that works (MSI-X, MSI,
 //! legacy line, polled). An IRQ thread whose interrupts stop arriving polls its cause registers
 //! at `--irq-poll-us` ([`crate::irq::Pacer`]); `--poll-irq` polls from the start.
+//!
+//! With `--irq-mode napi` (the default, [`crate::irq::Napi`]) an IRQ thread does not re-arm its
+//! vector right after handling its causes: while its vector stays auto-masked it polls again
+//! (TX stamps by TSYNCTXCTL's valid bits, frames by their descriptors) as long as polls find
+//! work, and spins a bounded while when a TX stamp it asked for is due; then it clears its vector's pending bit and the causes its polling left,
+//! re-arms, and polls once more, so work that came just before the re-arm is taken and work
+//! after it raises the interrupt. `--irq-mode plain` handles the causes once per interrupt.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -780,34 +787,39 @@ impl<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized> IrqThread<'_, M, Fam,
         found
     }
 
-    /// Whether work is due that a spin may catch: a TX stamp this driver asked for, or (for a
-    /// thread serving the queues) more frames after a session that received some.
-    fn expects_work(&self, frames_seen: bool) -> bool {
-        let stamp_due = self.role.serves_time_sync() && self.data.txts.pending() > 0;
-        stamp_due || (frames_seen && !matches!(self.role, Role::Other))
+    /// Whether a TX stamp this thread serves is due (a request waits for it): what a spin may
+    /// catch. Frames are not predicted: a thread polls for them only while polls find some.
+    fn stamp_due(&self) -> bool {
+        self.role.serves_time_sync() && self.data.txts.pending() > 0
     }
 
     /// NAPI-style polling after a pass (`first_work`: whether it found work), with the vector
-    /// still masked: passes run while they find work (at most `n.budget`); a pass that finds
-    /// nothing while work is due starts a spin of at most `n.spin`. Bounded by the budget and
-    /// the spin, and by `stop`.
+    /// still masked: polls run while they find work (at most `n.budget` that do, Linux NAPI's
+    /// "complete when a poll finds less than its budget" in its simplest form); a poll that
+    /// finds nothing while a stamp is due starts a spin of at most `n.spin`. Bounded by the
+    /// budget and the spin, and by `stop`.
     fn napi(&self, n: Napi, first_work: bool) {
         let c = &self.data.counters;
-        let mut frames_seen = first_work;
+        let serves_queues = !matches!(self.role, Role::Other);
+        let mut more = first_work && serves_queues;
         let mut found_passes = 0;
         let mut idle_since: Option<std::time::Instant> = None;
         while found_passes < n.budget && !self.stop.load(Ordering::Relaxed) {
-            if !self.expects_work(frames_seen) {
+            if !more && !self.stamp_due() {
                 break;
             }
             Counters::bump(&c.napi_polls);
             if self.poll() {
-                frames_seen = true;
+                more = serves_queues;
                 found_passes += 1;
                 if idle_since.take().is_some() {
                     Counters::bump(&c.spin_work);
                 }
                 continue;
+            }
+            more = false;
+            if !self.stamp_due() {
+                break;
             }
             let since = *idle_since.get_or_insert_with(std::time::Instant::now);
             if since.elapsed() >= n.spin {
