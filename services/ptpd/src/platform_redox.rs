@@ -29,7 +29,9 @@
 
 use ptp_ipc::redox::daemon::Readiness;
 use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path, scheme_socket};
-use ptp_ipc::transport::{SchemeConn, TransportError};
+use ptp_ipc::transport::{
+    ChannelMode, DriverTransport, SchemeConn, TransportError, connect_driver,
+};
 use ptp_ipc::{ClockError, ClockReply, ClockRequest, Wire};
 use redox_scheme::scheme::{SchemeState, SchemeSync, register_sync_scheme};
 use redox_scheme::{CallerCtx, OpenResult, RequestKind, SignalBehavior};
@@ -50,16 +52,30 @@ use crate::scheme::ClockScheme;
 /// The scheme name: clients open `/scheme/ptp/...`.
 pub const SCHEME: &str = "ptp";
 
-/// Connects to a driver channel scheme, e.g. `/scheme/ptpdrv.pci-0000-03-00.0_igc/ptp`.
-pub struct SchemeConnector(pub String);
+/// Connects to a driver channel scheme, e.g. `/scheme/ptpdrv.pci-0000-03-00.0_igc/ptp`; with
+/// `ChannelMode::Ring` the messages then go over a ring in a `shm` segment the driver names on
+/// it (the client Linux hosts use too: `connect_driver`).
+pub struct SchemeConnector {
+    pub path: String,
+    pub mode: ChannelMode,
+}
+
+/// How long a driver may take to offer its ring after our hello.
+const RING_SETUP: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Connector for SchemeConnector {
-    type T = SchemeConn;
-    fn connect(&self) -> std::result::Result<SchemeConn, TransportError> {
-        SchemeConn::connect(&self.0)
+    type T = DriverTransport;
+    fn connect(&self) -> std::result::Result<DriverTransport, TransportError> {
+        SchemeConn::connect(&self.path).map(DriverTransport::Socket)
+    }
+    fn connect_hello(
+        &self,
+        seq: ptp_ipc::Seq,
+    ) -> std::result::Result<DriverTransport, TransportError> {
+        connect_driver(std::path::Path::new(&self.path), self.mode, seq, RING_SETUP)
     }
     fn describe(&self) -> String {
-        self.0.clone()
+        format!("{} ({})", self.path, self.mode.name())
     }
 }
 
@@ -318,8 +334,12 @@ pub fn run(config: Config) -> std::result::Result<(), String> {
     // init starts ptpd as a `notify` unit; run by hand it stays in the foreground.
     let readiness = Readiness::start(false).map_err(|e| os("readiness", e))?;
     // The PTP engine runs beside the scheme for the life of the process, as on Linux.
-    let (clocks, engine) = crate::service::start(&config, |c| {
-        SchemeConnector(c.channel.display().to_string())
+    let (clocks, engine) = crate::service::start(&config, |c| SchemeConnector {
+        path: c.channel.display().to_string(),
+        mode: match c.channel_mode {
+            crate::config::ChannelMode::Ring => ChannelMode::Ring,
+            crate::config::ChannelMode::Socket => ChannelMode::Socket,
+        },
     })?;
     let mgmt = clocks.ptp_status().map(|board| MgmtAccess {
         board: board.clone(),

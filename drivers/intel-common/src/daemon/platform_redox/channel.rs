@@ -16,7 +16,9 @@
 //! As on Linux, a handle drives the NIC only after its `Hello` (the first write): igcd answers
 //! with its own hello (`Restarted`, `Link`) and the handle replaces the current one, which reads
 //! `Closed { Replaced }` and then end of file. A handle that writes anything else first reads
-//! `Closed { NoHello }` and gets EPIPE; one that never writes holds nothing.
+//! `Closed { NoHello }` and gets EPIPE; one that never writes holds nothing. A `HelloRing`
+//! (issue 16) gets the same: rings are not offered here yet, and the client says the plain
+//! hello on a new handle.
 
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -299,6 +301,20 @@ impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
                 if !current {
                     self.take_over(&mb, ctx.pid);
                 }
+            }
+            // Rings are not offered on Redox yet: the segment would have to exist before the
+            // sandbox (setrens) that forbids opening /scheme/shm later. The client's refusal
+            // handling then says the plain hello (`connect_driver`).
+            Ok(PtpdToDriver {
+                request: DriverRequest::HelloRing { .. },
+                ..
+            }) if !current => {
+                log::info!(
+                    "driver channel: pid {}: no ring on Redox; plain hello next",
+                    ctx.pid
+                );
+                close(&self.sink, &mb, CloseReason::NoHello);
+                return Err(Error::new(EPIPE));
             }
             Ok(m) if !current => {
                 log::warn!(
