@@ -4,6 +4,7 @@
 //! socket = "/run/redox-ptp/ptp.sock"   # the clock scheme (Linux hosts)
 //! privileged_uids = [1000]             # may set/adjust besides root
 //! request_timeout_ms = 1000
+//! client_requests_per_s = 20000        # a clock-scheme client's flood limit (burst: a tenth)
 //! management_socket = "/var/run/ptp4l" # IEEE 1588 management for pmc -u (needs [ptp])
 //! management_settable = ["priority1", "priority2"]  # what a privileged SET may change
 //! management_network_set = false       # SETs arriving on the PTP ports count as privileged
@@ -77,6 +78,10 @@ pub struct Config {
     /// How long a request to a driver may take before the caller gets Timeout.
     #[serde(default = "default_timeout_ms")]
     pub request_timeout_ms: u64,
+    /// The flood limit of one clock-scheme connection: requests per second it is served once
+    /// it has used its burst (a tenth of this); beyond it, requests wait their turn.
+    #[serde(default = "default_client_rate")]
+    pub client_requests_per_s: u32,
     #[serde(default, rename = "clock")]
     pub clocks: Vec<ClockConfig>,
     /// PTP (`[ptp]`); absent: the clock scheme only.
@@ -99,6 +104,10 @@ pub struct Config {
 
 fn default_timeout_ms() -> u64 {
     1000
+}
+
+fn default_client_rate() -> u32 {
+    crate::scheme::CLIENT_RATE_PER_S
 }
 
 impl Config {
@@ -126,6 +135,11 @@ impl Config {
         if !(1..=60_000).contains(&self.request_timeout_ms) {
             return Err(ConfigError::Invalid(
                 "request_timeout_ms must be within 1..=60000".into(),
+            ));
+        }
+        if self.client_requests_per_s == 0 {
+            return Err(ConfigError::Invalid(
+                "client_requests_per_s must be at least 1".into(),
             ));
         }
         for (i, c) in self.clocks.iter().enumerate() {
@@ -234,6 +248,21 @@ mod tests {
         let dup = "socket = \"/x\"\n[[clock]]\nname = \"a\"\nchannel = \"/a\"\n[[clock]]\nname = \"a\"\nchannel = \"/b\"\n";
         assert!(matches!(
             Config::from_str(dup, p),
+            Err(ConfigError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn client_flood_limit_defaults_and_bounds() {
+        let p = Path::new("t.toml");
+        let base = "socket = \"/x\"\n[[clock]]\nname = \"a\"\nchannel = \"/a\"\n";
+        let c = Config::from_str(base, p).unwrap();
+        assert_eq!(c.client_requests_per_s, crate::scheme::CLIENT_RATE_PER_S);
+        let c = Config::from_str(&format!("client_requests_per_s = 50\n{base}"), p).unwrap();
+        assert_eq!(c.client_requests_per_s, 50);
+        let zero = format!("client_requests_per_s = 0\n{base}");
+        assert!(matches!(
+            Config::from_str(&zero, p),
             Err(ConfigError::Invalid(_))
         ));
     }

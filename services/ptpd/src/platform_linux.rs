@@ -15,7 +15,7 @@ use ptp_ipc::{ClockError, ClockReply, ClockRequest};
 
 use crate::config::Config;
 use crate::driver_link::Connector;
-use crate::scheme::{CLIENT_BURST, CLIENT_RATE_PER_S, ClockScheme, FloodLimit};
+use crate::scheme::{ClockScheme, FloodLimit};
 
 /// Connects to a driver's seqpacket socket; with `ChannelMode::Ring` the messages then go over
 /// a shared-memory ring the driver offers on it (the client tsperf uses too).
@@ -82,6 +82,7 @@ pub fn run(config: Config) -> Result<(), String> {
         config.socket.display()
     );
     let slots = Arc::new(Slots::default());
+    let rate = config.client_requests_per_s;
     loop {
         // Bounded like every wait; no client yet just means another turn of the loop.
         let (conn, cred) = match listener.accept(Some(Duration::from_secs(1))) {
@@ -97,7 +98,7 @@ pub fn run(config: Config) -> Result<(), String> {
         let spawned = std::thread::Builder::new()
             .name(format!("client:{}", cred.pid))
             .spawn(move || {
-                serve_client(&scheme, Channel::new(conn), cred.uid);
+                serve_client(&scheme, Channel::new(conn), cred.uid, rate);
                 drop(slot);
             });
         if let Err(e) = spawned {
@@ -184,9 +185,10 @@ fn serve_client<C: Connector>(
     scheme: &ClockScheme<C>,
     chan: Channel<SeqpacketConn, ClockReply, ClockRequest>,
     uid: u32,
+    rate_per_s: u32,
 ) {
     let c = scheme.counters();
-    let mut limit = FloodLimit::new(CLIENT_RATE_PER_S, CLIENT_BURST, Instant::now());
+    let mut limit = FloodLimit::new(rate_per_s, rate_per_s / 10, Instant::now());
     loop {
         let reply = match chan.recv(Some(CLIENT_IDLE)) {
             Ok(req) => Ok(req),

@@ -29,12 +29,11 @@ pub struct SchemeCounters {
     pub requests_throttled: AtomicU64,
 }
 
-/// A client connection is served at most this many requests per second once it has used its
-/// [`CLIENT_BURST`]. Above what a sequential client reaches through a driver (`ptpctl bench`),
-/// so only a client that pipelines requests, or sends ones that need no driver, meets it.
+/// By default (config `client_requests_per_s`) a client connection is served at most this many
+/// requests per second once it has used its burst (a tenth of it). Above what a sequential
+/// client reached through a driver here (`ptpctl bench`), so only a client that pipelines
+/// requests, or sends ones that need no driver, meets it.
 pub const CLIENT_RATE_PER_S: u32 = 20_000;
-/// Requests a client may send at once beyond its rate.
-pub const CLIENT_BURST: u32 = 2_000;
 
 /// One client's request budget (a token bucket): within it requests are served at once; beyond
 /// it each waits until the budget allows it, so a client that floods is slowed to the rate
