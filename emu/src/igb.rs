@@ -612,18 +612,20 @@ impl Device for Igb {
         crate::nic::tx::after_write(self, bar, offset, host);
     }
 
-    /// The timer registers are applied in full by the write and schedule nothing; a TDT write
+    /// The timer and interrupt registers are applied in full by the write and schedule
+    /// nothing (`Port::irq_write_applied`); a TDT write
     /// under [`crate::TxEngine::Sync`] ran the TX engine itself and wakes only for what it
     /// left; every other write may start engine work, so it wakes the model thread.
     fn write_wakes_model(&self, bar: u8, offset: u32) -> bool {
         if let Some(wake) = self.port.tdt_write_wakes(bar, offset) {
             return wake;
         }
-        !(bar == 0
-            && matches!(
-                offset & !3,
-                SYSTIML | SYSTIMH | TIMINCA | TIMADJL | TIMADJH | TSAUXC
-            ))
+        !(self.port.irq_write_applied(bar, offset)
+            || bar == 0
+                && matches!(
+                    offset & !3,
+                    SYSTIML | SYSTIMH | TIMINCA | TIMADJL | TIMADJH | TSAUXC
+                ))
     }
 
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {

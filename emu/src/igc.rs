@@ -741,14 +741,20 @@ impl Device for I225 {
 
     /// The timer registers are applied in full by the write (a new PHC law, published before
     /// the access returns) and schedule nothing: the engines read SYSTIM only when they stamp,
-    /// and frame arrivals are due in true time, not PHC time. A TDT write under
+    /// and frame arrivals are due in true time, not PHC time. The interrupt registers
+    /// (TSICR/TSIM and the MAC's set, `Port::irq_write_applied`) take effect in the write,
+    /// messages included. A TDT write under
     /// [`TxEngine::Sync`] ran the TX engine itself and wakes only for what it left. Every other
     /// write may start engine work (ring tails, enables, resets), so it wakes the model thread.
     fn write_wakes_model(&self, bar: u8, offset: u32) -> bool {
         if let Some(wake) = self.port.tdt_write_wakes(bar, offset) {
             return wake;
         }
-        !(bar == 0 && matches!(offset & !3, SYSTIML | SYSTIMH | TIMINCA | TIMADJ | TSAUXC))
+        let applied = matches!(
+            offset & !3,
+            SYSTIML | SYSTIMH | TIMINCA | TIMADJ | TSAUXC | TSICR | TSIM
+        );
+        !((bar == 0 && applied) || self.port.irq_write_applied(bar, offset))
     }
 
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {

@@ -247,6 +247,20 @@ impl Port {
         port
     }
 
+    /// Whether a write of `offset` in `bar` is one of the interrupt registers (ICR, ICS, IMS,
+    /// IMC, IAM, GPIE, EICS, EIMS, EIMC, EIAC, EIAM, EICR, IVAR_MISC): applied entirely by the
+    /// write, the messages it causes included (`irq`), so it gives the model thread no work. A
+    /// driver writes them on every interrupt (the re-arm): waking the model thread for each
+    /// cost a wake-up per interrupt for nothing.
+    pub(crate) fn irq_write_applied(&self, bar: u8, offset: u32) -> bool {
+        use intel_regs::e1000::{EIAC, EIAM, EICR, EICS, EIMC, EIMS, GPIE, IVAR_MISC};
+        let m = &self.irqmap;
+        let o = offset & !3;
+        bar == 0
+            && ([m.icr, m.ics, m.ims, m.imc, m.iam].contains(&o)
+                || [GPIE, EICS, EIMS, EIMC, EIAC, EIAM, EICR, IVAR_MISC].contains(&o))
+    }
+
     /// Queue 0's RX register `reg` (a [`q`] offset).
     pub(crate) fn rxq(&self, reg: u32) -> u32 {
         self.regs.get(self.map.rx0 + reg)
