@@ -205,10 +205,13 @@ pub fn route_other_msix<M: Mmio>(regs: &Regs<M>, m: &MacRegs, other: u16) {
     regs.write(m.ims, OTHER_IMS);
 }
 
-/// Queue 0's RX and TX causes (IVAR0 entry 0) on vector `v`, auto-cleared and auto-masked.
+/// Queue 0's RX cause (IVAR0 entry 0) on vector `v`, auto-cleared and auto-masked. Its TX
+/// write-back cause is left unrouted: the transmit path reclaims descriptors itself before it
+/// posts, so a TX-done message per frame would only wake the queue thread for nothing (one
+/// wake-up per sent frame, measured on the emulated i225 at 10 000 stamps/s).
 pub fn route_queue_msix<M: Mmio>(regs: &Regs<M>, v: u16) {
     let e = v as u32 | IVAR_VALID;
-    regs.write(r::IVAR0, e | e << 8);
+    regs.write(r::IVAR0, e);
     let mask = 1u32 << v;
     regs.modify(r::EIAC, mask, 0);
     regs.modify(r::EIAM, mask, 0);
