@@ -225,6 +225,7 @@ fn rx_buffers() -> Vec<Vec<u8>> {
 fn configs() -> Vec<Vec<u8>> {
     let base = "socket = \"/x\"\n[[clock]]\nname = \"a\"\nchannel = \"/a\"\n";
     let full = "socket = \"/x\"\nprivileged_uids = [7]\nrequest_timeout_ms = 500\n\
+        client_requests_per_s = 2000\n\
         management_socket = \"/m\"\nmanagement_settable = [\"priority1\"]\n\
         management_network_set = true\n\
         [ptp]\ndomainNumber = 3\npriority1 = 10\npriority2 = 20\nclientOnly = false\n\
