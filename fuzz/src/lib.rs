@@ -104,6 +104,25 @@ pub fn ptp_frame(frame: &[u8]) {
         let _ = ptpd::ptp::net::check_times(&m, Some(0));
         let _ = ptpd::ptp::net::source_port_identity(m.payload);
         let _ = ptpd::ptp::net::announce_grandmaster(m.payload);
+        rebuild(&m);
+    }
+}
+
+/// ptpd's encoder round trip: a parsed PTP message wrapped again (both transports) parses to
+/// the same message.
+fn rebuild(m: &ptpd::ptp::net::Received<'_>) {
+    use ptpd::ptp::config::NetworkTransport;
+    for t in [NetworkTransport::L2, NetworkTransport::UdpV4] {
+        let mut b = ptpd::ptp::net::FrameBuilder::new(t, [2, 0, 0, 0, 0, 1], [192, 0, 2, 1].into());
+        let Ok(f) = b.build(m.payload, m.is_event(), false) else {
+            continue; // longer than ptpd sends
+        };
+        let again = ptpd::ptp::net::parse(&f).expect("a frame ptpd built parses");
+        assert_eq!(again.payload, m.payload);
+        assert_eq!(
+            (again.message_type, again.version),
+            (m.message_type, m.version)
+        );
     }
 }
 
