@@ -377,7 +377,7 @@ pub fn run(args: &Args) -> Result<(String, Value), Error> {
             let gm: String = s.grandmaster.iter().map(|b| format!("{b:02x}")).collect();
             (
                 format!(
-                    "driver {} (generation {:#x}, {} connects), link {} {} Mb/s, port {}, offset {} ns, path delay {} ns, freq {:.3} ppb, gm {gm}, steps removed {}",
+                    "driver {} (generation {:#x}, {} connects), link {} {} Mb/s, port {}, offset {} ns, path delay {} ns, freq {:.3} ppb, gm {gm}, steps removed {}; clock scheme: {} clients refused, {} malformed requests, {} throttled",
                     if s.driver_up { "up" } else { "DOWN" },
                     s.generation,
                     s.connects,
@@ -387,14 +387,19 @@ pub fn run(args: &Args) -> Result<(String, Value), Error> {
                     s.offset_ns,
                     s.mean_path_delay_ns,
                     s.freq_scaled_ppm as f64 / 65.536,
-                    s.steps_removed
+                    s.steps_removed,
+                    s.clients_refused,
+                    s.requests_malformed,
+                    s.requests_throttled
                 ),
                 json!({"ok": true, "command": "status", "clock": clock, "driver_up": s.driver_up,
                     "generation": s.generation, "connects": s.connects, "link_up": s.link_up,
                     "link_speed_mbps": s.link_speed_mbps, "port_state": s.port_state.name(),
                     "offset_ns": s.offset_ns, "mean_path_delay_ns": s.mean_path_delay_ns,
                     "freq_ppb": s.freq_scaled_ppm as f64 / 65.536, "grandmaster": gm,
-                    "steps_removed": s.steps_removed}),
+                    "steps_removed": s.steps_removed, "clients_refused": s.clients_refused,
+                    "requests_malformed": s.requests_malformed,
+                    "requests_throttled": s.requests_throttled}),
             )
         }
         Command::Stats => {
