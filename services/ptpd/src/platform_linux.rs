@@ -123,7 +123,7 @@ fn refuse<C: Connector>(
         + 1;
     if n.is_power_of_two() {
         log::warn!(
-            "refused client pid {pid} (uid {uid}): {MAX_CONNECTIONS} clients, {MAX_CLIENTS} \
+            "refusing client pid {pid} (uid {uid}): {MAX_CONNECTIONS} clients, {MAX_CLIENTS} \
              not root or {MAX_CLIENTS_PER_UID} of this uid already; {n} refused so far"
         );
     }
