@@ -18,7 +18,7 @@
 //! legacy line, polled). An IRQ thread whose interrupts stop arriving polls its cause registers
 //! at `--irq-poll-us` ([`crate::irq::Pacer`]); `--poll-irq` polls from the start.
 //!
-//! With `--irq-mode napi` (the default, [`crate::irq::Napi`]) an IRQ thread does not re-arm its
+//! With `--irq-mode napi` ([`crate::irq::Napi`]; the default is `plain`) an IRQ thread does not re-arm its
 //! vector right after handling its causes: while its vector stays auto-masked it polls again
 //! (TX stamps by TSYNCTXCTL's valid bits, frames by their descriptors) as long as polls find
 //! work, and spins a bounded while when a TX stamp it asked for is due; then it clears its vector's pending bit and the causes its polling left,
