@@ -18,7 +18,7 @@ mod nic;
 mod qemu10;
 
 pub use initramfs::{APT_LINE, GuestSetup, Packages};
-pub use nic::{NicVmConfig, dgram_pair};
+pub use nic::{NicVmConfig, dgram_loop, dgram_pair, hub_loop};
 pub use qemu10::Qemu10;
 
 use std::ffi::OsString;

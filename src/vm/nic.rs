@@ -20,6 +20,9 @@ pub struct NicVmConfig {
     pub netdev: String,
     /// The `-device` value; `netdev=` must name the netdev's id.
     pub device: String,
+    /// Further NICs, each a (`-netdev`, `-device`) pair with ids of their own (see
+    /// [`dgram_loop`] for two NICs of one guest cabled to each other).
+    pub more_nics: Vec<(String, String)>,
     /// A virtual Intel IOMMU: machine q35 and `-device intel-iommu,caching-mode=on` before the
     /// NIC, so the NIC gets an IOMMU group and vfio-pci can take it (the guest also needs
     /// `intel_iommu=on`). Else machine pc, no IOMMU.
@@ -36,16 +39,34 @@ pub struct NicVmConfig {
 /// `a.sock` and `b.sock` in `dir`, each guest sending to the other's. A frame sent before the
 /// peer's QEMU has bound its socket is dropped, as on a cable whose far end is down.
 pub fn dgram_pair(dir: &Path) -> (String, String) {
+    dgram_cable(dir, ["n0", "n0"])
+}
+
+/// `-netdev` values (ids `n0` and `n1`) for two NICs of one guest cabled to each other, as
+/// [`dgram_pair`] cables two guests.
+pub fn dgram_loop(dir: &Path) -> (String, String) {
+    dgram_cable(dir, ["n0", "n1"])
+}
+
+/// `-netdev` values (ids `n0` and `n1`) for two NICs of one guest on one QEMU hub (hub 0):
+/// a frame one NIC sends reaches the other inside the same QEMU call (no socket, no main-loop
+/// wake-up in between), so the path delay does not depend on how busy the host is.
+pub fn hub_loop() -> (String, String) {
+    let one = |id: &str| format!("hubport,id={id},hubid=0");
+    (one("n0"), one("n1"))
+}
+
+fn dgram_cable(dir: &Path, ids: [&str; 2]) -> (String, String) {
     let a = dir.join("a.sock");
     let b = dir.join("b.sock");
-    let one = |local: &Path, remote: &Path| {
+    let one = |id: &str, local: &Path, remote: &Path| {
         format!(
-            "dgram,id=n0,local.type=unix,local.path={},remote.type=unix,remote.path={}",
+            "dgram,id={id},local.type=unix,local.path={},remote.type=unix,remote.path={}",
             local.display(),
             remote.display()
         )
     };
-    (one(&a, &b), one(&b, &a))
+    (one(ids[0], &a, &b), one(ids[1], &b, &a))
 }
 
 impl Vm {
@@ -65,6 +86,11 @@ impl Vm {
         }
         cmd.args(qemu_args(&pkgs.vmlinuz, &initrd, &append, cfg.iommu))
             .args(["-netdev", &cfg.netdev, "-device", &cfg.device])
+            .args(
+                cfg.more_nics
+                    .iter()
+                    .flat_map(|(n, d)| ["-netdev", n.as_str(), "-device", d.as_str()]),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log_file(&cfg.run_dir, "qemu.log")?);
@@ -149,5 +175,9 @@ mod tests {
             b,
             "dgram,id=n0,local.type=unix,local.path=/x/b.sock,remote.type=unix,remote.path=/x/a.sock"
         );
+        let (a, b) = dgram_loop(Path::new("/x"));
+        assert!(a.starts_with("dgram,id=n0,local.type=unix,local.path=/x/a.sock,"));
+        assert!(b.starts_with("dgram,id=n1,local.type=unix,local.path=/x/b.sock,"));
+        assert!(b.ends_with("remote.path=/x/a.sock"));
     }
 }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use redox_ptp::vm::{CmdOutput, GuestSetup, NicVmConfig, Packages, Qemu10, Vm, dgram_pair};
+use redox_ptp::vm::{
+    CmdOutput, GuestSetup, NicVmConfig, Packages, Qemu10, Vm, dgram_pair, hub_loop,
+};
 
 /// One test's guests at a time: TCG guests on a 2-core machine starve each other.
 static ONE_VM: Mutex<()> = Mutex::new(());
@@ -99,11 +101,40 @@ impl Guest {
             let dir = run_dir(tag);
             (dgram_pair(&dir).0, 0x56, dir)
         });
+        let device = format!("igb,netdev=n0,mac=52:54:00:12:34:{mac:02x}");
+        Self::boot_nics(tag, &dir, (netdev, device), Vec::new(), setup, iommu)
+    }
+
+    /// A guest with two 82576s whose netdevs are cabled to each other ([`dgram_loop`]; MACs
+    /// ending 0x61 and 0x62): both PHCs run on the one QEMU's virtual clock and a process in
+    /// the guest can read both.
+    pub fn boot_two_nics(tag: &str, setup: &GuestSetup) -> Self {
+        let dir = run_dir(tag);
+        let (n0, n1) = hub_loop();
+        // Explicit slots two apart: QEMU's igb reserves the functions of its SR-IOV VFs at
+        // realize (devfn + 0x80, stride 2), so with automatic slots the second 82576's VFs
+        // would collide with the first's ("slot 19 function 0 not available for igbvf").
+        let dev = |id: u8, slot: u8, mac: u8| {
+            format!("igb,netdev=n{id},addr={slot:#x},mac=52:54:00:12:34:{mac:02x}")
+        };
+        let (a, b) = (dev(0, 4, 0x61), dev(1, 6, 0x62));
+        Self::boot_nics(tag, &dir, (n0, a), vec![(n1, b)], setup, false)
+    }
+
+    fn boot_nics(
+        tag: &str,
+        dir: &std::path::Path,
+        first: (String, String),
+        more_nics: Vec<(String, String)>,
+        setup: &GuestSetup,
+        iommu: bool,
+    ) -> Self {
         let gdir = dir.join(tag);
         let cfg = NicVmConfig {
             qemu: qemu10(),
-            netdev,
-            device: format!("igb,netdev=n0,mac=52:54:00:12:34:{mac:02x}"),
+            netdev: first.0,
+            device: first.1,
+            more_nics,
             iommu,
             run_dir: gdir.clone(),
             cache_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vm-cache"),
@@ -150,13 +181,23 @@ impl Guest {
 
     /// The PCI address of the guest's 82576 (8086:10c9).
     pub fn igb_address(&mut self) -> String {
+        let mut all = self.igb_addresses();
+        assert_eq!(all.len(), 1, "one 82576 in the guest: {all:?}");
+        all.remove(0)
+    }
+
+    /// The PCI addresses of the guest's 82576s (8086:10c9), in bus order.
+    pub fn igb_addresses(&mut self) -> Vec<String> {
         let out = self.run_ok(
             "for d in /sys/bus/pci/devices/*; do \
              [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x8086:0x10c9 ] && basename $d; done; true",
         );
-        let addr = out.text().trim().to_string();
-        assert!(addr.starts_with("0000:"), "no 82576 in the guest: {addr:?}");
-        addr
+        let all: Vec<String> = out.text().split_whitespace().map(str::to_string).collect();
+        assert!(
+            !all.is_empty() && all.iter().all(|a| a.starts_with("0000:")),
+            "no 82576 in the guest: {all:?}"
+        );
+        all
     }
 
     /// The interface igb made, brought up (the link of QEMU's model is up at once).
@@ -213,8 +254,8 @@ impl Guest {
         // The rate at nominal first: the guest's CLOCK_MONOTONIC runs off QEMU's virtual clock
         // by its boot-time TSC calibration error (0.75 ppm seen), the same for both drivers.
         let (_, rate_zero_ppb, w_zero) = self.freq_step(tool, 0, 0.0);
-        let (step_up_ns, rate_up_ppb, w_up) = self.freq_step(tool, FREQ_PPB, rate_zero_ppb);
-        let (step_down_ns, rate_down_ppb, w_down) = self.freq_step(tool, -FREQ_PPB, rate_up_ppb);
+        let (step_up, rate_up_ppb, w_up) = self.freq_step(tool, FREQ_PPB, rate_zero_ppb);
+        let (step_down, rate_down_ppb, w_down) = self.freq_step(tool, -FREQ_PPB, rate_up_ppb);
         self.run_ok(&tool.cmd("freq 0"));
         Measured {
             noise_ns,
@@ -224,10 +265,10 @@ impl Guest {
             adj_windows_ns,
             rate_zero_ppb,
             rate_zero_tol_ppb: w_zero,
-            step_up_ns,
+            step_up,
             rate_up_ppb,
             rate_up_tol_ppb: w_up,
-            step_down_ns,
+            step_down,
             rate_down_ppb,
             rate_down_tol_ppb: w_down,
         }
@@ -253,14 +294,13 @@ impl Guest {
         (get - SET_TO_NS, mono("@@M1 ") - mono("@@M0 "))
     }
 
-    /// Requests `ppb`; returns the step the write made (beyond `prev_rate`'s drift), the rate
-    /// over [`RATE_SECS`] after it, and that rate's uncertainty from the samples' brackets.
-    fn freq_step(&mut self, tool: &Tool, ppb: i64, prev_rate: f64) -> (i128, f64, f64) {
+    /// Requests `ppb`; returns the step the write made (beyond the drift between the samples
+    /// around it), the rate over [`RATE_SECS`] after it, and that rate's uncertainty from the
+    /// samples' brackets.
+    fn freq_step(&mut self, tool: &Tool, ppb: i64, prev_rate: f64) -> (FreqStep, f64, f64) {
         let a = self.sample(tool);
         self.run_ok(&tool.cmd(&format!("freq {ppb}")));
         let b = self.sample(tool);
-        let drift = prev_rate * (b.mono_ns - a.mono_ns) as f64 * 1e-9;
-        let step = b.offset_ns - a.offset_ns - drift as i128;
         self.run_ok(&format!("sleep {RATE_SECS}"));
         let c = self.sample(tool);
         let dt = (c.mono_ns - b.mono_ns) as f64;
@@ -268,8 +308,25 @@ impl Guest {
         // Each sample's instant is known within half its bracket, over which the offset moves
         // by the rate itself.
         let tol = rate.abs() * ((b.bracket_ns + c.bracket_ns) as f64 / 2.0) / dt;
+        // The write landed somewhere between a and b: before it the clock drifted at the old
+        // rate, after it at the new one. Taking the mean of both leaves half their difference
+        // over the span unknown.
+        let span = (b.mono_ns - a.mono_ns) as f64 * 1e-9;
+        let drift = (prev_rate + rate) / 2.0 * span;
+        let step = FreqStep {
+            ns: b.offset_ns - a.offset_ns - drift as i128,
+            tol_ns: ((rate - prev_rate).abs() / 2.0 * span) as i128 + 1,
+        };
         (step, rate, tol)
     }
+}
+
+/// How far a frequency write moved the clock at once, and what that is known within (the rate
+/// changed at an unknown instant between the two samples around the write).
+#[derive(Debug, Clone, Copy)]
+pub struct FreqStep {
+    pub ns: i128,
+    pub tol_ns: i128,
 }
 
 /// One `cmp`: PHC − CLOCK_REALTIME and the CLOCK_MONOTONIC instant (mid-bracket).
@@ -309,11 +366,11 @@ pub struct Measured {
     pub rate_zero_tol_ppb: f64,
     /// The PHC's step when the frequency went 0 → +FREQ_PPB, and the rate after (ppb vs
     /// CLOCK_MONOTONIC) with its uncertainty.
-    pub step_up_ns: i128,
+    pub step_up: FreqStep,
     pub rate_up_ppb: f64,
     pub rate_up_tol_ppb: f64,
     /// The same for +FREQ_PPB → −FREQ_PPB.
-    pub step_down_ns: i128,
+    pub step_down: FreqStep,
     pub rate_down_ppb: f64,
     pub rate_down_tol_ppb: f64,
 }
@@ -329,8 +386,8 @@ impl Measured {
     }
 
     /// What any working PHC does: set lands, adj moves by the amount, freq changes the rate
-    /// (from the rate at freq 0) by the requested amount.
-    pub fn assert_sane(&self, who: &str) {
+    /// (from the rate at freq 0) by what `want(ppb)` says the driver gives for a request.
+    pub fn assert_sane(&self, who: &str, want: impl Fn(i64) -> f64) {
         assert!(
             (0..=self.set_bracket_ns).contains(&self.set_error_ns),
             "{who}: get after set is {} ns past the set value, outside [0, {}]",
@@ -349,7 +406,7 @@ impl Measured {
             (self.rate_up_ppb, self.rate_up_tol_ppb, FREQ_PPB),
             (self.rate_down_ppb, self.rate_down_tol_ppb, -FREQ_PPB),
         ] {
-            let want = expected_rate_ppb(ppb);
+            let want = want(ppb);
             let (change, tol) = (rate - self.rate_zero_ppb, tol + self.rate_zero_tol_ppb);
             assert!(
                 (change - want).abs() <= tol,
@@ -361,8 +418,9 @@ impl Measured {
     }
 }
 
-/// The rate a freq request gives on an 82576: IncValue 16·2^19 ± (ppb << 14) / 1953125 (the
-/// integer division Linux igb and our igbd both do), relative to 16·2^19.
+/// The rate a freq request gives on an 82576 through TIMINCA (Linux igb): IncValue 16·2^19 ±
+/// (ppb << 14) / 1953125 (Linux's integer division), relative to 16·2^19. igbd steers its
+/// timecounter instead and gives the request itself (within 2^-40).
 pub fn expected_rate_ppb(ppb: i64) -> f64 {
     let d = ((ppb.unsigned_abs() << 14) / 1_953_125) as f64;
     d.copysign(ppb as f64) / f64::from(16u32 << 19) * 1e9
