@@ -32,6 +32,8 @@ const MAX_CONNECTIONS: usize = 128;
 /// ptpd's flood limit here (config client_requests_per_s; burst a tenth): below what the flooder
 /// reaches on a busy machine in a debug build, above the polite client's 200/s.
 const FLOOD_RATE: u64 = 2000;
+/// The least latency bound (see `report_and_check`): two scheduler periods of 24 ms.
+const SLICES: Duration = Duration::from_millis(48);
 /// How long the hostile load runs.
 const LOAD: Duration = Duration::from_secs(6);
 
@@ -472,15 +474,18 @@ fn report_and_check(rig: &Rig, polite: &Client, seen: &Seen, f: Figures<'_>) {
         seen.mgmt_flood_sent.load(Ordering::Relaxed),
     );
     // The polite clients: every answer correct (checked as they came), none slower than 50x
-    // its own unloaded p99 (the 2-core machine is shared by 6 hostile threads, ptpd and igcd).
-    let bound = 50 * q_p99;
+    // its own unloaded p99, and never held to less than SLICES: with 6 hostile threads, ptpd's
+    // and igcd's on 2 cores, a wake-up may wait a few scheduler periods (CFS aims at 24 ms with
+    // 8 or more runnable tasks), which a fast quiet machine's unloaded p99 does not foresee.
+    let bound = (50 * q_p99).max(SLICES);
     assert!(
         l_max <= bound,
         "a polite GET took {l_max:?} (bound {bound:?})"
     );
+    let bound = (50 * qm_p99).max(SLICES);
     assert!(
-        lm_p99 <= 50 * qm_p99.max(Duration::from_millis(1)),
-        "management p99 {lm_p99:?}"
+        lm_p99 <= bound,
+        "management p99 {lm_p99:?} (bound {bound:?})"
     );
     // Memory: back within 4 MB of the start once the hostile clients are gone.
     assert!(
