@@ -23,7 +23,11 @@
 //! Every wait is bounded by the caller's timeout; a clean close sets the side's `closed` word.
 //!
 //! [`RingEndpoint`] implements [`Transport`](crate::transport::Transport), so a `Channel` over a
-//! ring pair is used exactly like one over a socket.
+//! ring pair is used exactly like one over a socket. A thread that waits on other descriptors
+//! too (a driver's main loop) sleeps on the ring with [`RingEndpoint::prepare_sleep`], a poll of
+//! [`RingEndpoint::readable_fd`] beside its own descriptors, and [`RingEndpoint::end_sleep`]:
+//! the same announce-then-recheck handshake. The driver channel uses rings through
+//! `transport::DriverTransport` (issue 16).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

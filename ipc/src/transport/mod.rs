@@ -31,7 +31,8 @@ pub use redox::SchemeConn;
 mod driver;
 #[cfg(any(target_os = "linux", target_os = "redox"))]
 pub use driver::{
-    ChannelMode, DriverConn, DriverTransport, MAX_CLIENT_RING, client_ring, connect_driver,
+    ChannelMode, DRIVER_RING_SPIN, DriverConn, DriverTransport, MAX_CLIENT_RING, client_ring,
+    connect_driver,
 };
 #[cfg(target_os = "linux")]
 mod unix;

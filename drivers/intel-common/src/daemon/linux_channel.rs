@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 
 use ptp_ipc::ring::{Geometry, RingConfig, offer_ring};
 use ptp_ipc::transport::{
-    Channel, ChannelError, DriverTransport, MAX_CLIENT_RING, PeerCred, SeqpacketListener,
-    Transport, TransportError,
+    Channel, ChannelError, DRIVER_RING_SPIN, DriverTransport, MAX_CLIENT_RING, PeerCred,
+    SeqpacketListener, Transport, TransportError,
 };
 use ptp_ipc::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver};
 use ptp_pci::PciFunction;
@@ -436,7 +436,7 @@ fn ring_geometry(slot_size: u32, slot_count: u32) -> Result<Geometry, String> {
 fn with_ring(chan: DriverChannel, g: Geometry) -> Result<DriverChannel, (DriverChannel, String)> {
     let cfg = RingConfig {
         geometry: g,
-        ..RingConfig::default()
+        spin: DRIVER_RING_SPIN,
     };
     let DriverTransport::Socket(conn) = chan.into_transport() else {
         unreachable!("a pending connection is a socket");
