@@ -7,6 +7,11 @@
 //! Modes: the ramp (default); `--compare-sets` (1 set vs 4 sets, capacity ratio);
 //! `--kernel-baseline` (the same ramp against Linux software TX timestamps on loopback in a
 //! private network namespace); `--rx` (received-frame throughput by RX filter).
+//!
+//! Issue 16's table (driver channel over the socket vs the shared-memory ring, interleaved in
+//! each run, beside the kernel; about 6 minutes on the 2-core development machine):
+//! `tsperf --compare-sets --kernel-baseline --channel socket,ring --rate 10000,30000 --runs 5
+//! --json`, then `tsperf --rx --channel socket,ring --runs 5 --json` (RX frames/s).
 
 pub mod driver;
 pub mod figures;
