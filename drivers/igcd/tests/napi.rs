@@ -3,7 +3,8 @@
 //! run inside the doorbell (`--emu-tx sync`) and in the model thread (`--emu-tx thread`):
 //! under a closed-loop stream with every set busy the time-sync thread takes many stamps per
 //! wake-up; at a low rate it wakes no more than once per stamp and never spins; after idling it
-//! has re-armed its vector, so the next stamp's interrupt wakes it again.
+//! has re-armed its vector, so the next stamp's interrupt wakes it again; the igb family (the
+//! 82576's polled stamps included) works under it.
 
 #![cfg(feature = "emulate")]
 
@@ -274,4 +275,64 @@ fn after_idle_the_vector_is_rearmed_and_the_next_stamp_wakes_the_thread() {
     }
     assert!(!r.dev.irq_polling(), "the vector kept working");
     r.finish();
+}
+
+/// The same NAPI thread drives the igb family (the shared daemon): on the 82576, which raises
+/// no TX stamp interrupt, the transmit path's kick wakes the thread, whose pass reads the stamp
+/// registers (polling on while a stamp is still due); on the i210 the TXTS interrupt wakes it.
+/// Both TX engines; every stamp arrives once.
+#[test]
+fn the_igb_family_keeps_working_under_napi_including_the_polled_82576() {
+    use intel_common::igb::Igb as Family;
+    use ptp_emu::TxEngine;
+    use ptp_emu::igb::{Igb, IgbConfig};
+    for (model, engine) in [
+        ("82576", TxEngine::Sync),
+        ("82576", TxEngine::Thread),
+        ("i210", TxEngine::Sync),
+        ("i210", TxEngine::Thread),
+    ] {
+        let args = ["--irq-mode", "napi", "--link-wait-ms", "500"];
+        let opts = intel_common::daemon::Options::<Family>::parse(args.iter().map(Into::into))
+            .unwrap()
+            .unwrap();
+        let cfg = IgbConfig::for_name(model, ptp_emu::HostClock::new().source()).unwrap();
+        let mut nic = Igb::new(cfg).unwrap();
+        nic.nic_mut().set_tx_engine(engine);
+        let func = opts.emulated_function(nic, model.into());
+        let dev =
+            intel_common::daemon::Device::bring_up(func, &opts, Default::default(), 1).unwrap();
+        let events = Arc::new(Events::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = dev.start_threads(events.clone(), stop.clone());
+        let n = 20;
+        for cookie in 1..=n {
+            let req = DriverRequest::SendPtp {
+                cookie,
+                want_ts: true,
+                frame: sync_frame(cookie),
+            };
+            assert_eq!(dev.handle(req, &*events), None, "{model}: send {cookie}");
+            let t = Instant::now();
+            while !events.has(cookie) {
+                assert!(
+                    t.elapsed() < Duration::from_secs(5),
+                    "{model}: stamp {cookie}"
+                );
+                std::thread::yield_now();
+            }
+        }
+        let s = match dev.handle(DriverRequest::Stats, &*events) {
+            Some(DriverReply::Stats(s)) => s,
+            r => panic!("stats: {r:?}"),
+        };
+        stop.store(true, Ordering::Relaxed);
+        for t in threads {
+            t.join().unwrap();
+        }
+        eprintln!("{model} {engine:?}: {s:?}");
+        assert_eq!((s.tx_delivered, s.tx_lost), (n, 0), "{model}: {s:?}");
+        assert_eq!(events.count(), n as usize);
+        assert!(s.ts_wakeups > 0, "{model}: {s:?}");
+    }
 }
