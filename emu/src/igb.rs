@@ -51,7 +51,14 @@
 //!   arithmetic), so SYSTIM steps by 2 × ΔIncValue × its virtual time when IncValue grows and by
 //!   2^60 counts (2^41 ns) when it shrinks; Linux igb reads the PHC jumping by +1.7 ms and
 //!   +2199.02 s at phc_ctl freq +100000 and then −100000. Here a write changes the rate only:
-//!   Linux's adjfine writes TIMINCA without re-reading SYSTIM, so it assumes no step.
+//!   Linux's adjfine writes TIMINCA without re-reading SYSTIM, so it assumes no step. igbd keeps
+//!   TIMINCA nominal on the 82576 and steers its timecounter's rate instead, so it never meets
+//!   this (intel_common::igb::IgbClock::set_freq).
+//! - RX filter by message type: TSYNCRXCTL.TYPE L2_V2 with TSYNCRXCFG b11:8 stamps that one
+//!   PTPv2 message type (Linux e1000_defines.h E1000_TSYNCRXCFG_PTP_V2_*; Linux igb of 2.6.3x
+//!   programmed HWTSTAMP_FILTER_PTP_V2_L2_SYNC / _DELAY_REQ so). This model and QEMU's agree
+//!   there, which is how igbd's per-message filters (ptpd `rx_filter = "per_role"`) give an
+//!   E2E master its Delay_Req stamps on QEMU's model.
 //! - RX latch release: QEMU clears TSYNCRXCTL.VALID on an RXSATRH read, this model on an
 //!   RXSTMPH read. Linux igb reads only RXSTMPL/H ("no other packet will be time stamped until
 //!   we read these registers"), so under Linux QEMU's latch stays held after the first stamp
