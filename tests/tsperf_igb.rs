@@ -43,11 +43,24 @@ fn tsperf_ramps_through_igbd_on_every_igb_family_beside_the_i225() {
         lines.iter().partition(|v| v.get("summary").is_none());
     assert_eq!(summary.len(), 1, "{lines:?}");
     let targets = summary[0]["targets"].as_array().expect("targets");
+    // tsperf drives each daemon over the channel ptpd uses by default (the ring).
     let nics = [
-        ("i225", "igcd, emulated i225, 4 TX timestamp sets"),
-        ("i210", "igbd, emulated i210, 1 TX timestamp set"),
-        ("i350", "igbd, emulated i350, 1 TX timestamp set"),
-        ("82576", "igbd, emulated 82576, 1 TX timestamp set"),
+        (
+            "i225",
+            "igcd, emulated i225, 4 TX timestamp sets, ring channel",
+        ),
+        (
+            "i210",
+            "igbd, emulated i210, 1 TX timestamp set, ring channel",
+        ),
+        (
+            "i350",
+            "igbd, emulated i350, 1 TX timestamp set, ring channel",
+        ),
+        (
+            "82576",
+            "igbd, emulated 82576, 1 TX timestamp set, ring channel",
+        ),
     ];
     assert_eq!(targets.len(), nics.len(), "{targets:?}");
     for (k, (nic, target)) in nics.into_iter().enumerate() {
