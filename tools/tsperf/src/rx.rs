@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use ptp_emu::wire::{UnixDatagramWire, WirePort};
 use ptp_ipc::RxFilter;
+use ptp_ipc::ring::RingStats;
 use ptp_ipc::time::mono_ns;
 use ptp_ipc::transport::ChannelMode;
 use serde_json::json;
@@ -44,6 +45,11 @@ struct Round {
     stamped: u64,
     cpu_ns: u64,
     secs: f64,
+    /// Frames handed to the wire, and of those not sent (igcd's socket buffer full).
+    offered: u64,
+    send_errors: u64,
+    /// Our end's ring counters over the round (`None` over the socket).
+    ring: Option<RingStats>,
 }
 
 /// Offers frames at `rate` (None: as fast as the wire takes them) for `dur`, then counts what
@@ -56,6 +62,7 @@ fn offer(
 ) -> Result<Round, String> {
     while d.frames().try_recv().is_ok() {}
     let frame = sync_frame(1);
+    let (wire0, ring0) = (wire.stats(), d.ring_stats());
     let cpu0 = cpu_ns(d.pid())?;
     let start = Instant::now();
     let mut k = 0u64;
@@ -88,12 +95,60 @@ fn offer(
         delivered += 1;
         stamped += rx.is_some() as u64;
     }
+    let cpu_ns = cpu_ns(d.pid())? - cpu0;
+    let wire1 = wire.stats();
     Ok(Round {
         delivered,
         stamped,
-        cpu_ns: cpu_ns(d.pid())? - cpu0,
+        cpu_ns,
         secs,
+        offered: wire1.sent - wire0.sent,
+        send_errors: wire1.send_errors - wire0.send_errors,
+        ring: ring0.zip(d.ring_stats()).map(|(a, b)| ring_delta(&a, &b)),
     })
+}
+
+/// The counters `b` minus `a` (a round's share).
+fn ring_delta(a: &RingStats, b: &RingStats) -> RingStats {
+    RingStats {
+        sent: b.sent - a.sent,
+        received: b.received - a.received,
+        signals: b.signals - a.signals,
+        sleeps: b.sleeps - a.sleeps,
+        wakeups: b.wakeups - a.wakeups,
+        wait_timeouts: b.wait_timeouts - a.wait_timeouts,
+        full_events: b.full_events - a.full_events,
+        full_drops: b.full_drops - a.full_drops,
+    }
+}
+
+/// One offered round and igcd's own RX counters over it (a Stats request on each side of the
+/// round, outside its timed window), so a round that delivered nothing says where the frames
+/// stopped: at the wire (`send_errors`), in the NIC and driver (igcd's `rx_frames`), or on the
+/// channel (igcd received them, we did not).
+fn offer_counted(
+    d: &mut Driver,
+    wire: &mut UnixDatagramWire,
+    rate: Option<f64>,
+    dur: Duration,
+) -> Result<(Round, u64), String> {
+    let rx0 = d.stats()?.rx_frames;
+    let r = offer(d, wire, rate, dur)?;
+    let rx1 = d.stats()?.rx_frames;
+    Ok((r, rx1.saturating_sub(rx0)))
+}
+
+/// A round's figures on stderr: every round with `TSPERF_RX_TRACE` set, and always a round that
+/// delivered nothing (a stall must never hide inside a median).
+fn trace(what: &str, f: RxFilter, r: &Round, igcd_rx: u64) {
+    if r.delivered > 0 && std::env::var_os("TSPERF_RX_TRACE").is_none() {
+        return;
+    }
+    eprintln!(
+        "tsperf rx: {what} {f:?}: delivered {} (stamped {}) in {:.3} s; offered {} ({} not \
+         sent); igcd received {igcd_rx}; ring {:?}",
+        r.delivered, r.stamped, r.secs, r.offered, r.send_errors, r.ring
+    );
 }
 
 /// Rounds over the three filters unless `--runs` says otherwise; medians and ranges are
@@ -125,7 +180,8 @@ fn run_channel(o: &Options, mode: ChannelMode) -> Result<(), String> {
     for _round in 0..o.runs {
         for (i, f) in filters.iter().enumerate() {
             d.set_rx_filter(*f)?;
-            let r = offer(&d, &mut wire, Some(fixed), dur)?;
+            let (r, igcd_rx) = offer_counted(&mut d, &mut wire, Some(fixed), dur)?;
+            trace("fixed", *f, &r, igcd_rx);
             if r.delivered > 0 {
                 cpu[i].push(r.cpu_ns as f64 / r.delivered as f64);
             }
@@ -135,7 +191,8 @@ fn run_channel(o: &Options, mode: ChannelMode) -> Result<(), String> {
             } else {
                 r.stamped == 0
             };
-            let r = offer(&d, &mut wire, None, dur)?;
+            let (r, igcd_rx) = offer_counted(&mut d, &mut wire, None, dur)?;
+            trace("saturated", *f, &r, igcd_rx);
             tput[i].push(r.delivered as f64 / r.secs);
         }
     }
