@@ -1,7 +1,9 @@
 //! The shared region's layout and the lock-free single-producer/single-consumer rings in it.
 //!
 //! ```text
-//! line 0      RegionHeader: magic, version, slot size, slot count (written once by the creator)
+//! line 0      RegionHeader: magic, version, slot size, slot count, generation (written by the
+//!             creator; a region served to one connection after another, as a Redox driver's
+//!             `shm` segment is, is re-initialised with a new generation for each: `reinit`)
 //! line 1      closed[2]: side A / side B has gone (set on drop or shutdown)
 //! line 2      bell[4]: per-side data/space wake words, index 2*side + kind (the Redox futex
 //!             words; unused on Linux)
@@ -23,8 +25,11 @@ use super::RingError;
 
 /// "PTPRING1", little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"PTPRING1");
-/// Layout version; a peer built with another layout is refused on attach.
-pub const VERSION: u32 = 1;
+/// Layout version; a peer built with another layout is refused on attach. 2: the header's
+/// generation word (an attacher from version 1 would not notice its region being re-used).
+pub const VERSION: u32 = 2;
+/// The generation of a fresh region ([`init`]); [`reinit`] counts up from there.
+pub const FIRST_GENERATION: u64 = 1;
 /// Cache line size the control words are spread over (head and tail on separate lines, so the
 /// producer's and the consumer's stores do not bounce one line between cores).
 pub const LINE: usize = 64;
@@ -49,6 +54,9 @@ pub(super) struct RegionHeader {
     pub version: AtomicU32,
     pub slot_size: AtomicU32,
     pub slot_count: AtomicU32,
+    /// Which connection the region serves: an endpoint whose generation differs is stale (its
+    /// peer re-initialised the region for someone else) and sees the peer gone.
+    pub generation: AtomicU64,
 }
 
 #[repr(C, align(64))]
@@ -136,10 +144,70 @@ pub(super) fn check_region_len(len: usize) -> Result<(), RingError> {
 /// Writes a fresh header into a zeroed region; the magic last, so an attacher that sees it sees
 /// the rest.
 pub(super) fn init(ctl: &Control, g: Geometry) {
+    ctl.header
+        .generation
+        .store(FIRST_GENERATION, Ordering::Relaxed);
     ctl.header.version.store(VERSION, Ordering::Relaxed);
     ctl.header.slot_size.store(g.slot_size, Ordering::Relaxed);
     ctl.header.slot_count.store(g.slot_count, Ordering::Relaxed);
     ctl.header.magic.store(MAGIC, Ordering::Release);
+}
+
+/// Re-initialises a region that served an earlier connection for a new one with `generation`:
+/// the new generation first (so a stale endpoint of the old one stops at its next operation,
+/// [`RingError::PeerGone`]), the magic withdrawn while the rest is reset (indices, sleep flags,
+/// `closed`, pids), then the header and the magic, published last as in [`init`]. The bell
+/// words are counters and keep counting: a waiter compares them with what it last saw, so
+/// winding them back could hide a signal. The slots are left as they are: only published
+/// slots are read, and none are after the reset.
+///
+/// The caller makes sure no endpoint of its own on the region is alive, and that the peer of
+/// the earlier connection has let go of it (a Redox driver: its client's scheme handle is
+/// closed). A stale endpoint that is still running cannot be stopped: one that checked its
+/// generation just before the new one was stored may still publish an index or its `closed`
+/// word after the reset, which the new connection sees as phantom messages or
+/// [`RingError::Corrupt`]. The generation only tells an idle stale endpoint, and an attacher
+/// racing the reset (see [`validate_generation`]), that the region has moved on.
+pub(super) fn reinit(ctl: &Control, g: Geometry, generation: u64) {
+    ctl.header.generation.store(generation, Ordering::SeqCst);
+    ctl.header.magic.store(0, Ordering::SeqCst);
+    // Pairs with the acquire fence in `validate_generation`: an attacher that reads any of the
+    // stores below also reads the new generation on its re-check.
+    fence(Ordering::Release);
+    for w in ctl.closed.0.iter().chain(&ctl.pid.0) {
+        w.store(0, Ordering::Relaxed);
+    }
+    for r in &ctl.rings {
+        r.head.0.store(0, Ordering::Relaxed);
+        r.tail.0.store(0, Ordering::Relaxed);
+        r.consumer_sleeping.0.store(0, Ordering::Relaxed);
+        r.producer_waiting.0.store(0, Ordering::Relaxed);
+    }
+    ctl.header.version.store(VERSION, Ordering::Relaxed);
+    ctl.header.slot_size.store(g.slot_size, Ordering::Relaxed);
+    ctl.header.slot_count.store(g.slot_count, Ordering::Relaxed);
+    ctl.header.magic.store(MAGIC, Ordering::Release);
+}
+
+/// The region's current generation.
+pub(super) fn generation(ctl: &Control) -> u64 {
+    ctl.header.generation.load(Ordering::Acquire)
+}
+
+/// As [`validate`], and the generation the header belongs to. Read like a seqlock: the
+/// generation before and after the header, so a header read while [`reinit`] rewrote it (a
+/// geometry of one generation, counted as another's) is refused, `Setup`.
+pub(super) fn validate_generation(ctl: &Control, len: usize) -> Result<(Geometry, u64), RingError> {
+    let before = generation(ctl);
+    let g = validate(ctl, len)?;
+    fence(Ordering::Acquire);
+    let after = ctl.header.generation.load(Ordering::Relaxed);
+    if before != after {
+        return Err(RingError::Setup(
+            "ring region re-initialised while it was attached".into(),
+        ));
+    }
+    Ok((g, before))
 }
 
 /// Reads and checks the header of a region `len` bytes long; the geometry is copied out once

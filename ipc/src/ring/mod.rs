@@ -29,17 +29,23 @@
 //! the same announce-then-recheck handshake. The driver channel uses rings through
 //! `transport::DriverTransport` (issue 16).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::transport::{Transport, TransportError};
 
 mod layout;
 mod map;
+// Used by the Redox driver's pool (and host-tested everywhere).
+#[cfg_attr(not(target_os = "redox"), allow(dead_code))]
+mod segment;
 use layout::{Control, RingView};
 pub use layout::{Geometry, MAGIC, MAX_SLOT, MAX_SLOTS, MIN_SLOT, VERSION};
 use map::Mapping;
+#[cfg_attr(not(target_os = "redox"), allow(unused_imports))]
+use segment::Segment;
+pub use segment::{Lent, RingPool};
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -49,7 +55,7 @@ pub use linux::{accept_ring, offer_ring};
 #[cfg(target_os = "redox")]
 mod redox;
 #[cfg(target_os = "redox")]
-pub use redox::{attach_ring_named, create_ring_named};
+pub use redox::{attach_ring_named, create_ring_named, create_ring_pool};
 
 /// Why a ring operation failed.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -71,6 +77,10 @@ pub enum RingError {
     /// The ring is full (back-pressure); nothing was sent.
     #[error("ring full")]
     Full,
+    /// Every segment of a driver's [`RingPool`] serves a connection (or its client has not
+    /// let go of it yet).
+    #[error("all {segments} ring segments are in use")]
+    NoFreeSegment { segments: usize },
     #[error("timed out")]
     Timeout,
     /// The peer closed its end or its process is gone; or this end was shut down.
@@ -244,13 +254,32 @@ pub struct RingEndpoint {
     /// The bell reported the peer process gone (no clean close): latched like `closed`.
     gone: AtomicBool,
     counters: Counters,
+    /// The region's generation when this endpoint was made: another one means the region now
+    /// serves another connection (a re-used Redox segment) and this endpoint is stale.
+    generation: u64,
     bell: Box<dyn Bell>,
-    map: Mapping,
+    /// Shared with the [`Segment`] a re-used region belongs to (the only other holder).
+    map: Arc<Mapping>,
 }
 
 impl RingEndpoint {
-    /// Wraps a mapped, validated region as side `side` (0 = A, 1 = B).
+    /// Wraps a mapped, validated region as side `side` (0 = A, 1 = B), at the generation its
+    /// header holds now (a region made for one connection: the first).
     fn new(map: Mapping, g: Geometry, side: usize, spin: u32, bell: Box<dyn Bell>) -> Self {
+        let generation = layout::generation(map.control());
+        Self::on_shared(Arc::new(map), g, generation, side, spin, bell)
+    }
+
+    /// As [`Self::new`], for the connection of `generation` (the one whose header was checked),
+    /// over a mapping a [`Segment`] may keep too.
+    fn on_shared(
+        map: Arc<Mapping>,
+        g: Geometry,
+        generation: u64,
+        side: usize,
+        spin: u32,
+        bell: Box<dyn Bell>,
+    ) -> Self {
         let ctl = map.control();
         let ring_len = g.slot_size as usize * g.slot_count as usize;
         // Safety: the region was checked to be at least `g.region_len()` bytes, so both slot
@@ -275,6 +304,7 @@ impl RingEndpoint {
             down: AtomicBool::new(false),
             gone: AtomicBool::new(false),
             counters: Counters::default(),
+            generation,
             bell,
             map,
         }
@@ -308,9 +338,16 @@ impl RingEndpoint {
         }
     }
 
+    /// The region was re-initialised for another connection: its indices are no longer ours.
+    fn stale(&self) -> bool {
+        layout::generation(self.ctl()) != self.generation
+    }
+
+    /// The peer closed or died, or the region was re-initialised for another connection.
     fn peer_closed(&self) -> bool {
         self.gone.load(Ordering::Acquire)
             || self.ctl().closed.0[1 - self.side].load(Ordering::Acquire) != 0
+            || self.stale()
     }
 
     fn check_up(&self) -> Result<(), RingError> {
@@ -389,7 +426,8 @@ impl RingEndpoint {
 
     /// Receives without waiting: `Ok(false)` when the ring is empty (and the peer is up).
     pub fn try_recv(&self, buf: &mut Vec<u8>) -> Result<bool, RingError> {
-        if self.down.load(Ordering::Acquire) {
+        // Stale: what is queued belongs to the next connection (and our tail is not its).
+        if self.down.load(Ordering::Acquire) || self.stale() {
             return Err(RingError::PeerGone);
         }
         // Read before popping: a peer that closed after its last message has that message
@@ -471,6 +509,36 @@ impl RingEndpoint {
         Ok(true)
     }
 
+    /// For a thread that watches the ring while another drains it (a Redox driver, whose main
+    /// loop cannot wait on a futex): waits at most `timeout` (`None`: for ever) until a message
+    /// is waiting or the peer has closed, without taking anything. `Ok(true)`: the next
+    /// `try_recv` has something to say; `Ok(false)`: the timeout passed; `Err(PeerGone)`: this
+    /// end is shut, stale, or the peer's process is gone. The same announce-then-recheck
+    /// handshake as [`Self::recv_bytes`]; the drainer must not be receiving meanwhile (the
+    /// sleep announcement would be withdrawn under the watcher).
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> Result<bool, RingError> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            if self.down.load(Ordering::Acquire) || self.stale() {
+                return Err(RingError::PeerGone);
+            }
+            let tail = *lock(&self.tail);
+            if !matches!(self.rx.pending(tail), Ok(0)) || self.peer_closed() {
+                return Ok(true);
+            }
+            let Ok(left) = remaining(deadline) else {
+                return Ok(false);
+            };
+            if !self.rx.consumer_may_sleep(tail) || self.peer_closed() {
+                self.rx.consumer_awake();
+                continue;
+            }
+            let r = self.sleep(Wake::Data, left);
+            self.rx.consumer_awake();
+            r?;
+        }
+    }
+
     /// The descriptor that turns readable when the peer signals data after
     /// [`Self::prepare_sleep`] (Linux: the data eventfd); `None` on Redox (futex bells).
     pub fn readable_fd(&self) -> Option<i32> {
@@ -522,9 +590,13 @@ impl RingEndpoint {
 
     /// Marks this side closed and wakes both sides' waiters: ours return `PeerGone`, the peer
     /// drains what is queued, then sees `PeerGone`.
+    /// A stale endpoint (its region re-initialised for another connection) leaves the region's
+    /// `closed` word alone: it belongs to the new connection.
     pub fn close(&self) {
         self.down.store(true, Ordering::Release);
-        self.ctl().closed.0[self.side].store(1, Ordering::Release);
+        if !self.stale() {
+            self.ctl().closed.0[self.side].store(1, Ordering::Release);
+        }
         let _ = self.bell.ring_peer(Wake::Data);
         let _ = self.bell.ring_peer(Wake::Space);
         self.bell.ring_self();

@@ -12,6 +12,10 @@
 //!
 //! There is no hang-up to poll for, so a waiting side wakes at least every [`SLICE`] to check
 //! that the peer process still exists (`kill(pid, 0)` on the pid it published in the region).
+//!
+//! A driver cannot open `/scheme/shm` in its `setrens(0, 0)` sandbox, so it makes its segments
+//! beforehand ([`create_ring_pool`]) and lends them to one connection after another
+//! ([`RingPool`], `segment.rs`); a client attaches either kind with [`attach_ring_named`].
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
@@ -20,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::layout::{self, Geometry};
 use super::map::Mapping;
-use super::{Bell, RingConfig, RingEndpoint, RingError, Wake, Woken};
+use super::{Bell, RingConfig, RingEndpoint, RingError, RingPool, Segment, Wake, Woken};
 
 /// Longest single futex wait before the peer's liveness is checked again.
 const SLICE: Duration = Duration::from_millis(100);
@@ -49,7 +53,8 @@ struct FutexBell {
     peer_pid: *const AtomicU32,
     /// Our bell words' values when we last consumed a signal on them.
     seen: [AtomicU32; 2],
-    _file: File,
+    /// The segment's file, for an endpoint that owns its segment alone (a pool keeps its own).
+    _file: Option<File>,
 }
 
 // Safety: the pointers refer to atomics in a shared mapping that outlives the bell; atomics may
@@ -151,7 +156,7 @@ impl Bell for FutexBell {
     }
 }
 
-fn bell(map: &Mapping, side: usize, file: File) -> FutexBell {
+fn bell(map: &Mapping, side: usize, file: Option<File>) -> FutexBell {
     let ctl = map.control();
     let words =
         |s: usize| -> [*const AtomicU32; 2] { [&ctl.bell.0[2 * s], &ctl.bell.0[2 * s + 1]] };
@@ -181,11 +186,45 @@ pub fn create_ring_named(name: &str, cfg: RingConfig) -> Result<RingEndpoint, Ri
         .map_err(|e| io_err("size ring segment", &p, &e))?;
     let map = Mapping::map(file.as_fd(), len)?;
     layout::init(map.control(), g);
-    let bell = bell(&map, 0, file);
+    let bell = bell(&map, 0, Some(file));
     Ok(RingEndpoint::new(map, g, 0, cfg.spin, Box::new(bell)))
 }
 
-/// Attaches to a segment made by [`create_ring_named`] as side B, checking its header.
+/// Side A's bell on a pool segment (the pool keeps the file).
+fn pool_bell(map: &Mapping) -> Box<dyn Bell> {
+    Box::new(bell(map, 0, None))
+}
+
+/// Creates `count` segments `/scheme/shm/<prefix>-<k>`, each sized for a ring pair of
+/// geometry `largest`, for a driver to lend to one connection after another ([`RingPool`]):
+/// made before `setrens(0, 0)`, after which `/scheme/shm` can no longer be opened. A
+/// connection gets its segment's name in a [`super::named_offer`].
+pub fn create_ring_pool(
+    prefix: &str,
+    count: usize,
+    largest: Geometry,
+) -> Result<RingPool, RingError> {
+    let mut pool = RingPool::new(pool_bell);
+    let len = largest.region_len();
+    for k in 0..count {
+        let name = format!("{prefix}-{k}");
+        let p = path(&name)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&p)
+            .map_err(|e| io_err("create ring segment", &p, &e))?;
+        file.set_len(len as u64)
+            .map_err(|e| io_err("size ring segment", &p, &e))?;
+        let map = Mapping::map(file.as_fd(), len)?;
+        pool.add(name, Segment::new(map, largest)?, Some(file));
+    }
+    Ok(pool)
+}
+
+/// Attaches to a segment made by [`create_ring_named`] or lent from a [`RingPool`] as side B,
+/// checking its header.
 pub fn attach_ring_named(name: &str, spin: u32) -> Result<RingEndpoint, RingError> {
     let p = path(name)?;
     let file = OpenOptions::new()
@@ -200,7 +239,6 @@ pub fn attach_ring_named(name: &str, spin: u32) -> Result<RingEndpoint, RingErro
     let len = usize::try_from(len).unwrap_or(usize::MAX);
     layout::check_region_len(len)?;
     let map = Mapping::map(file.as_fd(), len)?;
-    let g = layout::validate(map.control(), map.len())?;
-    let bell = bell(&map, 1, file);
-    Ok(RingEndpoint::new(map, g, 1, spin, Box::new(bell)))
+    // Checked with its generation: a driver's pool segment serves one connection after another.
+    Segment::attach(map, spin, |m| Box::new(bell(m, 1, Some(file))))
 }

@@ -702,3 +702,80 @@ fn named_offers_round_trip_and_refuse_anything_else() {
         assert_eq!(parse_named_offer(&bad), None, "{bad:?}");
     }
 }
+
+#[test]
+fn wait_readable_takes_nothing_and_times_out_on_an_empty_ring() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 4));
+    let t = Instant::now();
+    assert_eq!(b.wait_readable(Some(Duration::from_millis(30))), Ok(false));
+    assert!(t.elapsed() >= Duration::from_millis(30));
+    a.try_send(b"x").unwrap();
+    assert_eq!(b.wait_readable(Some(LONG)), Ok(true));
+    assert_eq!(b.wait_readable(Some(LONG)), Ok(true), "still there");
+    let mut buf = Vec::new();
+    assert!(b.try_recv(&mut buf).unwrap());
+    assert_eq!(buf, b"x");
+    drop(a);
+    assert_eq!(b.wait_readable(Some(LONG)), Ok(true), "the close is news");
+    assert_eq!(b.try_recv(&mut buf), Err(RingError::PeerGone));
+    b.close();
+    assert_eq!(b.wait_readable(Some(LONG)), Err(RingError::PeerGone));
+}
+
+#[test]
+fn a_watcher_thread_wakes_its_drainer_for_every_burst() {
+    // The Redox driver's arrangement: a watcher thread sleeps on the ring (wait_readable) and
+    // hands over to the drainer, which takes everything with try_recv and only then lets the
+    // watcher sleep again. A lost wake-up shows as a watcher wait that runs to its timeout.
+    let (a, b, _ca, _cb) = pair(cfg(64, 16));
+    let b = Arc::new(b);
+    const N: u64 = 50_000;
+    let producer = std::thread::spawn(move || {
+        for i in 0..N {
+            a.send_bytes(&i.to_le_bytes(), Some(LONG)).unwrap();
+            if i % 89 == 0 {
+                std::thread::sleep(Duration::from_micros(i % 250));
+            }
+        }
+        a
+    });
+    let (raised, settled) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let watcher = {
+        let b = b.clone();
+        std::thread::spawn(move || {
+            let mut slow = 0u32;
+            loop {
+                let t = Instant::now();
+                match b.wait_readable(Some(Duration::from_secs(3))) {
+                    Ok(true) => {}
+                    Ok(false) => slow += 1,
+                    Err(_) => return slow,
+                }
+                if raised.0.send(()).is_err() || settled.1.recv().is_err() {
+                    return slow;
+                }
+                assert!(t.elapsed() < Duration::from_secs(3) || slow > 0);
+            }
+        })
+    };
+    let (mut next, mut buf) = (0u64, Vec::new());
+    let t0 = Instant::now();
+    while next < N {
+        raised
+            .1
+            .recv_timeout(Duration::from_secs(10))
+            .expect("watcher woke");
+        while b.try_recv(&mut buf).unwrap() {
+            assert_eq!(buf, next.to_le_bytes(), "out of order");
+            next += 1;
+        }
+        settled.0.send(()).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(60), "stalled at {next}");
+    }
+    let a = producer.join().unwrap();
+    b.close();
+    drop(settled.0);
+    assert_eq!(watcher.join().unwrap(), 0, "a burst waited for the timeout");
+    assert!(b.stats().sleeps > 10, "the watcher slept: {:?}", b.stats());
+    assert_eq!(a.stats().sent, N);
+}

@@ -155,9 +155,10 @@ impl Transport for DriverTransport {
 /// sent is not an error here: a driver that refused us at once has closed, and its reason waits
 /// on the socket for the caller to read.
 ///
-/// A driver that does not take the ring hello (one from before rings, or a Redox driver, which
-/// does not offer rings yet) answers `Closed { NoHello }`: the client then connects again with
-/// the plain hello and gets the socket ([`DriverTransport::mode`] says which it got; logged).
+/// A driver that does not take the ring hello (one from before rings, or a Redox driver with
+/// no ring segment free or none at all) answers `Closed { NoHello }`: the client then connects
+/// again with the plain hello and gets the socket ([`DriverTransport::mode`] says which it got;
+/// logged).
 ///
 /// Errors: the socket's own (`NotFound`, `PermissionDenied`, ...); in `Ring` mode a driver that
 /// refused the connection: `PermissionDenied` for its access rule, `Io` naming its reason
