@@ -31,14 +31,15 @@ use std::time::{Duration, Instant};
 
 use ptp_ipc::ring::{Geometry, RingConfig, offer_ring};
 use ptp_ipc::transport::{
-    Channel, ChannelError, DRIVER_RING_SPIN, DriverTransport, MAX_CLIENT_RING, PeerCred,
-    SeqpacketListener, Transport, TransportError,
+    Channel, ChannelError, DRIVER_RING_SPIN, DriverTransport, PeerCred, SeqpacketListener,
+    Transport, TransportError,
 };
 use ptp_ipc::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver};
 use ptp_pci::PciFunction;
 
 use super::Error;
 use super::access::ChannelAccess;
+use super::requests::{SEND_TIMEOUT, Step, answer, ring_geometry};
 use super::{Device, EventSink};
 use crate::family::Family;
 
@@ -52,8 +53,6 @@ const MAX_PENDING: usize = 8;
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 /// Requests served from the current connection per round, so accepting is never starved.
 const BATCH: usize = 64;
-/// Sends are bounded so a stuck ptpd cannot stall the IRQ thread or the main loop.
-const SEND_TIMEOUT: Duration = Duration::from_millis(200);
 /// A closing notice is best effort: the peer may not be reading.
 const CLOSE_TIMEOUT: Duration = Duration::from_millis(50);
 
@@ -345,32 +344,11 @@ impl<F: PciFunction, Fam: Family> Server<'_, F, Fam> {
             return;
         }
         for _ in 0..BATCH {
-            match chan.recv(Some(Duration::ZERO)) {
-                // A repeated hello changes nothing.
-                Ok(PtpdToDriver {
-                    request: DriverRequest::Hello | DriverRequest::HelloRing { .. },
-                    ..
-                }) => {}
-                Ok(PtpdToDriver { seq, request }) => {
-                    let Some(reply) = self.dev.handle(request, self.sink) else {
-                        continue;
-                    };
-                    let sent = chan.send(&DriverToPtpd::Reply { seq, reply }, Some(SEND_TIMEOUT));
-                    if let Err(e) = sent {
-                        log::warn!("reply {seq} not delivered: {e}");
-                        if e.is_disconnected() {
-                            return self.drop_current(chan);
-                        }
-                    }
-                }
-                Err(ChannelError::Transport(TransportError::Timeout)) => return,
-                // A malformed message is reported and skipped; the channel stays up.
-                Err(ChannelError::Decode(e)) => log::warn!("malformed request dropped: {e}"),
-                Err(ChannelError::Transport(TransportError::Disconnected)) => {
-                    return self.drop_current(chan);
-                }
-                Err(e) => {
-                    log::warn!("channel error: {e}");
+            match answer(self.dev, self.sink, chan, chan.recv(Some(Duration::ZERO))) {
+                Step::Served => {}
+                Step::Idle => return,
+                Step::Gone => return self.drop_current(chan),
+                Step::Failed => {
                     chan.shutdown();
                     return self.drop_current(chan);
                 }
@@ -417,18 +395,6 @@ fn permitted(access: &ChannelAccess, chan: &DriverChannel, cred: PeerCred) -> bo
     });
     gids.push(cred.gid);
     access.permits(cred.uid, &gids)
-}
-
-/// The ring a client's `HelloRing` asked for, if it is one the driver accepts.
-fn ring_geometry(slot_size: u32, slot_count: u32) -> Result<Geometry, String> {
-    let g = Geometry::new(slot_size, slot_count).map_err(|e| format!("ring hello: {e}"))?;
-    if slot_size as usize * slot_count as usize > MAX_CLIENT_RING {
-        return Err(format!(
-            "ring hello: {slot_size} B x {slot_count} slots exceeds {MAX_CLIENT_RING} B per \
-             direction"
-        ));
-    }
-    Ok(g)
 }
 
 /// Offers a ring of geometry `g` on a connection that said `HelloRing`; the channel over the

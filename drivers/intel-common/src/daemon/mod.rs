@@ -16,6 +16,8 @@ pub mod options;
 mod platform_linux;
 #[cfg(target_os = "redox")]
 pub mod platform_redox;
+#[cfg(any(target_os = "linux", target_os = "redox"))]
+mod requests;
 pub mod startup;
 
 use std::ffi::OsString;

@@ -16,14 +16,35 @@
 //! As on Linux, a handle drives the NIC only after its `Hello` (the first write): igcd answers
 //! with its own hello (`Restarted`, `Link`) and the handle replaces the current one, which reads
 //! `Closed { Replaced }` and then end of file. A handle that writes anything else first reads
-//! `Closed { NoHello }` and gets EPIPE; one that never writes holds nothing. A `HelloRing`
-//! (issue 16) gets the same: rings are not offered here yet, and the client says the plain
-//! hello on a new handle.
+//! `Closed { NoHello }` and gets EPIPE; one that never writes holds nothing.
+//!
+//! Rings (issue 16): a `HelloRing` is answered, in the handle's mailbox, with the name of a
+//! `shm` segment ([`ptp_ipc::ring::named_offer`]) from the [`RingPool`] made before the sandbox
+//! (`/scheme/shm` cannot be opened after `setrens(0, 0)`); the segment is re-initialised for
+//! the connection under a new generation, the client attaches it by name, and from then on
+//! every message of the connection goes over the ring, as on Linux: igcd's hello, replies,
+//! events (the IRQ threads send on the ring directly) and requests. The handle stays open as
+//! the liveness signal (its close ends the connection and releases the segment). The main loop
+//! answers the ring's requests, as it answers a handle's: it cannot wait on the ring's futex
+//! itself, so the segment's [`RingWorkers`] thread (made before the sandbox too) sleeps on the
+//! ring for it (`wait_readable`, the ring's announce-then-recheck handshake), wakes the loop
+//! through the wake pipe, and sleeps again only once the loop found the ring empty: a client
+//! that keeps requests coming is served without further wake-ups. A ring larger
+//! than the pool's segments, or none free (a segment is lent again only after its client's
+//! handle closed, so a stale client cannot write into the next connection's ring), or no pool
+//! (no `/scheme/shm` before the sandbox): the answer is `Closed { NoHello }` as before, and the
+//! client says the plain hello on a new handle. That refusal is read from the mailbox, so the
+//! `HelloRing` write itself succeeds.
 
+use std::cell::Cell;
 use std::ffi::c_int;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path};
+use ptp_ipc::ring::{Lent, RingEndpoint, RingPool, named_offer};
+use ptp_ipc::transport::DRIVER_RING_SPIN;
 use ptp_ipc::transport::mailbox::{Mailbox, ReadOutcome};
 use ptp_ipc::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver, Wire};
 use ptp_pci::PciFunction;
@@ -34,8 +55,67 @@ use syscall::flag::{EventFlags, O_NONBLOCK};
 use syscall::schemev2::NewFdFlags;
 
 use super::super::access::ChannelAccess;
+use super::super::requests::{DriverEnd, SEND_TIMEOUT, Step, answer, ring_geometry};
 use super::super::{Device, EventSink};
 use crate::family::Family;
+
+/// Ring segments a driver makes before its sandbox (and threads serving them): enough for
+/// ptpd and a tool such as tsperf at once, with a spare while a replaced client lets go.
+pub const RING_SEGMENTS: usize = 4;
+/// The longest a ring worker waits (for a request, or for the loop to drain the ring) before
+/// it checks that its connection is still the current one.
+const RING_IDLE: Duration = Duration::from_secs(1);
+/// Requests answered from a ring per pass of the loop, so the schemes are never starved.
+const BATCH: usize = 64;
+/// A closing notice on a ring is best effort: the peer may not be reading.
+const CLOSE_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// The driver's end of a ring connection, and its worker's hand-off to the main loop.
+struct RingConn {
+    chan: DriverEnd<RingEndpoint>,
+    /// Set by the worker when the ring has something for the loop; cleared by the loop once
+    /// it found the ring empty (or the connection ended), which lets the worker sleep again.
+    raised: Mutex<bool>,
+    drained: Condvar,
+}
+
+impl RingConn {
+    fn new(ring: RingEndpoint) -> Self {
+        Self {
+            chan: DriverEnd::new(ring),
+            raised: Mutex::new(false),
+            drained: Condvar::new(),
+        }
+    }
+
+    fn flag(&self) -> MutexGuard<'_, bool> {
+        self.raised.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn raise(&self) {
+        *self.flag() = true;
+    }
+
+    fn is_raised(&self) -> bool {
+        *self.flag()
+    }
+
+    /// The loop is done with what the worker raised: the worker may sleep on the ring again.
+    fn settle(&self) {
+        *self.flag() = false;
+        self.drained.notify_all();
+    }
+
+    /// The worker waits at most `t` for [`Self::settle`]; `true` if it came.
+    fn wait_settled(&self, t: Duration) -> bool {
+        let g = self.flag();
+        let (g, _) = self
+            .drained
+            .wait_timeout_while(g, t, |raised| *raised)
+            .unwrap_or_else(|e| e.into_inner());
+        !*g
+    }
+}
 
 /// A self-pipe: any thread may wake the main event loop without blocking (§10: `pipe` stays
 /// available after `setrens(0, 0)`).
@@ -95,9 +175,23 @@ impl Drop for WakePipe {
     }
 }
 
-/// Where the IRQ threads' events go: the mailbox of the current ptpd connection.
+/// The connection that drives the NIC: its handle's mailbox (its identity) and, for a ring
+/// connection, the ring every message goes over.
+#[derive(Clone)]
+struct Current {
+    mb: Arc<Mailbox>,
+    ring: Option<Arc<RingConn>>,
+}
+
+impl Current {
+    fn is(&self, mb: &Arc<Mailbox>) -> bool {
+        Arc::ptr_eq(&self.mb, mb)
+    }
+}
+
+/// Where the IRQ threads' events go: the current ptpd connection.
 pub struct Sink {
-    current: Mutex<Option<Arc<Mailbox>>>,
+    current: Mutex<Option<Current>>,
     wake: WakePipe,
 }
 
@@ -109,8 +203,32 @@ impl Sink {
         }
     }
 
-    fn current(&self) -> MutexGuard<'_, Option<Arc<Mailbox>>> {
+    fn current(&self) -> MutexGuard<'_, Option<Current>> {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn is_current(&self, mb: &Arc<Mailbox>) -> bool {
+        self.current().as_ref().is_some_and(|c| c.is(mb))
+    }
+
+    /// Ends `mb`'s connection as the current one, if it is (its ring is shut, its handle reads
+    /// end of file).
+    fn drop_current(&self, mb: &Arc<Mailbox>) {
+        let cur = {
+            let mut c = self.current();
+            match c.as_ref() {
+                Some(x) if x.is(mb) => c.take(),
+                _ => None,
+            }
+        };
+        if let Some(c) = cur {
+            if let Some(r) = &c.ring {
+                r.chan.shutdown();
+                r.settle();
+            }
+            c.mb.close();
+            log::info!("ptpd disconnected");
+        }
     }
 
     pub fn wake_pipe(&self) -> &WakePipe {
@@ -131,9 +249,15 @@ impl Sink {
 
 impl EventSink for Sink {
     fn send(&self, ev: DriverEvent) {
-        let mb = self.current().clone();
-        if let Some(mb) = mb {
-            self.push(&mb, &DriverToPtpd::Event(ev));
+        let cur = self.current().clone();
+        match cur {
+            Some(Current { ring: Some(r), .. }) => {
+                if let Err(e) = r.chan.send(&DriverToPtpd::Event(ev), Some(SEND_TIMEOUT)) {
+                    log::warn!("event not delivered: {e}");
+                }
+            }
+            Some(Current { mb, ring: None }) => self.push(&mb, &DriverToPtpd::Event(ev)),
+            None => {}
         }
     }
 }
@@ -144,9 +268,93 @@ fn close(sink: &Sink, mb: &Mailbox, reason: CloseReason) {
     mb.close();
 }
 
+/// Ends connection `c` with `reason`: over its ring when it has one (then the ring is shut,
+/// which stops its worker), and its handle's reads at end of file.
+fn end(sink: &Sink, c: &Current, reason: CloseReason) {
+    match &c.ring {
+        Some(r) => {
+            let _ = r.chan.send(
+                &DriverToPtpd::Event(DriverEvent::Closed { reason }),
+                Some(CLOSE_TIMEOUT),
+            );
+            r.chan.shutdown();
+            r.settle();
+            c.mb.close();
+        }
+        None => close(sink, &c.mb, reason),
+    }
+}
+
 enum Handle {
     Root,
-    Ptp(Arc<Mailbox>),
+    /// A connection: its mailbox, and the pool segment lent to it (released at close).
+    Ptp {
+        mb: Arc<Mailbox>,
+        lent: Cell<Option<usize>>,
+    },
+}
+
+/// A ring connection for a worker: the ring, and the mailbox of its handle (whose identity
+/// tells whether it is still the current connection).
+struct Job {
+    conn: Arc<RingConn>,
+    mb: Arc<Mailbox>,
+}
+
+/// One thread per pool segment, made before the sandbox, watching the ring of the connection
+/// its segment serves for the main loop (which cannot wait on a futex).
+pub struct RingWorkers {
+    jobs: Vec<Sender<Job>>,
+}
+
+impl RingWorkers {
+    pub fn start(sink: &Arc<Sink>, n: usize) -> std::io::Result<Self> {
+        let mut jobs = Vec::with_capacity(n);
+        for k in 0..n {
+            let (tx, rx) = channel();
+            let sink = sink.clone();
+            std::thread::Builder::new()
+                .name(format!("ring{k}"))
+                .spawn(move || work(&sink, rx))?;
+            jobs.push(tx);
+        }
+        Ok(Self { jobs })
+    }
+
+    /// Hands `job` to the worker of segment `index`; `false` if that worker is gone.
+    fn give(&self, index: usize, job: Job) -> bool {
+        self.jobs.get(index).is_some_and(|t| t.send(job).is_ok())
+    }
+}
+
+fn work(sink: &Sink, jobs: Receiver<Job>) {
+    for job in jobs {
+        watch(sink, &job);
+        // The job's ring is dropped here: its segment may be lent again once released.
+    }
+}
+
+/// Wakes the main loop whenever ring connection `job` has requests (or has ended), until it is
+/// no longer the current connection.
+fn watch(sink: &Sink, job: &Job) {
+    while sink.is_current(&job.mb) {
+        let ended = match job.conn.chan.transport().wait_readable(Some(RING_IDLE)) {
+            Ok(false) => continue,
+            Ok(true) => false,
+            // Shut, stale, or the client died: the loop's next receive says which.
+            Err(_) => true,
+        };
+        job.conn.raise();
+        sink.wake.wake();
+        if ended {
+            return;
+        }
+        while !job.conn.wait_settled(RING_IDLE) {
+            if !sink.is_current(&job.mb) {
+                return;
+            }
+        }
+    }
 }
 
 impl SchemeHandle for Handle {
@@ -156,6 +364,9 @@ impl SchemeHandle for Handle {
     }
 }
 
+/// The ring segments a driver lends, once made (`None` before, or without `/scheme/shm`).
+pub type SharedPool = Arc<Mutex<Option<RingPool>>>;
+
 /// The driver channel scheme.
 pub struct ChannelScheme<F: PciFunction, Fam: Family> {
     dev: Arc<Device<F, Fam>>,
@@ -164,6 +375,8 @@ pub struct ChannelScheme<F: PciFunction, Fam: Family> {
     generation: u64,
     access: ChannelAccess,
     handles: Handles<Handle>,
+    rings: SharedPool,
+    workers: RingWorkers,
 }
 
 impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
@@ -173,6 +386,7 @@ impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
         name: String,
         generation: u64,
         access: ChannelAccess,
+        rings: (SharedPool, RingWorkers),
     ) -> Self {
         Self {
             dev,
@@ -181,14 +395,18 @@ impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
             generation,
             access,
             handles: Handles::default(),
+            rings: rings.0,
+            workers: rings.1,
         }
     }
 
-    /// Answers the hello on `mb`: igcd's own hello, then `mb` replaces the current handle.
-    fn take_over(&self, mb: &Arc<Mailbox>, pid: usize) {
+    /// Answers the hello of connection `new`: igcd's own hello (over its ring, when it has
+    /// one), then `new` replaces the current connection. `false` if the hello could not be
+    /// sent (a ring already full: nothing changed).
+    fn take_over(&self, new: Current, pid: usize) -> bool {
         // The generation tells ptpd whether this is a new driver instance.
         let link = self.dev.link();
-        for ev in [
+        let hello = [
             DriverEvent::Restarted {
                 generation: self.generation,
             },
@@ -196,22 +414,108 @@ impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
                 up: link.up,
                 speed_mbps: link.speed_mbps,
             },
-        ] {
-            self.sink.push(mb, &DriverToPtpd::Event(ev));
+        ];
+        match &new.ring {
+            Some(r) => {
+                let sent = hello
+                    .into_iter()
+                    .try_for_each(|ev| r.chan.send(&DriverToPtpd::Event(ev), Some(SEND_TIMEOUT)));
+                if let Err(e) = sent {
+                    log::warn!("driver channel: pid {pid}: hello not sent on the ring: {e}");
+                    return false;
+                }
+            }
+            None => hello
+                .into_iter()
+                .for_each(|ev| self.sink.push(&new.mb, &DriverToPtpd::Event(ev))),
         }
-        if let Some(old) = self.sink.current().replace(mb.clone()) {
-            close(&self.sink, &old, CloseReason::Replaced);
+        let old = self.sink.current().replace(new);
+        if let Some(old) = old {
+            end(&self.sink, &old, CloseReason::Replaced);
             log::warn!("ptpd connection replaced by pid {pid}; the previous one is closed");
         } else {
             log::info!("ptpd connected (pid {pid})");
         }
+        true
+    }
+
+    /// A segment of the pool for a `HelloRing` of this geometry, or why not.
+    fn lend(&self, slot_size: u32, slot_count: u32) -> Result<Lent, String> {
+        let g = ring_geometry(slot_size, slot_count)?;
+        let mut rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
+        let pool = rings
+            .as_mut()
+            .ok_or("no ring segments (no /scheme/shm before the sandbox)")?;
+        pool.lend(g, DRIVER_RING_SPIN)
+            .map_err(|e| format!("no ring segment: {e}"))
+    }
+
+    /// Answers handle `id`'s `HelloRing`: a segment's name in its mailbox and igcd's hello on
+    /// the ring, which then carries the connection (its worker answers the requests); or
+    /// `Closed { NoHello }` in the mailbox, after which the client says the plain hello.
+    fn offer_ring(&self, id: usize, mb: &Arc<Mailbox>, size: (u32, u32), pid: usize) {
+        let lent = match self.lend(size.0, size.1) {
+            Ok(l) => l,
+            Err(why) => {
+                log::info!("driver channel: pid {pid}: {why}; plain hello next");
+                return close(&self.sink, mb, CloseReason::NoHello);
+            }
+        };
+        if let Some(Handle::Ptp { lent: l, .. }) = self.handles.get(id) {
+            l.set(Some(lent.index));
+        }
+        // The offer first: the client reads it from the handle, then everything from the ring.
+        if let Err(e) = mb.push(&named_offer(&lent.name)) {
+            log::warn!("driver channel: pid {pid}: ring offer not queued: {e}");
+            return mb.close();
+        }
+        self.sink.wake.wake();
+        let (index, name) = (lent.index, lent.name);
+        let conn = Arc::new(RingConn::new(lent.ring));
+        let cur = Current {
+            mb: mb.clone(),
+            ring: Some(conn.clone()),
+        };
+        if !self.take_over(cur, pid) {
+            return mb.close();
+        }
+        let job = Job {
+            conn,
+            mb: mb.clone(),
+        };
+        if !self.workers.give(index, job) {
+            log::error!("driver channel: the worker of ring segment {index} is gone");
+            return self.sink.drop_current(mb);
+        }
+        log::info!("driver channel: pid {pid} on ring segment {name}");
+    }
+
+    /// Answers the requests waiting on the current connection's ring, at most [`BATCH`] (the
+    /// loop comes round again for more), once its worker raised them. Requests reach the
+    /// device from this thread only, as a handle's do.
+    pub fn serve_ring(&self) {
+        let Some(cur) = self.sink.current().clone() else {
+            return;
+        };
+        let Some(rc) = cur.ring.as_deref().filter(|r| r.is_raised()) else {
+            return;
+        };
+        for _ in 0..BATCH {
+            let received = rc.chan.recv(Some(Duration::ZERO));
+            match answer(&self.dev, &*self.sink, &rc.chan, received) {
+                Step::Served => {}
+                Step::Idle => return rc.settle(),
+                Step::Gone | Step::Failed => return self.sink.drop_current(&cur.mb),
+            }
+        }
+        self.sink.wake.wake();
     }
 
     /// Handles with a message (or end of file) to read: the loop posts EVENT_READ to them.
     pub fn readable_handles(&self) -> Vec<usize> {
         self.handles
             .iter()
-            .filter(|(_, h)| matches!(h, Handle::Ptp(mb) if mb.readable()))
+            .filter(|(_, h)| matches!(h, Handle::Ptp { mb, .. } if mb.readable()))
             .map(|(id, _)| id)
             .collect()
     }
@@ -245,9 +549,12 @@ impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
             return Err(Error::new(EPERM));
         }
         // Nothing is served before the handle's hello (`write`).
-        let mb = Arc::new(Mailbox::new());
+        let h = Handle::Ptp {
+            mb: Arc::new(Mailbox::new()),
+            lent: Cell::new(None),
+        };
         Ok(OpenResult::ThisScheme {
-            number: self.handles.insert(Handle::Ptp(mb)),
+            number: self.handles.insert(h),
             flags: NewFdFlags::empty(),
         })
     }
@@ -260,7 +567,7 @@ impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
         fcntl_flags: u32,
         _ctx: &CallerCtx,
     ) -> Result<usize> {
-        let Some(Handle::Ptp(mb)) = self.handles.get(id) else {
+        let Some(Handle::Ptp { mb, .. }) = self.handles.get(id) else {
             return Err(Error::new(EBADF));
         };
         match mb.pop_into(buf) {
@@ -280,18 +587,23 @@ impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
         _fcntl_flags: u32,
         ctx: &CallerCtx,
     ) -> Result<usize> {
-        let Some(Handle::Ptp(mb)) = self.handles.get(id) else {
+        let Some(Handle::Ptp { mb, lent }) = self.handles.get(id) else {
             return Err(Error::new(EBADF));
         };
         if mb.is_closed() {
             return Err(Error::new(EPIPE));
         }
+        // As on Linux: a ring connection's messages go over the ring; its handle only says it
+        // is alive.
+        if lent.get().is_some() {
+            log::warn!(
+                "driver channel: {} bytes on a ring connection's handle ignored",
+                buf.len()
+            );
+            return Ok(buf.len());
+        }
         let mb = mb.clone();
-        let current = self
-            .sink
-            .current()
-            .as_ref()
-            .is_some_and(|c| Arc::ptr_eq(c, &mb));
+        let current = self.sink.is_current(&mb);
         match PtpdToDriver::decode(buf) {
             Ok(PtpdToDriver {
                 request: DriverRequest::Hello,
@@ -299,23 +611,29 @@ impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
             }) => {
                 // A repeated hello changes nothing.
                 if !current {
-                    self.take_over(&mb, ctx.pid);
+                    let new = Current {
+                        mb: mb.clone(),
+                        ring: None,
+                    };
+                    self.take_over(new, ctx.pid);
                 }
             }
-            // Rings are not offered on Redox yet: the segment would have to exist before the
-            // sandbox (setrens) that forbids opening /scheme/shm later. The client's refusal
-            // handling then says the plain hello (`connect_driver`).
+            // Accepted either way: the offer or the refusal waits in the mailbox (a failed
+            // write would keep the client from reading the refusal that sends it to the plain
+            // hello, `connect_driver`).
+            Ok(PtpdToDriver {
+                request:
+                    DriverRequest::HelloRing {
+                        slot_size,
+                        slot_count,
+                    },
+                ..
+            }) if !current => self.offer_ring(id, &mb, (slot_size, slot_count), ctx.pid),
+            // A ring asked for on a connection that has its channel already changes nothing.
             Ok(PtpdToDriver {
                 request: DriverRequest::HelloRing { .. },
                 ..
-            }) if !current => {
-                log::info!(
-                    "driver channel: pid {}: no ring on Redox; plain hello next",
-                    ctx.pid
-                );
-                close(&self.sink, &mb, CloseReason::NoHello);
-                return Err(Error::new(EPIPE));
-            }
+            }) => {}
             Ok(m) if !current => {
                 log::warn!(
                     "driver channel: pid {} closed: {:?} before hello",
@@ -338,7 +656,7 @@ impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
 
     fn fevent(&mut self, id: usize, _flags: EventFlags, _ctx: &CallerCtx) -> Result<EventFlags> {
         match self.handles.get(id) {
-            Some(Handle::Ptp(mb)) if mb.readable() => {
+            Some(Handle::Ptp { mb, .. }) if mb.readable() => {
                 Ok(EventFlags::EVENT_READ | EventFlags::EVENT_WRITE)
             }
             Some(_) => Ok(EventFlags::EVENT_WRITE),
@@ -348,7 +666,7 @@ impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
 
     fn fpath(&mut self, id: usize, buf: &mut [u8], _ctx: &CallerCtx) -> Result<usize> {
         let path = match self.handles.get(id) {
-            Some(Handle::Ptp(_)) => format!("/scheme/{}/ptp", self.name),
+            Some(Handle::Ptp { .. }) => format!("/scheme/{}/ptp", self.name),
             Some(Handle::Root) => format!("/scheme/{}", self.name),
             None => return Err(Error::new(EBADF)),
         };
@@ -356,13 +674,17 @@ impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
     }
 
     fn on_close(&mut self, id: usize) {
-        if let Some(Handle::Ptp(mb)) = self.handles.remove(id) {
-            let mut cur = self.sink.current();
-            if cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, &mb)) {
-                *cur = None;
-                log::info!("ptpd disconnected");
-            }
+        if let Some(Handle::Ptp { mb, lent }) = self.handles.remove(id) {
+            self.sink.drop_current(&mb);
             mb.close();
+            // The client has let go of its ring (it closes the ring before the handle, or its
+            // process is gone): the segment may serve the next connection.
+            if let Some(k) = lent.get() {
+                let mut rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(pool) = rings.as_mut() {
+                    pool.release(k);
+                }
+            }
         }
     }
 }

@@ -40,7 +40,7 @@ pub use net::{NetAdapter, NetError, NetScheme, PortNet};
 use super::startup::{self, Platform};
 use super::{Device, Error, Options, WATCHDOG_PERIOD};
 use crate::family::Family;
-use channel::{ChannelScheme, Sink, WakePipe};
+use channel::{ChannelScheme, RING_SEGMENTS, RingWorkers, SharedPool, Sink, WakePipe};
 
 /// Requests read from a scheme socket per pass.
 const QUEUE: usize = 32;
@@ -146,6 +146,32 @@ pub struct RedoxPlatform<F, Fam> {
     /// first `network*` scheme, which must stay the real one).
     netstack: bool,
     tries: u32,
+    /// The ring segments of the driver channel, made with the clock page (`/scheme/shm` is up
+    /// then, and it is before the sandbox); tried once.
+    rings: SharedPool,
+    rings_tried: bool,
+}
+
+impl<F, Fam> RedoxPlatform<F, Fam> {
+    /// Makes the driver channel's ring segments (`/scheme/shm/ptp-ring-<pid>-<k>`), each sized
+    /// for the ring a client asks by default; without them clients get the plain channel.
+    fn make_rings(&mut self) {
+        if std::mem::replace(&mut self.rings_tried, true) {
+            return;
+        }
+        let prefix = format!("ptp-ring-{}", std::process::id());
+        let g = ptp_ipc::transport::client_ring().geometry;
+        match ptp_ipc::ring::create_ring_pool(&prefix, RING_SEGMENTS, g) {
+            Ok(pool) => {
+                log::info!(
+                    "ring channel: {RING_SEGMENTS} segments /scheme/shm/{prefix}-* of {} B",
+                    g.region_len()
+                );
+                *self.rings.lock().unwrap_or_else(|e| e.into_inner()) = Some(pool);
+            }
+            Err(e) => log::warn!("no ring segments ({e}): clients get the plain channel"),
+        }
+    }
 }
 
 impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
@@ -181,7 +207,10 @@ impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
         let first = self.tries == 0;
         self.tries = self.tries.saturating_add(1);
         match ClockPageWriter::create(&path) {
-            Ok(w) => Some((Arc::new(w), path)),
+            Ok(w) => {
+                self.make_rings();
+                Some((Arc::new(w), path))
+            }
             Err(e) => {
                 if first {
                     log::info!("no clock page at {path} yet ({e}); retrying");
@@ -198,12 +227,16 @@ impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
         let sink = Arc::new(Sink::new(WakePipe::new().map_err(|e| os("pipe", e))?));
         let chan_name = format!("ptpdrv.{}_{}", self.name, Fam::SHORT);
         let access = super::access::ChannelAccess::for_this_process(&self.opts);
+        // Threads cannot be relied on to start inside the sandbox: made now, idle until a ring.
+        let workers =
+            RingWorkers::start(&sink, RING_SEGMENTS).map_err(|e| os("ring workers", e))?;
         let chan = ChannelScheme::new(
             dev.clone(),
             sink.clone(),
             chan_name.clone(),
             self.generation,
             access,
+            (self.rings.clone(), workers),
         );
         let chan = Served::register(&chan_name, chan)?;
         let net = if self.netstack {
@@ -304,6 +337,8 @@ fn serve<F: PciFunction, Fam: Family>(
         waits_for_exit,
         netstack,
         tries: 0,
+        rings: SharedPool::default(),
+        rings_tried: false,
     };
     let mut s = startup::start(&mut p, &opts, generation, mono_ns)?;
     let period = u64::try_from(WATCHDOG_PERIOD.as_nanos()).unwrap_or(u64::MAX);
@@ -333,6 +368,9 @@ fn serve<F: PciFunction, Fam: Family>(
                 (false, false)
             }
         };
+        // A ring's requests first: a ring connection ended here has its handle's end of file
+        // posted by the pump.
+        serving.chan.scheme.borrow().serve_ring();
         serving
             .chan
             .pump(chan_new, ChannelScheme::readable_handles)?;
