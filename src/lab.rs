@@ -53,6 +53,9 @@ by a cable, host 2k the better master (priority1), and runs PTP between them.
   --ppm-spread PPM        oscillators spread over ±PPM/2 (default 40)
   --initial-offset-ms MS  clocks start up to ±MS apart (default 1)
   --seed N                seed for oscillators, offsets and noise (default: from the time)
+  --faults                each igcd host serves fault injection into its emulated NIC at
+                          DIR/host<i>/faults.sock (igcd --emu-faults: drop-tx-stamps N,
+                          stick-txtt SET, clear-txtt SET, drop-ts-irqs N, link down|up, stats)
   --tap NETNS             with --hosts 1: host0's cable ends in a TAP device, tap0, inside the
                           existing network namespace NETNS (root only; `ptplab tap-bridge`),
                           for Linux software such as ptp4l -S; with --transport UDPv4 the TAP
@@ -91,6 +94,12 @@ pub struct LabConfig {
     pub linux_igc: Vec<u32>,
     /// A network namespace whose TAP device `tap0` host 0's cable ends in (`--tap`).
     pub tap: Option<String>,
+    /// announceReceiptTimeout of every ptpd (default 3): a lossy cable loses that many
+    /// Announces in a row now and then, and the slave then takes over as master.
+    pub announce_receipt_timeout: u8,
+    /// Each igcd host serves fault injection into its emulated NIC at `host<i>/faults.sock`
+    /// (`--emu-faults`; [`Lab::fault`]).
+    pub faults: bool,
 }
 
 impl Default for LabConfig {
@@ -113,6 +122,8 @@ impl Default for LabConfig {
             extra_ptpd: String::new(),
             linux_igc: Vec::new(),
             tap: None,
+            announce_receipt_timeout: 3,
+            faults: false,
         }
     }
 }
@@ -171,6 +182,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
             Long("seed") => l.seed = val!(),
             Long("linux-igc") => l.linux_igc.push(val!()),
             Long("tap") => l.tap = Some(val!()),
+            Long("faults") => l.faults = true,
             Long("help") | Short('h') => return Ok(None),
             _ => return Err(bad(arg.unexpected())),
         }
@@ -703,7 +715,11 @@ impl Lab {
     /// Starts (or restarts) host `i`'s igcd. The bound end of a cable must exist before the
     /// connecting end starts.
     pub fn start_igcd(&mut self, i: u32) -> Result<(), String> {
-        let args = self.igcd_args(i);
+        let mut args = self.igcd_args(i);
+        if self.cfg.faults && self.cfg.driver_of(i) == "igcd" {
+            args.push("--emu-faults".into());
+            args.push(self.fault_socket(i).display().to_string());
+        }
         let (nic, osc) = (self.cfg.nic_of(i).to_string(), self.osc_ppm[i as usize]);
         if i % 2 == 1 {
             wait_for_file(&self.wire_path(i), Duration::from_secs(10))?;
@@ -782,13 +798,14 @@ impl Lab {
             ""
         };
         format!(
-            "privileged_uids = [{uid}]\nmanagement_socket = {:?}\n{}\n[ptp]\n{step}priority1 = {}\nlogSyncInterval = {}\nlogMinDelayReqInterval = {}\nlogMinPdelayReqInterval = {}\nlogAnnounceInterval = -1\nannounceReceiptTimeout = 3\nnetwork_transport = {:?}\ndelay_mechanism = {:?}\nsummary_interval = 0\n",
+            "privileged_uids = [{uid}]\nmanagement_socket = {:?}\n{}\n[ptp]\n{step}priority1 = {}\nlogSyncInterval = {}\nlogMinDelayReqInterval = {}\nlogMinPdelayReqInterval = {}\nlogAnnounceInterval = -1\nannounceReceiptTimeout = {}\nnetwork_transport = {:?}\ndelay_mechanism = {:?}\nsummary_interval = 0\n",
             self.hosts[i as usize].dir.join("ptp4l"),
             c.extra_ptpd,
             if i % 2 == 0 { 100 } else { 128 },
             c.sync_interval,
             c.sync_interval,
             c.sync_interval,
+            c.announce_receipt_timeout,
             c.transport,
             c.delay_mechanism
         )
@@ -832,6 +849,32 @@ impl Lab {
         self.truth[i as usize] = Some(truth);
         self.identities[i as usize] = Some(id);
         Ok(())
+    }
+
+    /// Host `i`'s fault-injection socket (with [`LabConfig::faults`]).
+    pub fn fault_socket(&self, i: u32) -> PathBuf {
+        self.hosts[i as usize].dir.join("faults.sock")
+    }
+
+    /// Sends one fault command to host `i`'s emulated NIC (`igcd::faults`); its reply's
+    /// `key=value` fields.
+    pub fn fault(&self, i: u32, cmd: &str) -> Result<Vec<(String, String)>, String> {
+        use ptp_ipc::transport::{SeqpacketConn, Transport};
+        let p = self.fault_socket(i);
+        let c = SeqpacketConn::connect(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let t = Some(Duration::from_secs(5));
+        c.send(cmd.as_bytes(), t).map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        c.recv(&mut buf, t).map_err(|e| e.to_string())?;
+        let reply = String::from_utf8_lossy(&buf).into_owned();
+        let fields = reply
+            .strip_prefix("ok")
+            .ok_or_else(|| format!("host{i}: {cmd:?}: {reply}"))?;
+        Ok(fields
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect())
     }
 
     pub fn status(&self, i: u32) -> Result<ClockStatus, String> {

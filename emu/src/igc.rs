@@ -635,6 +635,11 @@ impl I225 {
         self.drop_ts_irqs = self.drop_ts_irqs.saturating_add(n);
     }
 
+    /// TX stamps latched into each set since power-on.
+    pub fn tx_stamps_latched_per_set(&self) -> [u64; TX_STAMP_SETS] {
+        self.txs.latched_per_set
+    }
+
     /// Data-path and fault counters.
     pub fn stats(&self) -> I225Stats {
         I225Stats {

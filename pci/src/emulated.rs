@@ -296,6 +296,40 @@ impl<D: Device> Mmio for EmuBar<D> {
     }
 }
 
+/// The model of a running [`EmuFunction`], reachable from another thread
+/// ([`EmuFunction::control`]): each call takes the bus lock, as one bus transaction would.
+pub struct EmuControl<D> {
+    shared: Arc<Shared<D>>,
+}
+
+impl<D> Clone for EmuControl<D> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<D: Device> EmuControl<D> {
+    /// [`EmuFunction::with_device_host`] through the handle: messages the model raises are
+    /// delivered and the model thread is woken afterwards.
+    pub fn with_device_host<R>(&self, f: impl FnOnce(&mut D, &mut dyn DeviceHost) -> R) -> R {
+        let mut bus = lock(&self.shared.bus);
+        let Bus { device, host, .. } = &mut *bus;
+        let r = f(device, host);
+        let (pending, fault) = take_pending(host);
+        drop(bus);
+        deliver(pending, fault);
+        self.shared.kick.notify_one();
+        r
+    }
+
+    /// [`EmuFunction::set_irq_fault`] through the handle.
+    pub fn set_irq_fault(&self, fault: IrqFault) {
+        lock(&self.shared.bus).host.fault = fault;
+    }
+}
+
 /// An emulated PCI function wrapping a device model.
 pub struct EmuFunction<D: Device> {
     shared: Arc<Shared<D>>,
@@ -368,6 +402,14 @@ impl<D: Device> EmuFunction<D> {
     /// Injects a fault in interrupt delivery from now on.
     pub fn set_irq_fault(&self, fault: IrqFault) {
         lock(&self.shared.bus).host.fault = fault;
+    }
+
+    /// A handle that reaches the model while the function is in use elsewhere (a driver owns
+    /// it): for fault injection into a running emulated NIC, never part of a driver's path.
+    pub fn control(&self) -> EmuControl<D> {
+        EmuControl {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Makes the function offer `support` instead of just its MSI-X table, e.g. MSI or a legacy

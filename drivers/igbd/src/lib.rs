@@ -24,6 +24,11 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 
 /// Opens the device the options name and runs the daemon until it fails.
 pub fn run(opts: Options) -> Result<(), Error> {
+    if opts.emu_faults.is_some() {
+        return Err(Error::Usage(
+            "--emu-faults: igbd's models take no injected faults yet (igcd's i225 does)".into(),
+        ));
+    }
     #[cfg(all(feature = "emulate", any(target_os = "linux", target_os = "redox")))]
     return intel_common::daemon::run(opts, options::emulated_model);
     #[cfg(not(all(feature = "emulate", any(target_os = "linux", target_os = "redox"))))]

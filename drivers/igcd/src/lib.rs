@@ -3,6 +3,8 @@
 //! The daemon is `intel_common::daemon` over the i225 family ([`intel_common::igc::Igc`]);
 //! what is igcd's own is its emulated models (`--emulate i225|i226`, [`options`]).
 
+#[cfg(all(feature = "emulate", target_os = "linux"))]
+pub mod faults;
 pub mod options;
 
 use std::ffi::OsString;
@@ -30,6 +32,20 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 
 /// Opens the device the options name and runs the daemon until it fails.
 pub fn run(opts: Options) -> Result<(), Error> {
+    #[cfg(all(feature = "emulate", target_os = "linux"))]
+    if let (Some(model), Some(path)) = (opts.emulate, opts.emu_faults.clone()) {
+        // The model's fault socket beside the daemon (`faults`): built with the function, so
+        // it reaches the NIC the driver runs on.
+        return intel_common::daemon::run_emulated(
+            move |o: &Options| {
+                let (nic, label) = options::emulated_model(model, o)?;
+                let f = o.emulated_function(nic, label);
+                faults::serve(&path, f.control())?;
+                Ok(f)
+            },
+            opts,
+        );
+    }
     #[cfg(all(feature = "emulate", any(target_os = "linux", target_os = "redox")))]
     return intel_common::daemon::run(opts, options::emulated_model);
     #[cfg(not(all(feature = "emulate", any(target_os = "linux", target_os = "redox"))))]

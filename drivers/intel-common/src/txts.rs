@@ -80,6 +80,11 @@ pub struct Retrieval {
     pub recovered: u64,
     /// Valid stamps nobody was waiting for (a freed slot's late stamp).
     pub stale: u64,
+    /// Sets whose valid bit showed the stamp already consumed from them while a request waited:
+    /// a bit that was not released (a stuck TXTT, or a late stamp the watchdog already passed
+    /// over). The request keeps waiting; its own stamp never latched, so the watchdog reports
+    /// it lost rather than hand it someone else's time.
+    pub repeated: u64,
 }
 
 impl Retrieval {
@@ -313,6 +318,12 @@ impl TxTimestamps {
 
     fn take(&self, st: &mut State, i: usize, low: u32, high: u32, out: &mut Retrieval) {
         let slot = &mut st.slots[i];
+        // Two stamps never share a nanosecond field (as above): the same TXSTMPL is the stamp
+        // this set last gave, not the waiting request's.
+        if slot.cookie.is_some() && low == slot.last_low {
+            out.repeated += 1;
+            return;
+        }
         slot.last_low = low;
         match slot.cookie.take() {
             Some(cookie) => out.push(Delivered {

@@ -266,6 +266,41 @@ fn timeout_frees_the_slot_reports_it_and_releases_the_sets() {
     );
 }
 
+/// A valid bit that stays set (stuck TXTT, injected) shows the stamp the set last gave. The
+/// request waiting on that set never got its own (the set looked busy to the NIC): it must time
+/// out and be reported lost, never be handed the old stamp; once the bit clears, the set
+/// stamps again. Before the check in `take` the old stamp went to the new request.
+#[test]
+fn a_stuck_valid_bit_never_hands_the_old_stamp_to_the_next_request() {
+    let mut rig = rig();
+    assert_eq!(rig.send(1), Reservation::Set(0));
+    rig.run_model();
+    assert_eq!(Rig::cookies(&rig.irq().expect("TXTS")), [1]);
+    rig.func.with_device(|d| d.stick_txtt(0, None));
+    assert_eq!(rig.send(2), Reservation::Set(0));
+    rig.run_model();
+    assert_eq!(rig.func.with_device(|d| d.stats().tx_stamps_lost), 1);
+    assert_eq!(rig.send(3), Reservation::Set(1));
+    rig.run_model();
+    let got = rig.irq().expect("TXTS of set 1");
+    assert_eq!(
+        Rig::cookies(&got),
+        [3],
+        "the stuck set's old stamp was delivered"
+    );
+    assert_eq!(got.repeated, 1);
+    let now = ptp_ipc::time::mono_ns();
+    let lost = rig.ts.expire(&rig.regs, now + 2_000_000_000, 1_000_000_000);
+    assert_eq!(lost.len(), 1);
+    assert_eq!((lost[0].cookie, lost[0].reason), (2, LostReason::Timeout));
+    rig.func.with_device(|d| d.clear_stuck_txtt(0));
+    assert_eq!(rig.send(4), Reservation::Set(0));
+    rig.run_model();
+    let got = rig.irq().expect("TXTS of set 0");
+    assert_eq!(Rig::cookies(&got), [4]);
+    assert_eq!(rig.ts.pending(), 0);
+}
+
 /// Fix 1/4 ("Fix race condition in PTP tx code"): the watchdog must never see a reserved slot
 /// whose start time is not yet written. Transmit and watchdog race here for real. Time moves
 /// 2 ms per request and the timeout is 1 ms, so a slot seen with the start time of the

@@ -49,6 +49,8 @@ pub(super) struct TxStamps {
     /// Stamp requests still to be swallowed (fault injection).
     drop_next: u64,
     pub(super) latched: u64,
+    /// Of those, per set (fault tests check that every set still latches after a fault).
+    pub(super) latched_per_set: [u64; TX_STAMP_SETS],
     pub(super) lost: u64,
     pub(super) dropped: u64,
     /// Releasing reads a stuck TXTT bit survived.
@@ -65,6 +67,7 @@ impl TxStamps {
             h0_clears_all,
             drop_next: 0,
             latched: 0,
+            latched_per_set: [0; TX_STAMP_SETS],
             lost: 0,
             dropped: 0,
             stuck_reads: 0,
@@ -126,6 +129,7 @@ impl TxStamps {
         self.sets[n] = t;
         self.txtt |= bit;
         self.latched += 1;
+        self.latched_per_set[n] += 1;
         Latch::Latched
     }
 

@@ -199,6 +199,8 @@ pub struct Data<M: ptp_pci::Mmio, Fam> {
     speed_mbps: AtomicU32,
     link_up: AtomicBool,
     tx_ts_timeout_ns: u64,
+    /// Valid bits that showed a set's previous stamp ([`crate::txts::Retrieval::repeated`]).
+    repeated: std::sync::atomic::AtomicU64,
     /// Where non-PTP frames go once a network stack is attached ([`Device::attach_netstack`]).
     netstack: std::sync::OnceLock<NetQueue>,
 }
@@ -346,6 +348,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
             speed_mbps: AtomicU32::new(link.speed_mbps),
             link_up: AtomicBool::new(link.up),
             tx_ts_timeout_ns: opts.tx_ts_timeout.as_nanos() as u64,
+            repeated: Default::default(),
             netstack: std::sync::OnceLock::new(),
         });
         Ok(Self {
@@ -649,6 +652,15 @@ impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
             self.counters
                 .quirk_recoveries
                 .fetch_add(got.recovered, Ordering::Relaxed);
+        }
+        if got.repeated > 0 {
+            // Logged at the 1st, 2nd, 4th, ...: a stuck bit shows on every pass.
+            let n = self.repeated.fetch_add(got.repeated, Ordering::Relaxed) + got.repeated;
+            if n.is_power_of_two() {
+                log::warn!(
+                    "TX timestamp set showed its previous stamp as new ({n} times): valid bit                      not released; its request waits for the timeout"
+                );
+            }
         }
     }
 

@@ -53,6 +53,9 @@ usage: igcd [options]
                           logged at start); give each emulated NIC its own
   --truth PATH            with --emulate: publish the emulated PHC's exact law and the model's
                           BAR/cable-loss counters at PATH (the lab's ground truth, ptp_emu::truth)
+  --emu-faults PATH       with --emulate (igcd, Linux): serve fault injection into the emulated
+                          NIC on a SOCK_SEQPACKET socket at PATH (mode 0600, root and igcd's
+                          uid only; igcd::faults lists the commands). Test and lab use only
   --poll-irq              take no interrupt: poll the cause registers every --irq-poll-us
                           (without it igcd takes MSI-X, else MSI, else the legacy line, and
                           polls only when interrupts do not arrive)
@@ -155,6 +158,8 @@ pub struct Options<Fam> {
     pub emu_tx: EmuTx,
     /// Ground-truth record of the emulated model (`--truth`, only with `--emulate`).
     pub truth: Option<PathBuf>,
+    /// Fault-injection socket of the emulated model (`--emu-faults`, only with `--emulate`).
+    pub emu_faults: Option<PathBuf>,
     /// A uid besides root and igcd's own that may use the driver channel (`--allow-uid`).
     pub allow_uid: Option<u32>,
     /// A group whose members may use the driver channel (`--allow-gid`).
@@ -194,6 +199,7 @@ impl<Fam: Family> Options<Fam> {
             irq_style: IrqStyle::Plain,
             emu_tx: EmuTx::Sync,
             truth: None,
+            emu_faults: None,
             allow_uid: None,
             allow_gid: None,
             tx_poll: Duration::from_micros(100),
@@ -284,6 +290,7 @@ impl<Fam: Family> Options<Fam> {
                     }
                 }
                 Long("truth") => o.truth = Some(p.value().map_err(bad)?.into()),
+                Long("emu-faults") => o.emu_faults = Some(p.value().map_err(bad)?.into()),
                 Long("allow-uid") => {
                     let uid = p.value().map_err(bad)?.parse().map_err(bad)?;
                     if o.allow_uid.replace(uid).is_some() {
@@ -374,6 +381,11 @@ impl<Fam: Family> Options<Fam> {
         if o.truth.is_some() && o.emulate.is_none() {
             return Err(Error::Usage(
                 "--truth needs --emulate: only an emulated NIC knows its exact clock".into(),
+            ));
+        }
+        if o.emu_faults.is_some() && o.emulate.is_none() {
+            return Err(Error::Usage(
+                "--emu-faults needs --emulate: faults are injected into the model only".into(),
             ));
         }
         if !o.osc_ppm.is_finite() || o.osc_ppm.abs() > 1000.0 {
@@ -568,6 +580,15 @@ mod tests {
         let e = parse(&["--pci", "0000:03:00.0", "--emulate", "i225"]).unwrap_err();
         assert!(e.contains("exclude"), "{e}");
         assert!(parse(&["--pci"]).is_err());
+    }
+
+    #[test]
+    fn emu_faults_needs_an_emulated_nic() {
+        let o = parse(&["--emulate", "i225", "--emu-faults", "/tmp/f.sock"]).unwrap();
+        assert_eq!(o.emu_faults, Some(PathBuf::from("/tmp/f.sock")));
+        assert_eq!(parse(&["--emulate", "i225"]).unwrap().emu_faults, None);
+        let e = parse(&["--emu-faults", "/tmp/f.sock"]).unwrap_err();
+        assert!(e.contains("--emu-faults needs --emulate"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,208 @@
+//! Fault injection into a running igcd's emulated i225 (`--emu-faults PATH`, Linux host builds
+//! with `--emulate` only): the lab and the fault tests reach the model while the driver runs on
+//! it. The production driver never sees this: it is a thread beside the daemon that touches the
+//! model through [`ptp_pci::emulated::EmuControl`], as a cable or a broken part would.
+//!
+//! The socket is SOCK_SEQPACKET, mode 0600; a peer that is neither root nor the socket's owner
+//! is dropped at accept. One text command per message, one reply per command (`ok` plus
+//! `key=value` fields, or `error: …`):
+//!
+//! | command | the model |
+//! |---|---|
+//! | `drop-tx-stamps N` | the next N TX stamp requests latch nothing (the frames still leave) |
+//! | `stick-txtt SET` | TXTT_SET reads as set and survives releasing reads; new stamps into the set are lost |
+//! | `clear-txtt SET` | ends it: TXTT_SET clear, the set latches again |
+//! | `drop-ts-irqs N` | the next N time-sync interrupt edges send no MSI-X message (ICR.TS still shows) |
+//! | `link down` / `link up` | cable pulled / plugged: STATUS.LU follows and ICR.LSC is raised (§10, the link-status-change cause) |
+//! | `stats` | `latched= lost= dropped= stuck_reads= ts_irqs_dropped= per_set=a,b,c,d link=up\|down` |
+
+use std::path::Path;
+use std::time::Duration;
+
+use ptp_emu::igc::I225;
+use ptp_ipc::transport::{SeqpacketConn, SeqpacketListener, SocketAccess, Transport};
+use ptp_pci::emulated::{DeviceHost, EmuControl};
+
+/// One fault command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultCommand {
+    DropTxStamps(u64),
+    StickTxtt(usize),
+    ClearTxtt(usize),
+    DropTsIrqs(u64),
+    Link(bool),
+    Stats,
+}
+
+/// Why a command was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultError {
+    #[error("unknown command {0:?}")]
+    Unknown(String),
+    #[error("{0}: bad or missing argument")]
+    BadArgument(&'static str),
+    #[error("TX timestamp set {0} does not exist (0..=3)")]
+    NoSuchSet(usize),
+}
+
+impl std::str::FromStr for FaultCommand {
+    type Err = FaultError;
+    fn from_str(s: &str) -> Result<Self, FaultError> {
+        let mut w = s.split_whitespace();
+        let verb = w.next().unwrap_or("");
+        let arg = w.next();
+        if w.next().is_some() {
+            return Err(FaultError::BadArgument("too many arguments"));
+        }
+        let num = |what: &'static str| -> Result<u64, FaultError> {
+            arg.and_then(|a| a.parse().ok())
+                .ok_or(FaultError::BadArgument(what))
+        };
+        let set = |what: &'static str| -> Result<usize, FaultError> {
+            let n = num(what)? as usize;
+            if n < ptp_emu::igc::TX_STAMP_SETS {
+                Ok(n)
+            } else {
+                Err(FaultError::NoSuchSet(n))
+            }
+        };
+        Ok(match verb {
+            "drop-tx-stamps" => Self::DropTxStamps(num("drop-tx-stamps")?),
+            "stick-txtt" => Self::StickTxtt(set("stick-txtt")?),
+            "clear-txtt" => Self::ClearTxtt(set("clear-txtt")?),
+            "drop-ts-irqs" => Self::DropTsIrqs(num("drop-ts-irqs")?),
+            "link" => match arg {
+                Some("down") => Self::Link(false),
+                Some("up") => Self::Link(true),
+                _ => return Err(FaultError::BadArgument("link (up|down)")),
+            },
+            "stats" if arg.is_none() => Self::Stats,
+            _ => return Err(FaultError::Unknown(s.trim().to_string())),
+        })
+    }
+}
+
+/// Applies `cmd` to the model; the reply's fields (empty but for `stats`).
+pub fn apply(nic: &mut I225, host: &mut dyn DeviceHost, cmd: FaultCommand) -> String {
+    match cmd {
+        FaultCommand::DropTxStamps(n) => nic.drop_tx_stamps(n),
+        FaultCommand::StickTxtt(s) => nic.stick_txtt(s, None),
+        FaultCommand::ClearTxtt(s) => nic.clear_stuck_txtt(s),
+        FaultCommand::DropTsIrqs(n) => nic.drop_ts_interrupts(n),
+        FaultCommand::Link(up) => nic.set_cable(up, host),
+        FaultCommand::Stats => {
+            let st = nic.stats();
+            let per: Vec<String> = nic
+                .tx_stamps_latched_per_set()
+                .iter()
+                .map(u64::to_string)
+                .collect();
+            return format!(
+                "latched={} lost={} dropped={} stuck_reads={} ts_irqs_dropped={} per_set={} \
+                 link={}",
+                st.tx_stamps_latched,
+                st.tx_stamps_lost,
+                st.tx_stamps_dropped,
+                st.txtt_stuck_reads,
+                st.ts_irqs_dropped,
+                per.join(","),
+                if nic.link_up() { "up" } else { "down" }
+            );
+        }
+    }
+    String::new()
+}
+
+/// Binds the fault socket at `path` and serves it on a thread of its own for the life of the
+/// process.
+pub fn serve(path: &Path, nic: EmuControl<I225>) -> Result<(), crate::Error> {
+    let listener = SeqpacketListener::bind_with(path, SocketAccess::OWNER_ONLY)?;
+    let owner = std::os::unix::fs::MetadataExt::uid(
+        &std::fs::metadata(path)
+            .map_err(|e| crate::Error::Other(format!("{}: {e}", path.display())))?,
+    );
+    log::warn!(
+        "fault injection into the emulated NIC served at {} (--emu-faults)",
+        path.display()
+    );
+    std::thread::Builder::new()
+        .name("emu-faults".into())
+        .spawn(move || {
+            loop {
+                match listener.accept(None) {
+                    Ok((conn, cred)) if cred.uid == 0 || cred.uid == owner => session(&conn, &nic),
+                    Ok((_, cred)) => log::warn!("emu-faults: uid {} refused", cred.uid),
+                    Err(e) => {
+                        log::error!("emu-faults: {e}; no more fault injection");
+                        return;
+                    }
+                }
+            }
+        })
+        .map_err(|e| crate::Error::Other(format!("emu-faults thread: {e}")))?;
+    Ok(())
+}
+
+/// Answers one client's commands until it hangs up.
+fn session(conn: &SeqpacketConn, nic: &EmuControl<I225>) {
+    let mut buf = Vec::new();
+    while conn.recv(&mut buf, None).is_ok() {
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let reply = match text.parse::<FaultCommand>() {
+            Ok(cmd) => {
+                if cmd != FaultCommand::Stats {
+                    log::warn!("emu-faults: injecting {cmd:?}");
+                }
+                let fields = nic.with_device_host(|d, h| apply(d, h, cmd));
+                if fields.is_empty() {
+                    "ok".to_string()
+                } else {
+                    format!("ok {fields}")
+                }
+            }
+            Err(e) => format!("error: {e}"),
+        };
+        if conn
+            .send(reply.as_bytes(), Some(Duration::from_secs(1)))
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_parse_and_bad_ones_are_typed_errors() {
+        let ok = [
+            ("drop-tx-stamps 3", FaultCommand::DropTxStamps(3)),
+            ("stick-txtt 0", FaultCommand::StickTxtt(0)),
+            ("clear-txtt 3", FaultCommand::ClearTxtt(3)),
+            ("drop-ts-irqs 20", FaultCommand::DropTsIrqs(20)),
+            ("link down", FaultCommand::Link(false)),
+            (" link  up ", FaultCommand::Link(true)),
+            ("stats", FaultCommand::Stats),
+        ];
+        for (s, c) in ok {
+            assert_eq!(s.parse::<FaultCommand>(), Ok(c), "{s:?}");
+        }
+        assert_eq!(
+            "stick-txtt 4".parse::<FaultCommand>(),
+            Err(FaultError::NoSuchSet(4))
+        );
+        for bad in [
+            "",
+            "drop-tx-stamps",
+            "drop-tx-stamps -1",
+            "link sideways",
+            "stats now",
+            "reboot",
+            "drop-ts-irqs 1 2",
+        ] {
+            assert!(bad.parse::<FaultCommand>().is_err(), "{bad:?} accepted");
+        }
+    }
+}
