@@ -389,19 +389,12 @@ impl<D: Device> EmuFunction<D> {
     /// model events that raise interrupts or touch DMA (cable pulls, fault injection). Wakes the
     /// model thread afterwards, since the event may have scheduled work.
     pub fn with_device_host<R>(&self, f: impl FnOnce(&mut D, &mut dyn DeviceHost) -> R) -> R {
-        let mut bus = lock(&self.shared.bus);
-        let Bus { device, host, .. } = &mut *bus;
-        let r = f(device, host);
-        let (pending, fault) = take_pending(host);
-        drop(bus);
-        deliver(pending, fault);
-        self.shared.kick.notify_one();
-        r
+        self.control().with_device_host(f)
     }
 
     /// Injects a fault in interrupt delivery from now on.
     pub fn set_irq_fault(&self, fault: IrqFault) {
-        lock(&self.shared.bus).host.fault = fault;
+        self.control().set_irq_fault(fault);
     }
 
     /// A handle that reaches the model while the function is in use elsewhere (a driver owns

@@ -173,9 +173,16 @@ fn bell(map: &Mapping, side: usize, file: Option<File>) -> FutexBell {
 /// Creates the segment `/scheme/shm/<name>` for `cfg` and returns side A; the peer attaches
 /// with [`attach_ring_named`] after learning the name over the control channel.
 pub fn create_ring_named(name: &str, cfg: RingConfig) -> Result<RingEndpoint, RingError> {
-    let p = path(name)?;
     let g = Geometry::new(cfg.geometry.slot_size, cfg.geometry.slot_count)?;
-    let len = g.region_len();
+    let (file, map) = new_segment(name, g.region_len())?;
+    layout::init(map.control(), g);
+    let bell = bell(&map, 0, Some(file));
+    Ok(RingEndpoint::new(map, g, 0, cfg.spin, Box::new(bell)))
+}
+
+/// Creates the segment `/scheme/shm/<name>` (refused if it exists), `len` bytes, mapped.
+fn new_segment(name: &str, len: usize) -> Result<(File, Mapping), RingError> {
+    let p = path(name)?;
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -185,9 +192,7 @@ pub fn create_ring_named(name: &str, cfg: RingConfig) -> Result<RingEndpoint, Ri
     file.set_len(len as u64)
         .map_err(|e| io_err("size ring segment", &p, &e))?;
     let map = Mapping::map(file.as_fd(), len)?;
-    layout::init(map.control(), g);
-    let bell = bell(&map, 0, Some(file));
-    Ok(RingEndpoint::new(map, g, 0, cfg.spin, Box::new(bell)))
+    Ok((file, map))
 }
 
 /// Side A's bell on a pool segment (the pool keeps the file).
@@ -208,16 +213,7 @@ pub fn create_ring_pool(
     let len = largest.region_len();
     for k in 0..count {
         let name = format!("{prefix}-{k}");
-        let p = path(&name)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&p)
-            .map_err(|e| io_err("create ring segment", &p, &e))?;
-        file.set_len(len as u64)
-            .map_err(|e| io_err("size ring segment", &p, &e))?;
-        let map = Mapping::map(file.as_fd(), len)?;
+        let (file, map) = new_segment(&name, len)?;
         pool.add(name, Segment::new(map, largest)?, Some(file));
     }
     Ok(pool)
