@@ -176,6 +176,10 @@ fn slave_driver_killed(lab: &mut Lab) -> Result<(), String> {
         "back after {:?}",
         out.back_after
     );
+    assert!(
+        out.driver_up_after.is_some_and(|d| d <= BACK_WITHIN),
+        "{out:?}"
+    );
     // The first restart waits the policy's first backoff (100 ms), not more than a pass late.
     assert!(out.restart_after < Duration::from_secs(1), "{out:?}");
     let igcd = log_of(lab, 1, "igcd.log");
