@@ -1,7 +1,7 @@
 //! `ptplab devhost`: the emulated i225 served to a QEMU guest as a process of its own.
 //!
 //! ```text
-//! ptplab devhost --socket-fd N [--link-speed 10|100|1000|2500] [--report PATH]
+//! ptplab devhost (--socket-fd N | --listen PATH) [--link-speed 10|100|1000|2500] [--report PATH]
 //!                [--emulate i225|i226] [igcd's emulation options: --wire, --cable-delay-ns,
 //!                 --cable-jitter-ns, --cable-loss, --stamp-quantum-ns, --stamp-jitter-ns,
 //!                 --seed, --osc-ppm, --truth, --name]
@@ -9,13 +9,16 @@
 //! `N` is this process's end of the stream socket whose other end QEMU holds as
 //! `-device x-pci-proxy-dev,fd=…`. The model is built exactly as `igcd --emulate` builds it
 //! (same options, same cable, same ground-truth record), so a VM's NIC joins the lab's cable
-//! like any igcd host. Serving ends when QEMU closes the socket or on SIGTERM/SIGINT; then the
+//! like any igcd host. With `--listen PATH` it serves drivers instead (`igcd --devhost PATH`),
+//! one after another: a driver that dies leaves the model, its PHC, its cable and its truth
+//! record running, and the next driver attaches to it (the lab's `--nic-process`).
+//! Serving ends when QEMU closes the socket (not with --listen) or on SIGTERM/SIGINT; then the
 //! report (JSON) is written: the proxy counters, every BAR0 offset the guest touched and every
 //! access to an offset the model does not implement.
 
 use std::ffi::OsString;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,12 +33,13 @@ static STOP: AtomicBool = AtomicBool::new(false);
 #[derive(Debug)]
 struct DevhostArgs {
     socket_fd: i32,
+    listen: Option<PathBuf>,
     link_speed: Option<LinkSpeed>,
     report: Option<PathBuf>,
     igcd: Vec<OsString>,
 }
 
-const USAGE: &str = "usage: ptplab devhost --socket-fd N [--link-speed 10|100|1000|2500] \
+const USAGE: &str = "usage: ptplab devhost (--socket-fd N | --listen PATH) [--link-speed 10|100|1000|2500] \
 [--report PATH] [igcd --emulate options: --emulate, --wire, --cable-*, --stamp-*, --seed, --osc-ppm, --truth, --name]";
 
 fn parse_speed(s: &str) -> Result<LinkSpeed, String> {
@@ -52,6 +56,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<DevhostArgs, String
     let mut it = args.into_iter();
     let mut out = DevhostArgs {
         socket_fd: -1,
+        listen: None,
         link_speed: None,
         report: None,
         igcd: Vec::new(),
@@ -68,6 +73,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<DevhostArgs, String
                 let v = value("--socket-fd")?;
                 out.socket_fd = v.parse().map_err(|_| format!("bad --socket-fd {v:?}"))?;
             }
+            Some("--listen") => out.listen = Some(value("--listen")?.into()),
             Some("--link-speed") => out.link_speed = Some(parse_speed(&value("--link-speed")?)?),
             Some("--report") => out.report = Some(value("--report")?.into()),
             Some("--channel" | "--clock-page" | "--poll-irq") => {
@@ -79,8 +85,8 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<DevhostArgs, String
             }
         }
     }
-    if out.socket_fd < 0 {
-        return Err("--socket-fd is required".into());
+    if (out.socket_fd < 0) == out.listen.is_none() {
+        return Err("one of --socket-fd and --listen is required".into());
     }
     if !emulate {
         out.igcd.splice(0..0, ["--emulate".into(), "i225".into()]);
@@ -136,17 +142,36 @@ fn run(a: DevhostArgs) -> Result<(), String> {
     if let Some(s) = a.link_speed {
         nic.set_link_speed(s, &mut ptp_emu::host::RecordingHost::new());
     }
-    // Safety: the caller hands this process descriptor N as its end of the socket and
-    // nothing else in the process uses it; from here the stream owns it.
-    let sock = UnixStream::from(unsafe { OwnedFd::from_raw_fd(a.socket_fd) });
     install_signals();
-    log::info!(
-        "{name}: serving {} to QEMU on fd {}",
-        nic.part_name(),
-        a.socket_fd
-    );
-    let mut server = Server::new(sock, nic, ServerOptions::default()).map_err(|e| e.to_string())?;
-    let result = server.run(&STOP);
+    let (server, result) = match &a.listen {
+        Some(path) => {
+            // A stale socket file of an earlier run would make bind fail.
+            let _ = std::fs::remove_file(path);
+            let l = UnixListener::bind(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            log::info!(
+                "{name}: serving {} to drivers at {}",
+                nic.part_name(),
+                path.display()
+            );
+            let mut server = Server::detached(nic, ServerOptions::default());
+            let r = server.run_listening(&l, &STOP);
+            (server, r)
+        }
+        None => {
+            // Safety: the caller hands this process descriptor N as its end of the socket and
+            // nothing else in the process uses it; from here the stream owns it.
+            let sock = UnixStream::from(unsafe { OwnedFd::from_raw_fd(a.socket_fd) });
+            log::info!(
+                "{name}: serving {} to QEMU on fd {}",
+                nic.part_name(),
+                a.socket_fd
+            );
+            let mut server =
+                Server::new(sock, nic, ServerOptions::default()).map_err(|e| e.to_string())?;
+            let r = server.run(&STOP);
+            (server, r)
+        }
+    };
     let stats = server.stats();
     log::info!("{name}: stopped: {stats:?}");
     if let Some(p) = &a.report {
@@ -247,6 +272,9 @@ mod tests {
         let a = p(&["--socket-fd", "5", "--emulate", "i226"]).unwrap();
         assert_eq!(a.igcd, ["--emulate", "i226"]);
         assert!(p(&["--wire", "none"]).unwrap_err().contains("--socket-fd"));
+        let a = p(&["--listen", "/run/nic.sock", "--wire", "bind:/x"]).unwrap();
+        assert_eq!(a.listen, Some(PathBuf::from("/run/nic.sock")));
+        assert!(p(&["--listen", "/a", "--socket-fd", "3"]).is_err());
         assert!(p(&["--socket-fd", "3", "--link-speed", "5000"]).is_err());
         assert!(p(&["--socket-fd", "3", "--channel", "/c"]).is_err());
     }

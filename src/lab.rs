@@ -26,7 +26,9 @@ use crate::figures::{Figures, Sample, Source};
 use crate::procs::Children;
 
 mod guest;
+mod supervise;
 pub use guest::GuestHost;
+pub use supervise::{Restart, Supervisor};
 
 pub const USAGE: &str = "\
 usage: ptplab [options]          (cargo run --release -- [options])
@@ -65,7 +67,12 @@ by a cable, host 2k the better master (priority1), and runs PTP between them.
                           in a QEMU VM whose NIC is the same emulated i225 on the same cable
                           (repeatable; needs qemu-system-x86 7.2, linux-image-amd64,
                           busybox-static, linuxptp, ethtool)
+  --nic-process           each igcd host's NIC runs in a device host of its own (ptplab devhost
+                          --listen; igcd --devhost), so it outlives igcd: a restarted igcd
+                          finds its PHC running and keeps it (warm attach)
   --help
+A driver or ptpd that dies is restarted after 100 ms, doubling to 5 s, and the lab stops
+after 5 restarts of one daemon within 30 s (any other child's death stops it at once).
 Each host i serves its clock scheme at DIR/host<i>/ptp.sock; try
   cargo run --release -- ptpctl --socket DIR/host1/ptp.sock status
 ";
@@ -100,6 +107,8 @@ pub struct LabConfig {
     /// Each igcd host serves fault injection into its emulated NIC at `host<i>/faults.sock`
     /// (`--emu-faults`; [`Lab::fault`]).
     pub faults: bool,
+    /// Each igcd host's NIC in a device host of its own (`--nic-process`).
+    pub nic_process: bool,
 }
 
 impl Default for LabConfig {
@@ -124,6 +133,7 @@ impl Default for LabConfig {
             tap: None,
             announce_receipt_timeout: 3,
             faults: false,
+            nic_process: false,
         }
     }
 }
@@ -183,6 +193,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
             Long("linux-igc") => l.linux_igc.push(val!()),
             Long("tap") => l.tap = Some(val!()),
             Long("faults") => l.faults = true,
+            Long("nic-process") => l.nic_process = true,
             Long("help") | Short('h') => return Ok(None),
             _ => return Err(bad(arg.unexpected())),
         }
@@ -224,6 +235,17 @@ impl LabConfig {
                 "--linux-igc {i}: host{i}'s NIC is {}, the guest's igc needs i225 or i226",
                 l.nic_of(i)
             ));
+        }
+        if let Some(i) = (0..l.hosts).find(|&i| l.nic_process && l.driver_of(i) != "igcd") {
+            return Err(format!(
+                "--nic-process: host{i}'s NIC is {}; the device host serves i225/i226 only",
+                l.nic_of(i)
+            ));
+        }
+        if l.faults && l.nic_process {
+            // The fault socket lives in the process that holds the model; with --nic-process
+            // that is the device host, which does not serve one.
+            return Err("--faults and --nic-process cannot be combined yet".into());
         }
         if !matches!(l.transport.as_str(), "L2" | "UDPv4") {
             return Err("--transport must be L2 or UDPv4".into());
@@ -559,6 +581,8 @@ pub struct Lab {
     guests: Vec<Option<GuestHost>>,
     exe: PathBuf,
     kids: Children,
+    /// Restarts of daemons that died.
+    pub supervisor: Supervisor,
     pub rt: RuntimeDir,
 }
 
@@ -584,6 +608,7 @@ impl Lab {
             guests: Vec::new(),
             exe: exe.to_owned(),
             kids: Children::default(),
+            supervisor: Supervisor::default(),
             rt,
         };
         for i in 0..lab.cfg.hosts {
@@ -724,15 +749,19 @@ impl Lab {
         if i % 2 == 1 {
             wait_for_file(&self.wire_path(i), Duration::from_secs(10))?;
         }
-        spawn_igcd(
-            &mut self.kids,
-            &self.exe,
-            &self.hosts[i as usize],
-            i,
-            &nic,
-            osc,
-            &args,
-        )?;
+        if self.cfg.nic_process {
+            self.start_nic_process(i, &args)?;
+        } else {
+            spawn_igcd(
+                &mut self.kids,
+                &self.exe,
+                &self.hosts[i as usize],
+                i,
+                &nic,
+                osc,
+                &args,
+            )?;
+        }
         if i % 2 == 0 && self.cfg.cabled(i) {
             wait_for_file(&self.wire_path(i), Duration::from_secs(10))?;
         }
@@ -835,6 +864,7 @@ impl Lab {
         self.kids.stop(&format!("host{i}/ptpd"));
         self.kids
             .stop(&format!("host{i}/{}", self.cfg.driver_of(i)));
+        self.kids.stop(&format!("host{i}/nic"));
     }
 
     /// Starts host `i` again after [`Self::stop_host`].
@@ -997,7 +1027,13 @@ impl Lab {
             }
         }
         for h in &self.hosts {
-            for f in ["igcd.log", "igbd.log", "ptpd.log", "tap-bridge.log"] {
+            for f in [
+                "nic.log",
+                "igcd.log",
+                "igbd.log",
+                "ptpd.log",
+                "tap-bridge.log",
+            ] {
                 s += &format!(
                     "--- {}/{f}\n{}",
                     h.dir.display(),
@@ -1031,11 +1067,8 @@ fn run(opts: &LabOptions) -> Result<(), String> {
         if opts.duration.is_some_and(|d| start.elapsed() >= d) {
             break;
         }
-        if let Some((name, status)) = lab.exited().into_iter().next() {
-            return Err(format!(
-                "{name} exited unexpectedly ({status}); logs in {}",
-                lab.rt.path.display()
-            ));
+        if let Err(e) = lab.supervise() {
+            return Err(format!("{e}; logs in {}", lab.rt.path.display()));
         }
         // Sample every 100 ms (monotonic time), print every second.
         let t = start.elapsed().as_secs_f64();

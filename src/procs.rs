@@ -1,9 +1,91 @@
 //! Child processes that never outlive the lab: each child gets PR_SET_PDEATHSIG, and
-//! [`Children`] stops them (SIGTERM, then SIGKILL after a grace period) on drop.
+//! [`Children`] stops them (SIGTERM, then SIGKILL after a grace period) on drop. A child that
+//! dies may be restarted under a [`RestartPolicy`] ([`Backoff`] decides when, and when to give
+//! up), as a reincarnation server does.
 
+use std::collections::VecDeque;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
+
+/// How a supervisor restarts a child that died: after a delay doubling from `first` up to
+/// `max` with each restart inside `window`, and not at all once `limit` restarts happened
+/// inside `window` (a crash loop: restarting again would only hide it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    pub first: Duration,
+    pub max: Duration,
+    pub limit: usize,
+    pub window: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        Self {
+            first: Duration::from_millis(100),
+            max: Duration::from_secs(5),
+            limit: 5,
+            window: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What to do about a child that died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Start it again after this delay.
+    RestartIn(Duration),
+    /// It died `limit` times within `window` already: stop.
+    GiveUp,
+}
+
+/// One child's restart history.
+#[derive(Debug, Default, Clone)]
+pub struct Backoff {
+    restarts: VecDeque<Instant>,
+}
+
+impl Backoff {
+    /// The child died at `now`: restart it (when), or give up.
+    pub fn on_death(&mut self, p: &RestartPolicy, now: Instant) -> Decision {
+        while self
+            .restarts
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= p.window)
+        {
+            self.restarts.pop_front();
+        }
+        if self.restarts.len() >= p.limit {
+            return Decision::GiveUp;
+        }
+        let doublings = self.restarts.len().min(20) as u32;
+        let delay = p.first.saturating_mul(1 << doublings).min(p.max);
+        self.restarts.push_back(now);
+        Decision::RestartIn(delay)
+    }
+}
+
+/// Why a child ended, for a log line ("killed by signal 9 (SIGKILL)", "exit status 1").
+pub fn describe_exit(s: &ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(sig)) => format!("killed by signal {sig} ({})", signal_name(sig)),
+        _ => s.to_string(),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGINT => "SIGINT",
+        libc::SIGBUS => "SIGBUS",
+        _ => "other",
+    }
+}
 
 /// A set of running children, stopped in reverse start order on drop.
 #[derive(Default)]
@@ -40,6 +122,45 @@ impl Children {
             .iter_mut()
             .filter_map(|(n, c)| c.try_wait().ok().flatten().map(|s| (n.clone(), s)))
             .collect()
+    }
+
+    /// Children that have exited, with their status, forgotten (so one restarted under the same
+    /// name is not reported again).
+    pub fn take_exited(&mut self) -> Vec<(String, ExitStatus)> {
+        let mut out = Vec::new();
+        self.procs.retain_mut(|(n, c)| match c.try_wait() {
+            Ok(Some(s)) => {
+                out.push((n.clone(), s));
+                false
+            }
+            _ => true,
+        });
+        out
+    }
+
+    /// The pid of a running child.
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.procs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| c.id())
+    }
+
+    /// Sends `sig` to a child (not reaped yet, so its pid is still its own).
+    pub fn signal(&mut self, name: &str, sig: i32) -> std::io::Result<u32> {
+        let (_, c) = self
+            .procs
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| std::io::Error::other(format!("no child {name}")))?;
+        if matches!(c.try_wait(), Ok(Some(_))) {
+            return Err(std::io::Error::other(format!("{name} has exited")));
+        }
+        // Safety: kill(2) on the pid of a child we have not reaped, so it cannot be reused.
+        if unsafe { libc::kill(c.id() as i32, sig) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(c.id())
     }
 
     /// Stops one child by name (SIGTERM, bounded wait, SIGKILL) and forgets it.
@@ -83,4 +204,54 @@ fn stop_child(c: &mut Child) {
     }
     let _ = c.kill();
     let _ = c.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_gives_up_on_a_crash_loop() {
+        let p = RestartPolicy::default();
+        let t0 = Instant::now();
+        let mut b = Backoff::default();
+        let ms = |n| Decision::RestartIn(Duration::from_millis(n));
+        let seen: Vec<Decision> = (0..6)
+            .map(|k| b.on_death(&p, t0 + Duration::from_secs(k)))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ms(100),
+                ms(200),
+                ms(400),
+                ms(800),
+                ms(1600),
+                Decision::GiveUp
+            ]
+        );
+        // Deaths spread out beyond the window start over.
+        let mut b = Backoff::default();
+        for k in 0..10 {
+            assert_eq!(b.on_death(&p, t0 + Duration::from_secs(31 * k)), ms(100));
+        }
+        // The cap.
+        let p = RestartPolicy { limit: 100, ..p };
+        let mut b = Backoff::default();
+        let last = (0..10).map(|_| b.on_death(&p, t0)).last();
+        assert_eq!(last, Some(Decision::RestartIn(Duration::from_secs(5))));
+    }
+
+    #[test]
+    fn exit_descriptions_name_the_signal() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            describe_exit(&ExitStatus::from_raw(9)),
+            "killed by signal 9 (SIGKILL)"
+        );
+        assert_eq!(
+            describe_exit(&ExitStatus::from_raw(1 << 8)),
+            "exit status 1"
+        );
+    }
 }

@@ -5,6 +5,8 @@
 //! - [`proto`]: the wire format, decoded totally into typed errors;
 //! - [`config`]: the 256-byte PCI header (32-bit BAR0, no capabilities, INTA);
 //! - [`guest_ram`]: the SYNC_SYSMEM memfds mapped for the model's DMA (bounds-checked);
+//! - [`client`]: the driver's side, a `PciFunction` for igcd (`igcd --devhost PATH`), so the
+//!   model outlives the driver that drives it;
 //! - [`Server`]: one thread that answers QEMU's synchronous accesses, runs the model's due
 //!   work between them and drives the INTx eventfd from the model's interrupt level.
 //!
@@ -14,6 +16,7 @@
 //! TCG nothing reads that eventfd: the guest runs igc's handler from its timer tick with
 //! `irqpoll` (reference, "Polling under TCG").
 
+pub mod client;
 pub mod config;
 pub mod guest_ram;
 pub mod proto;

@@ -33,6 +33,13 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 /// Opens the device the options name and runs the daemon until it fails.
 pub fn run(opts: Options) -> Result<(), Error> {
     #[cfg(all(feature = "emulate", target_os = "linux"))]
+    if let Some(path) = opts.devhost.clone() {
+        return intel_common::daemon::run_emulated(
+            move |_: &Options| Ok(ptp_emu::proxy::client::ProxyFunction::connect(&path)?),
+            opts,
+        );
+    }
+    #[cfg(all(feature = "emulate", target_os = "linux"))]
     if let (Some(model), Some(path)) = (opts.emulate, opts.emu_faults.clone()) {
         // The model's fault socket beside the daemon (`faults`): built with the function, so
         // it reaches the NIC the driver runs on.

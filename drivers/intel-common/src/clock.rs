@@ -241,6 +241,13 @@ impl<M: Mmio, H: ClockHw> Phc<M, H> {
     }
 
     /// Calls `f` with every new [`PageSample`] (the daemon writes it to the clock page).
+    /// Starts from the frequency offset the hardware already holds (a warm attach keeps
+    /// TIMINCA), so requests and rate estimates build on it.
+    pub fn with_freq(self, scaled_ppm: i64) -> Self {
+        self.lock().scaled_ppm = scaled_ppm;
+        self
+    }
+
     pub fn with_publisher(mut self, f: impl Fn(&PageSample) + Send + Sync + 'static) -> Self {
         self.publisher = Some(Box::new(f));
         self

@@ -28,6 +28,35 @@ pub struct Link {
     pub speed_mbps: u32,
 }
 
+/// A running PHC that a previous driver instance left configured, kept at start instead of
+/// reset (warm attach): what [`Family::warm_phc`] found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WarmPhc {
+    /// SYSTIM at the second probe read, ns.
+    pub phc_ns: u64,
+    /// The frequency offset TIMINCA holds, in `scaled_ppm`.
+    pub scaled_ppm: i64,
+    /// How fast SYSTIM advanced against the host's monotonic clock over the probe, ppm.
+    pub measured_ppm: f64,
+    /// TX stamps latched for the dead instance (TXTT bits set): no request owns them.
+    pub pending_tx: u32,
+}
+
+impl std::fmt::Display for WarmPhc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SYSTIM {}.{:09} s, TIMINCA {:+.3} ppm, advancing at {:+.0} ppm of the host clock, {} \
+             TX stamp(s) of the previous instance discarded",
+            self.phc_ns / 1_000_000_000,
+            self.phc_ns % 1_000_000_000,
+            crate::clock::scaled_ppm_to_ppb(self.scaled_ppm) / 1000.0,
+            self.measured_ppm,
+            self.pending_tx
+        )
+    }
+}
+
 /// How the interrupt causes are spread over vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IrqLayout {
@@ -164,6 +193,22 @@ pub trait Family: Send + Sync + Sized + Clone + std::fmt::Debug + 'static {
 
     /// PTP reset: the clock counting, time-sync causes enabled, the time set to `now_ns`.
     fn ptp_reset<M: Mmio>(&self, regs: &Regs<M>, now_ns: u64);
+    /// The PHC as a previous driver left it, if it runs sanely and the family can keep it
+    /// across drivers (warm attach); else why not. By default a family resets it.
+    fn warm_phc<M: Mmio>(&self, regs: &Regs<M>) -> Result<WarmPhc, String> {
+        let _ = regs;
+        Err("this family always resets its PHC".into())
+    }
+    /// The warm path's reset: DMA and interrupts stopped without a port reset, so the timer
+    /// and the link are left alone.
+    fn quiesce<M: Mmio>(&self, regs: &Regs<M>) {
+        mac::quiesce(regs, &self.mac_regs())
+    }
+    /// The warm counterpart of [`Family::ptp_reset`]: time-sync causes enabled, the timer
+    /// (SYSTIM, TIMINCA, TSAUXC) untouched.
+    fn ptp_rearm<M: Mmio>(&self, regs: &Regs<M>) {
+        let _ = regs;
+    }
     /// Where the TX stamp sets are.
     fn ts_regs(&self) -> TsRegs;
     /// TSYNCTXCTL value that enables TX timestamping.

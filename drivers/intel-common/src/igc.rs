@@ -89,6 +89,75 @@ pub fn ptp_reset<M: Mmio>(regs: &Regs<M>, now_ns: u64) {
     Igc.write(regs, now_ns.min(Igc.max_time_ns()));
 }
 
+/// The warm counterpart of [`ptp_reset`]: the TX-timestamp cause enabled, the timer left
+/// running as it is.
+pub fn ptp_rearm<M: Mmio>(regs: &Regs<M>) {
+    regs.write(r::TSIM, r::tsicr::TXTS);
+    regs.modify(r::IMS, icr::TS, 0);
+}
+
+/// How long [`warm_phc`] watches SYSTIM advance.
+const WARM_PROBE: Duration = Duration::from_millis(20);
+/// The rate SYSTIM may show against the host over the probe: the part's range (±62.5 ppm·10³)
+/// plus 5 % for the probe reads' latency; the check is for a stopped or wild timer, not a
+/// measurement.
+const WARM_RATE_TOLERANCE: f64 = 0.0625 + 0.05;
+
+/// Whether the PHC a previous driver left can be kept (§2.3, §4): timer 0 counting (TSAUXC
+/// DISABLE0 clear), TX timestamping on (TSYNCTXCTL.ENABLED: a driver configured it; the
+/// power-on value is 0), TIMINCA within the part's range, and SYSTIM advancing at a plausible
+/// rate between two reads [`WARM_PROBE`] apart.
+pub fn warm_phc<M: Mmio>(regs: &Regs<M>) -> Result<crate::family::WarmPhc, String> {
+    let aux = regs.read(r::TSAUXC);
+    if aux & r::tsauxc::DISABLE0 != 0 {
+        return Err(format!("timer 0 stopped (TSAUXC {aux:#010x})"));
+    }
+    let ctl = regs.read(r::TSYNCTXCTL);
+    if ctl & r::tsynctxctl::ENABLED == 0 {
+        return Err(format!(
+            "TX timestamping off (TSYNCTXCTL {ctl:#x}): no driver configured this PHC"
+        ));
+    }
+    let inca = regs.read(r::TIMINCA);
+    let scaled_ppm = scaled_ppm_of_timinca(inca);
+    if scaled_ppm.unsigned_abs() as u128 * 1000 > u128::from(r::MAX_ADJ_PPB) * 65536 {
+        return Err(format!("TIMINCA {inca:#x} beyond the part's range"));
+    }
+    let read = || {
+        let l = Igc.latch(regs);
+        let host = ptp_ipc::time::mono_ns();
+        (Igc.finish(regs, l), host)
+    };
+    let (a, ha) = read();
+    std::thread::sleep(WARM_PROBE);
+    let (b, hb) = read();
+    let (dp, dh) = (b as f64 - a as f64, (hb - ha) as f64);
+    let rate = dp / dh - 1.0;
+    if rate.is_nan() || rate.abs() > WARM_RATE_TOLERANCE {
+        return Err(format!(
+            "SYSTIM moved {dp:.0} ns in {dh:.0} ns of host time: not a running clock"
+        ));
+    }
+    Ok(crate::family::WarmPhc {
+        phc_ns: b,
+        scaled_ppm,
+        measured_ppm: rate * 1e6,
+        pending_tx: (ctl & r::tsynctxctl::TXTT_ANY).count_ones(),
+    })
+}
+
+/// The frequency offset a TIMINCA value holds, in `scaled_ppm` (the inverse of
+/// [`timinca_for`], exact to one INCVALUE unit).
+pub fn scaled_ppm_of_timinca(v: u32) -> i64 {
+    let rate = i64::from(v & timinca::INCVALUE_MASK);
+    let scaled = (rate * 78_125 + (1 << 13)) >> 14;
+    if v & timinca::ISGN != 0 {
+        -scaled
+    } else {
+        scaled
+    }
+}
+
 /// Causes read by one pass of the "other" interrupt handler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OtherCauses {
@@ -311,6 +380,12 @@ impl Family for Igc {
     }
     fn ptp_reset<M: Mmio>(&self, regs: &Regs<M>, now_ns: u64) {
         ptp_reset(regs, now_ns)
+    }
+    fn warm_phc<M: Mmio>(&self, regs: &Regs<M>) -> Result<crate::family::WarmPhc, String> {
+        warm_phc(regs)
+    }
+    fn ptp_rearm<M: Mmio>(&self, regs: &Regs<M>) {
+        ptp_rearm(regs)
     }
     fn ts_regs(&self) -> TsRegs {
         TS_REGS

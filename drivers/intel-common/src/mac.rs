@@ -132,6 +132,18 @@ pub fn reset_with<M: Mmio>(
     Ok(())
 }
 
+/// Stops DMA and interrupts without a port reset (a warm attach: the timer and the link stay
+/// as they are). The queues are disabled again when the rings are programmed.
+pub fn quiesce<M: Mmio>(regs: &Regs<M>, m: &MacRegs) {
+    regs.write(m.imc, u32::MAX);
+    regs.write(r::RCTL, 0);
+    regs.write(r::TCTL, tctl::PSP);
+    regs.write(m.txdctl(), 0);
+    regs.write(m.rxdctl(), 0);
+    let _ = regs.read(r::STATUS); // flush posted writes
+    let _ = regs.read(m.icr);
+}
+
 /// Takes ownership from firmware and asks for link (§10.2 step 2); STATUS after waiting at
 /// most `wait` for link up (a missing cable is not an error: the link event comes later).
 pub fn link_up<M: Mmio>(regs: &Regs<M>, wait: Duration) -> u32 {

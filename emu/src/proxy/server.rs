@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -71,9 +71,13 @@ struct Intx {
     resample: OwnedFd,
 }
 
-/// Serves one model to one QEMU over one connected stream socket.
+/// Serves one model to one QEMU over one connected stream socket, or to one client after
+/// another on a listening socket ([`Server::run_listening`]): the model outlives its clients.
 pub struct Server<D> {
-    sock: UnixStream,
+    /// The client now served (`None` between clients of a listener).
+    sock: Option<UnixStream>,
+    /// Clients served so far.
+    clients: u64,
     dev: D,
     cfg: ConfigSpace,
     ram: GuestRam,
@@ -98,12 +102,18 @@ enum Step {
 impl<D: ServedDevice> Server<D> {
     /// A server for `dev` on `sock` (QEMU's `x-pci-proxy-dev,fd=` peer).
     pub fn new(sock: UnixStream, dev: D, opts: ServerOptions) -> Result<Self, ProxyError> {
-        sock.set_read_timeout(Some(opts.message_timeout))?;
-        sock.set_write_timeout(Some(opts.message_timeout))?;
+        let mut s = Self::detached(dev, opts);
+        s.attach(sock)?;
+        Ok(s)
+    }
+
+    /// A server for `dev` with no client yet ([`Self::run_listening`] accepts them).
+    pub fn detached(dev: D, opts: ServerOptions) -> Self {
         let bar0_len = dev.bar_len(0).unwrap_or(0);
         let cfg = ConfigSpace::new(dev.ids(), bar0_len);
-        Ok(Self {
-            sock,
+        Self {
+            sock: None,
+            clients: 0,
             dev,
             cfg,
             ram: GuestRam::default(),
@@ -115,7 +125,26 @@ impl<D: ServedDevice> Server<D> {
             stamps_seen: 0,
             stamp_since: None,
             stamp_latencies: Vec::new(),
-        })
+        }
+    }
+
+    /// Serves `sock` from now on. The new client starts from a fresh config header and no
+    /// INTx eventfds; the model, its guest RAM mapping (its rings may still point there until
+    /// the client reprograms them) and its clock carry on.
+    fn attach(&mut self, sock: UnixStream) -> Result<(), ProxyError> {
+        sock.set_read_timeout(Some(self.opts.message_timeout))?;
+        sock.set_write_timeout(Some(self.opts.message_timeout))?;
+        self.sock = Some(sock);
+        self.clients += 1;
+        self.intx = None;
+        self.level = false;
+        self.cfg.reset();
+        Ok(())
+    }
+
+    /// Clients served so far (the current one included).
+    pub fn clients(&self) -> u64 {
+        self.clients
     }
 
     /// The model.
@@ -159,30 +188,74 @@ impl<D: ServedDevice> Server<D> {
     /// Serves until QEMU closes the socket (Ok) or `stop` is set; a broken stream is an error.
     pub fn run(&mut self, stop: &AtomicBool) -> Result<ServeStats, ProxyError> {
         while !stop.load(Ordering::Acquire) {
-            let now = Instant::now();
-            if now >= self.next_poll {
-                self.poll_model();
-                continue;
-            }
-            let (sock_ready, resample_ready) = self.wait(self.next_poll - now)?;
-            if resample_ready {
-                self.on_resample();
-            }
-            if sock_ready {
-                match self.serve_one()? {
-                    Step::Served => {}
-                    Step::Eof => break,
-                }
+            if self.step(None)?.is_some()
+                && let Step::Eof = self.serve_one()?
+            {
+                break;
             }
         }
         Ok(self.stats())
     }
 
-    /// Waits for the socket or the resample eventfd, at most `timeout` (EINTR ends the wait).
-    fn wait(&self, timeout: Duration) -> Result<(bool, bool), ProxyError> {
+    /// Serves one client of `listener` after another until `stop` is set: a client that
+    /// closes its socket or breaks the stream (a driver killed mid-message) is dropped and the
+    /// next one accepted, while the model keeps running — as a NIC outlives its driver.
+    pub fn run_listening(
+        &mut self,
+        listener: &UnixListener,
+        stop: &AtomicBool,
+    ) -> Result<ServeStats, ProxyError> {
+        while !stop.load(Ordering::Acquire) {
+            if self.step(Some(listener))?.is_none() {
+                continue;
+            }
+            if self.sock.is_none() {
+                let (sock, _) = listener.accept()?;
+                self.attach(sock)?;
+                log::info!("proxy: client {} connected", self.clients);
+                continue;
+            }
+            let gone = match self.serve_one() {
+                Ok(Step::Served) => continue,
+                Ok(Step::Eof) => "closed its socket".to_string(),
+                Err(e) => e.to_string(),
+            };
+            log::info!(
+                "proxy: client {} gone ({gone}); the model keeps running",
+                self.clients
+            );
+            self.sock = None;
+            self.intx = None;
+        }
+        Ok(self.stats())
+    }
+
+    /// Polls the model when due, else waits for the client (or `listener` when there is no
+    /// client) and handles a resample; `Some(())` when the socket (or listener) is readable.
+    fn step(&mut self, listener: Option<&UnixListener>) -> Result<Option<()>, ProxyError> {
+        let now = Instant::now();
+        if now >= self.next_poll {
+            self.poll_model();
+            return Ok(None);
+        }
+        let fd = match (&self.sock, listener) {
+            (Some(s), _) => s.as_raw_fd(),
+            (None, Some(l)) => l.as_raw_fd(),
+            (None, None) => -1,
+        };
+        let (ready, resample_ready) = self.wait(fd, self.next_poll - now)?;
+        if resample_ready {
+            self.on_resample();
+        }
+        Ok(ready.then_some(()))
+    }
+
+    /// Waits for `fd` (the client socket or the listener) or the resample eventfd, at most
+    /// `timeout` (EINTR ends the wait).
+    fn wait(&self, fd: RawFd, timeout: Duration) -> Result<(bool, bool), ProxyError> {
         let mut fds = [
             libc::pollfd {
-                fd: self.sock.as_raw_fd(),
+                fd,
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -208,7 +281,10 @@ impl<D: ServedDevice> Server<D> {
         }
         let hit =
             |p: &libc::pollfd| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
-        Ok((hit(&fds[0]), fds[1].fd >= 0 && hit(&fds[1])))
+        Ok((
+            fds[0].fd >= 0 && hit(&fds[0]),
+            fds[1].fd >= 0 && hit(&fds[1]),
+        ))
     }
 
     /// Runs the model's due work and schedules the next poll.
@@ -270,14 +346,17 @@ impl<D: ServedDevice> Server<D> {
 
     /// Receives, decodes and answers one message.
     fn serve_one(&mut self) -> Result<Step, ProxyError> {
-        let Some((hdr, fds)) = recv_header(&self.sock)? else {
+        let Some(sock) = self.sock.as_mut() else {
+            return Ok(Step::Eof);
+        };
+        let Some((hdr, fds)) = recv_header(sock)? else {
             return Ok(Step::Eof);
         };
         let cmd = i32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
         // An impossible size leaves no way to find the next header: fatal.
         let header = proto::decode_header(&hdr)?;
         let mut payload = [0u8; proto::MAX_PAYLOAD];
-        read_full(&mut self.sock, &mut payload[..header.size])?;
+        read_full(sock, &mut payload[..header.size])?;
         self.stats.messages += 1;
         match proto::decode(cmd, &payload[..header.size], fds) {
             Ok(msg) => self.dispatch(msg)?,
@@ -407,7 +486,9 @@ impl<D: ServedDevice> Server<D> {
     }
 
     fn reply(&mut self, v: u64) -> Result<(), ProxyError> {
-        self.sock.write_all(&proto::encode_ret(v))?;
+        if let Some(s) = self.sock.as_mut() {
+            s.write_all(&proto::encode_ret(v))?;
+        }
         Ok(())
     }
 }

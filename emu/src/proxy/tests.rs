@@ -397,3 +397,65 @@ fn guest_ram_dma_is_bounds_checked_and_replaced_on_resync() {
     assert!(ram.read(0, &mut b));
     let _ = f.write(&[]);
 }
+
+/// `--listen`: one driver after another on the same model, through the driver-side client
+/// (`client::ProxyFunction`), as igcd uses it. The first driver leaves without a word; the
+/// second finds the model as the first left it.
+#[test]
+fn a_listening_server_serves_one_driver_after_another_and_keeps_the_model() {
+    use std::os::unix::net::UnixListener;
+    use std::sync::Arc;
+
+    use intel_regs::igc::TIMINCA;
+    use ptp_pci::{IrqMode, Mmio, PciFunction};
+
+    use super::client::{self, ProxyFunction};
+
+    let dir = std::env::temp_dir().join(format!(
+        "proxy-listen-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("nic.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let clock = VirtualClock::new(0);
+    let dev = I225::new_i225(clock.source());
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let t = std::thread::spawn(move || {
+        let mut s = Server::detached(dev, ServerOptions::default());
+        let r = s.run_listening(&listener, &stop2);
+        (r.map_err(|e| e.to_string()), s)
+    });
+    {
+        let mut f = ProxyFunction::connect(&path).unwrap();
+        assert_eq!(f.ids().vendor, 0x8086);
+        assert!(f.irq_support().legacy_line.is_some());
+        assert!(f.alloc_vectors(2).is_err(), "no MSI-X behind the proxy");
+        let irqs = f.alloc_irq_mode(IrqMode::Legacy { line: 0 }).unwrap();
+        assert_eq!(irqs.len(), 1);
+        let bar = f.map_bar(0).unwrap();
+        bar.write32(TIMINCA, 0x1234);
+        let dma = f.alloc_dma(100).unwrap();
+        assert_eq!(dma.bus_addr(), client::DMA_BASE);
+        assert_eq!(f.alloc_dma(1).unwrap().bus_addr(), client::DMA_BASE + 4096);
+    }
+    let mut f = ProxyFunction::connect(&path).unwrap();
+    let bar = f.map_bar(0).unwrap();
+    assert_eq!(
+        bar.read32(TIMINCA),
+        0x1234,
+        "the model outlived its first driver"
+    );
+    drop((bar, f));
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let (r, s) = t.join().unwrap();
+    r.unwrap();
+    assert_eq!(s.clients(), 2);
+    assert_eq!(
+        s.ram_regions(),
+        [(client::DMA_BASE, client::DMA_ARENA as u64)]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -173,6 +173,34 @@ impl<I> Irqs<I> {
     }
 }
 
+/// Keeps a running, sane PHC a previous instance left (warm attach: the MAC quiesced, no port
+/// reset, so neither the timer nor the link is touched) or resets the port (cold start, also
+/// with `cold`). What the pending TX stamp sets held is discarded when timestamping is enabled
+/// ([`TxTimestamps::enable`] reads every set): no request of this instance owns them.
+fn attach_or_reset<M: ptp_pci::Mmio, Fam: Family>(
+    fam: &Fam,
+    regs: &crate::Regs<M>,
+    cold: bool,
+) -> Result<Option<crate::family::WarmPhc>, Error> {
+    let warm = if cold {
+        Err("--cold-start".to_string())
+    } else {
+        fam.warm_phc(regs)
+    };
+    match warm {
+        Ok(w) => {
+            log::info!("warm attach: PHC kept ({w})");
+            fam.quiesce(regs);
+            Ok(Some(w))
+        }
+        Err(why) => {
+            log::info!("cold start: {why}; resetting the port and the PHC");
+            fam.reset(regs)?;
+            Ok(None)
+        }
+    }
+}
+
 /// Allocates interrupts in the first mode of [`ptp_pci::irq_modes`] that succeeds (polling
 /// always does).
 fn alloc_irqs<F: PciFunction>(func: &mut F, poll: bool) -> (IrqMode, Vec<F::Irq>) {
@@ -286,7 +314,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
         );
         let bar = func.map_bar(0)?;
         let regs = Arc::new(Regs::new(bar));
-        fam.reset(&regs)?;
+        let warm = attach_or_reset(&*fam, &regs, opts.cold_start)?;
         let (irq_mode, vectors) = alloc_irqs(&mut func, opts.poll_irq);
         log::info!("interrupts: {irq_mode}");
         let irqs = Irqs::new(irq_mode, vectors);
@@ -301,15 +329,22 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
         fam.setup_tx(&regs, &tx);
         fam.setup_rx(&regs, &rx);
         fam.enable_irqs(&regs, irqs.layout());
-        // The PHC starts at the host's wall-clock time, as Linux's igc_ptp_reset does.
-        fam.ptp_reset(&regs, ptp_ipc::time::realtime_ns());
         let publish = {
             let page = page.clone();
             move |s: &PageSample| page.publish(s, generation)
         };
         let clock = fam.clock();
         let max_adj_ppb = clock.max_adj_ppb();
-        let phc = Arc::new(Phc::new(regs.clone(), clock).with_publisher(publish));
+        let mut phc = Phc::new(regs.clone(), clock);
+        match warm {
+            Some(w) => {
+                fam.ptp_rearm(&regs);
+                phc = phc.with_freq(w.scaled_ppm);
+            }
+            // The PHC starts at the host's wall-clock time, as Linux's igc_ptp_reset does.
+            None => fam.ptp_reset(&regs, ptp_ipc::time::realtime_ns()),
+        }
+        let phc = Arc::new(phc.with_publisher(publish));
         log::info!("PHC running, {} ns", phc.gettime().phc_ns);
         let counters = Arc::new(Counters::default());
         let txts = TxTimestamps::new(fam.ts_regs(), opts.tx_ts_sets);

@@ -27,6 +27,12 @@ usage: igcd [options]
   --pci ADDR              Linux, as root: drive the PCI function at ADDR (0000:03:00.0) from
                           userspace, bound to vfio-pci (IOMMU) or uio_pci_generic (no IOMMU: needs
                           a free 2 MiB hugepage); it stays bound to that driver after exit
+  --devhost PATH          drive the emulated NIC a device host serves at PATH (`ptplab devhost
+                          --listen PATH`, Linux hosts): the model lives in that process and
+                          outlives this daemon, so a restarted daemon finds its clock running
+  --cold-start            always reset the PHC at start; without it a running, sane PHC (timer
+                          enabled, advancing at a plausible rate, TX timestamping on) is kept
+                          (warm attach) and only the MAC and the rings are re-initialised
   --unbind                with --pci: detach the function from the kernel driver holding it
   --channel PATH          driver channel socket ptpd connects to (required on Linux hosts)
   --clock-page PATH       publish the clock page at PATH
@@ -128,6 +134,10 @@ pub struct Options<Fam> {
     pub pci: Option<String>,
     /// With `--pci`: detach the function from its kernel driver (`--unbind`).
     pub unbind: bool,
+    /// The device host serving the NIC (`--devhost PATH`).
+    pub devhost: Option<PathBuf>,
+    /// Reset the PHC at start even when it runs sanely (`--cold-start`).
+    pub cold_start: bool,
     pub channel: Option<PathBuf>,
     pub clock_page: Option<PathBuf>,
     pub name: String,
@@ -177,6 +187,8 @@ impl<Fam: Family> Options<Fam> {
             emulate: None,
             pci: None,
             unbind: false,
+            devhost: None,
+            cold_start: false,
             channel: None,
             clock_page: None,
             name: String::new(),
@@ -219,6 +231,8 @@ impl<Fam: Family> Options<Fam> {
                 }
                 Long("pci") => o.pci = Some(p.value().map_err(bad)?.string().map_err(bad)?),
                 Long("unbind") => o.unbind = true,
+                Long("devhost") => o.devhost = Some(p.value().map_err(bad)?.into()),
+                Long("cold-start") => o.cold_start = true,
                 Long("channel") => o.channel = Some(p.value().map_err(bad)?.into()),
                 Long("clock-page") => o.clock_page = Some(p.value().map_err(bad)?.into()),
                 Long("name") => o.name = p.value().map_err(bad)?.string().map_err(bad)?,
@@ -373,6 +387,11 @@ impl<Fam: Family> Options<Fam> {
         if o.pci.is_some() && o.emulate.is_some() {
             return Err(Error::Usage(
                 "--pci and --emulate exclude each other".into(),
+            ));
+        }
+        if o.devhost.is_some() && (o.pci.is_some() || o.emulate.is_some()) {
+            return Err(Error::Usage(
+                "--devhost excludes --pci and --emulate (the device host runs the model)".into(),
             ));
         }
         if o.unbind && o.pci.is_none() {
@@ -640,6 +659,16 @@ mod tests {
         let e = parse(&["--truth", "/tmp/t"]).unwrap_err();
         assert!(e.contains("--truth needs --emulate"), "{e}");
         assert!(parse(&["--emulate", "i225", "--truth"]).is_err());
+    }
+
+    #[test]
+    fn devhost_and_cold_start() {
+        let o = parse(&["--devhost", "/run/nic.sock", "--cold-start"]).unwrap();
+        assert_eq!(o.devhost, Some(PathBuf::from("/run/nic.sock")));
+        assert!(o.cold_start);
+        assert!(!parse(&[]).unwrap().cold_start);
+        let e = parse(&["--devhost", "/a", "--emulate", "i225"]).unwrap_err();
+        assert!(e.contains("--devhost excludes"), "{e}");
     }
 
     #[test]
