@@ -236,6 +236,10 @@ pub enum DriverRequest {
     },
     Caps,
     Stats,
+    /// The PHC's current frequency adjustment, answered with `Freq`. A ptpd that starts (or
+    /// reconnects) while the PHC already runs corrected takes it as its base instead of
+    /// resetting it (issue 17: a restarted ptpd must not undo the drivers' state).
+    GetFreq,
 }
 
 /// driver → ptpd: the answer to one request.
@@ -257,6 +261,10 @@ pub enum DriverReply {
     Caps(Caps),
     Stats(Stats),
     Error(DriverError),
+    /// The frequency adjustment in force (`GetFreq`), scaled ppm like `AdjFine`.
+    Freq {
+        scaled_ppm: i64,
+    },
 }
 
 /// driver → ptpd, unsolicited.

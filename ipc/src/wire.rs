@@ -11,9 +11,10 @@
 //!
 //! Kinds (the numbers are the format; the golden tests pin them):
 //! - `PtpdToDriver` (payload starts with `seq: u32`): SendPtp 1, GetTime 2, GetTimeX 3, SetTime 4,
-//!   AdjTime 5, AdjFine 6, SetTstampConfig 7, Caps 8, Stats 9, Hello 10, HelloRing 11.
+//!   AdjTime 5, AdjFine 6, SetTstampConfig 7, Caps 8, Stats 9, Hello 10, HelloRing 11,
+//!   GetFreq 12.
 //! - `DriverToPtpd`: replies (payload starts with `seq: u32`) Done 0x001, Time 0x002, TimeX 0x003,
-//!   TstampConfig 0x004, Caps 0x005, Stats 0x006, Error 0x007; events TxTimestamp 0x101,
+//!   TstampConfig 0x004, Caps 0x005, Stats 0x006, Error 0x007, Freq 0x008; events TxTimestamp 0x101,
 //!   TxTimestampLost 0x102, PtpFrame 0x103, Link 0x104, Restarted 0x105, Closed 0x106.
 //! - `ClockRequest`: List 1, Get 2, GetTimeX 3, Set 4, Adj 5, Freq 6, Caps 7, Status 8, Stats 9.
 //! - `ClockReply`: Count 1, Time 2, TimeX 3, Done 4, Caps 5, Status 6, Stats 7, Error 8.
@@ -511,6 +512,7 @@ impl Message for PtpdToDriver {
             Stats => 9,
             Hello => 10,
             HelloRing { .. } => 11,
+            GetFreq => 12,
         }
     }
     fn put_payload(&self, w: &mut Writer) {
@@ -526,7 +528,7 @@ impl Message for PtpdToDriver {
                 w.put(want_ts);
                 w.bytes(frame, MAX_FRAME, "frame");
             }
-            GetTime | Caps | Stats | Hello => {}
+            GetTime | Caps | Stats | Hello | GetFreq => {}
             GetTimeX { samples } => w.put(samples),
             SetTime { ns } => w.put(ns),
             AdjTime { delta_ns } => w.put(delta_ns),
@@ -546,7 +548,7 @@ impl Message for PtpdToDriver {
     }
     fn get_payload(kind: u16, r: &mut Reader) -> Result<Self, DecodeError> {
         use DriverRequest::*;
-        if !(1..=11).contains(&kind) {
+        if !(1..=12).contains(&kind) {
             return Err(DecodeError::UnknownKind(kind));
         }
         let seq = r.get()?;
@@ -570,6 +572,7 @@ impl Message for PtpdToDriver {
             8 => Caps,
             9 => Stats,
             10 => Hello,
+            12 => GetFreq,
             _ => HelloRing {
                 slot_size: r.get()?,
                 slot_count: r.get()?,
@@ -593,6 +596,7 @@ impl Message for DriverToPtpd {
                 R::Caps(_) => 0x005,
                 R::Stats(_) => 0x006,
                 R::Error(_) => 0x007,
+                R::Freq { .. } => 0x008,
             },
             DriverToPtpd::Event(event) => match event {
                 E::TxTimestamp { .. } => 0x101,
@@ -621,6 +625,7 @@ impl Message for DriverToPtpd {
                     R::Caps(c) => w.put(c),
                     R::Stats(s) => w.put(s),
                     R::Error(e) => w.put(e),
+                    R::Freq { scaled_ppm } => w.put(scaled_ppm),
                 }
             }
             DriverToPtpd::Event(event) => match event {
@@ -648,7 +653,7 @@ impl Message for DriverToPtpd {
     fn get_payload(kind: u16, r: &mut Reader) -> Result<Self, DecodeError> {
         use DriverEvent as E;
         use DriverReply as R;
-        if (0x001..=0x007).contains(&kind) {
+        if (0x001..=0x008).contains(&kind) {
             let seq = r.get()?;
             let reply = match kind {
                 0x001 => R::Done,
@@ -660,6 +665,9 @@ impl Message for DriverToPtpd {
                 },
                 0x005 => R::Caps(r.get()?),
                 0x006 => R::Stats(r.get()?),
+                0x008 => R::Freq {
+                    scaled_ppm: r.get()?,
+                },
                 _ => R::Error(r.get()?),
             };
             return Ok(DriverToPtpd::Reply { seq, reply });

@@ -176,6 +176,18 @@ fn tx_and_rx_timestamps_reach_ptpd_on_every_family() {
         } else {
             assert!(ts_irqs >= 5, "{model}: TXTS interrupts {ts_irqs}");
         }
+        // GetFreq reports what AdjFine set (a restarted ptpd's base, issue 17).
+        let freq = |req| r.dev.handle(req, &*r.events);
+        let scaled_ppm = -262_144;
+        assert_eq!(
+            freq(DriverRequest::AdjFine { scaled_ppm }),
+            Some(DriverReply::Done)
+        );
+        assert_eq!(
+            freq(DriverRequest::GetFreq),
+            Some(DriverReply::Freq { scaled_ppm }),
+            "{model}"
+        );
         r.finish();
     }
 }

@@ -102,6 +102,10 @@ pub fn dispatch<M: Mmio, H: ClockHw, D: DataPath>(
         DriverRequest::SetTime { ns } => done(phc.settime(ns)),
         DriverRequest::AdjTime { delta_ns } => done(phc.adjtime(delta_ns)),
         DriverRequest::AdjFine { scaled_ppm } => done(phc.adjfine(scaled_ppm)),
+        // What the hardware runs at, also after a warm attach (`Phc::with_freq`).
+        DriverRequest::GetFreq => DriverReply::Freq {
+            scaled_ppm: phc.freq_scaled_ppm(),
+        },
         DriverRequest::Caps => DriverReply::Caps(caps.clone()),
         DriverRequest::Stats => {
             let regs = phc.regs();

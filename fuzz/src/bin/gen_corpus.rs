@@ -47,6 +47,7 @@ fn requests() -> Vec<DriverRequest> {
         },
         Caps,
         Stats,
+        GetFreq,
     ]
 }
 
@@ -90,6 +91,9 @@ fn driver_to_ptpd() -> Vec<DriverToPtpd> {
         }),
         DriverReply::Error(DriverError::Other("gone".into())),
         DriverReply::Error(DriverError::Busy),
+        DriverReply::Freq {
+            scaled_ppm: -262_144,
+        },
     ];
     let mut v: Vec<DriverToPtpd> = replies
         .into_iter()

@@ -194,6 +194,7 @@ fn ptpd_to_driver() -> impl Strategy<Value = PtpdToDriver> {
         Just(Caps),
         Just(Stats),
         Just(Hello),
+        Just(GetFreq),
         (any::<u32>(), any::<u32>()).prop_map(|(slot_size, slot_count)| HelloRing {
             slot_size,
             slot_count
@@ -214,6 +215,7 @@ fn driver_to_ptpd() -> impl Strategy<Value = DriverToPtpd> {
         caps().prop_map(R::Caps),
         stats().prop_map(R::Stats),
         driver_error().prop_map(R::Error),
+        any::<i64>().prop_map(|scaled_ppm| R::Freq { scaled_ppm }),
     ];
     let event = prop_oneof![
         any::<(u64, u64)>().prop_map(|(cookie, ns)| E::TxTimestamp { cookie, ns }),
@@ -342,7 +344,7 @@ proptest! {
     #[test]
     fn arbitrary_payloads_never_panic(
         channel in 1..=4u8,
-        kind in prop_oneof![0..12u16, 0x100..0x108u16, any::<u16>()],
+        kind in prop_oneof![0..14u16, 0x100..0x108u16, any::<u16>()],
         payload in prop::collection::vec(any::<u8>(), 0..128),
     ) {
         let mut bytes = vec![WIRE_VERSION, channel];
@@ -460,6 +462,32 @@ fn golden_adj_negative() {
 }
 
 #[test]
+fn golden_get_freq() {
+    let m = PtpdToDriver {
+        seq: 3,
+        request: DriverRequest::GetFreq,
+    };
+    let want = [1, 1, 12, 0, 4, 0, 0, 0, 3, 0, 0, 0];
+    assert_eq!(m.to_bytes(), want);
+    assert_eq!(PtpdToDriver::decode(&want), Ok(m));
+    // -4 ppm = -262144 scaled ppm.
+    let m = DriverToPtpd::Reply {
+        seq: 3,
+        reply: DriverReply::Freq {
+            scaled_ppm: -262_144,
+        },
+    };
+    #[rustfmt::skip]
+    let want = [
+        1, 2, 0x08, 0, 12, 0, 0, 0,
+        3, 0, 0, 0,
+        0x00, 0x00, 0xFC, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+    ];
+    assert_eq!(m.to_bytes(), want);
+    assert_eq!(DriverToPtpd::decode(&want), Ok(m));
+}
+
+#[test]
 fn golden_hello_and_closed() {
     let hello = PtpdToDriver {
         seq: 1,
@@ -479,8 +507,8 @@ fn golden_hello_and_closed() {
     assert_eq!(ring.to_bytes(), want);
     assert_eq!(PtpdToDriver::decode(&want), Ok(ring));
     assert_eq!(
-        PtpdToDriver::decode(&[1, 1, 12, 0, 4, 0, 0, 0, 1, 0, 0, 0]),
-        Err(DecodeError::UnknownKind(12))
+        PtpdToDriver::decode(&[1, 1, 13, 0, 4, 0, 0, 0, 1, 0, 0, 0]),
+        Err(DecodeError::UnknownKind(13))
     );
     for (reason, byte) in [
         (CloseReason::PermissionDenied, 1),
@@ -637,8 +665,8 @@ fn structural_errors() {
         Err(UnknownKind(0))
     );
     assert_eq!(
-        DriverToPtpd::decode(&[1, 2, 8, 0, 0, 0, 0, 0]),
-        Err(UnknownKind(8))
+        DriverToPtpd::decode(&[1, 2, 9, 0, 0, 0, 0, 0]),
+        Err(UnknownKind(9))
     );
     assert_eq!(
         ClockReply::decode(&[1, 4, 0xFF, 0xFF, 0, 0, 0, 0]),

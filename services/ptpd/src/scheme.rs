@@ -190,7 +190,9 @@ impl<C: Connector> ClockScheme<C> {
             DriverReply::Caps(c) => ClockReply::Caps(c),
             DriverReply::Stats(s) => ClockReply::Stats(s),
             DriverReply::Error(e) => return Err(clock_error(&e)),
-            DriverReply::TstampConfig { .. } => return Err(ClockError::Io),
+            DriverReply::TstampConfig { .. } | DriverReply::Freq { .. } => {
+                return Err(ClockError::Io);
+            }
         })
     }
 
