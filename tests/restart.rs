@@ -7,14 +7,16 @@
 //!    running PHC (warm attach), so the TRUE offset moves ≤ 1 µs over the outage, and the
 //!    slave is back within ±100 ns within 5 s of the restart (the figures);
 //! 2. kill -9 the slave's ptpd: the drivers keep running (same pids), the supervisor restarts
-//!    ptpd and it re-locks;
+//!    ptpd, which takes the PHC's running frequency as its servo's base, so the true offset
+//!    moves ≤ 1 µs until the slave is back within ±100 ns, within 5 s of the restart;
 //! 3. kill -9 the grandmaster's igcd: the slave holds over (its true offset moves ≤ 1 µs while
 //!    the master's driver is down: the master's PHC keeps running too) and re-locks.
 //!
 //! Every offset is PHC(slave) − PHC(master) from the models' published laws
 //! (`ptp_emu::truth`), not ptpd's estimate. Broken forms this fails on: igcd started with
-//! `--cold-start` on restart (the PHC is set back to CLOCK_REALTIME, far beyond 1 µs), or a
-//! device host that drops its model when its client dies.
+//! `--cold-start` on restart (the PHC is set back to CLOCK_REALTIME, far beyond 1 µs), a
+//! device host that drops its model when its client dies, or a ptpd whose servo starts from
+//! an absolute 0 ppm (statime's first frequency), dropping the PHC's correction.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -195,6 +197,28 @@ fn slave_ptpd_killed(lab: &mut Lab) -> Result<(), String> {
     let out = kill_and_follow(lab, 1, "ptpd", 1, |_, _| {})?;
     eprintln!("slave ptpd killed: {out:?}");
     assert_eq!([lab.pid(0, "igcd"), lab.pid(1, "igcd")], drivers);
+    assert!(
+        out.moved_ns <= OUTAGE_MOVE_NS,
+        "true offset moved {} ns while ptpd was down and re-locking",
+        out.moved_ns
+    );
+    assert!(
+        out.back_after <= BACK_WITHIN,
+        "back after {:?}",
+        out.back_after
+    );
+    // The restarted ptpd found the PHC corrected (the lab's oscillators differ by ppm) and
+    // kept that as its base.
+    let ptpd = log_of(lab, 1, "ptpd.log");
+    let base = ptpd
+        .lines()
+        .rfind(|l| l.contains("PHC runs at"))
+        .unwrap_or("");
+    eprintln!("restarted ptpd: {base}");
+    assert!(
+        base.contains("ppb") && !base.contains("+0.000 ppb"),
+        "the restarted ptpd did not take the PHC's frequency: {base:?}"
+    );
     assert!(
         lab.supervisor
             .restarts

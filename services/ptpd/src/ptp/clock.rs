@@ -98,7 +98,12 @@ pub struct ClockState {
     /// The time of the measurement statime's filter is processing (ns), so a step can be
     /// checked against the filter's own time (see [`MIN_PHC_AFTER_STEP_NS`]).
     pub measuring_ns: Option<i128>,
-    /// The frequency last applied, scaled ppm and ppb.
+    /// The PHC's frequency when ptpd first configured its driver (`GetFreq`, scaled ppm):
+    /// statime's frequencies are relative to it (see [`PhcClock::set_frequency`]). `None`
+    /// until then, or if the driver cannot say: statime's values are then absolute.
+    pub freq_base_scaled_ppm: Option<i64>,
+    /// The absolute frequency last applied (base + statime's), scaled ppm and ppb: what status
+    /// and the logs report.
     pub freq_scaled_ppm: i64,
     pub freq_ppb: f64,
     /// Sum of the steps applied (ns), and how many.
@@ -257,6 +262,61 @@ pub fn ppm_to_scaled(ppm: f64) -> i64 {
     (ppm * 65536.0).round() as i64
 }
 
+/// Linux scaled ppm → ppb.
+pub fn scaled_to_ppb(scaled_ppm: i64) -> f64 {
+    scaled_ppm as f64 * 1000.0 / 65536.0
+}
+
+/// Takes `driver_scaled_ppm`, the frequency a freshly (re)connected driver reports, into
+/// account. The first report becomes the base ([`ClockState::freq_base_scaled_ppm`]) and the
+/// frequency in force. Later, a driver running at another frequency than the one last applied
+/// lost it (a cold restart resets the hardware to 0) while statime's filter still counts on
+/// it: the last absolute frequency is applied again, at once rather than at the servo's next
+/// steer. Runs on the engine thread, so it cannot race statime's own adjustments.
+pub fn adopt_driver_freq(
+    name: &str,
+    io: &dyn DriverIo,
+    state: &SharedClockState,
+    driver_scaled_ppm: i64,
+) {
+    let applied = {
+        let mut st = lock(state);
+        if st.freq_base_scaled_ppm.is_none() {
+            st.freq_base_scaled_ppm = Some(driver_scaled_ppm);
+            st.freq_scaled_ppm = driver_scaled_ppm;
+            st.freq_ppb = scaled_to_ppb(driver_scaled_ppm);
+            log::info!(
+                "{name}: PHC runs at {:+.3} ppb; the servo's frequency applies on top",
+                st.freq_ppb
+            );
+            return;
+        }
+        st.freq_scaled_ppm
+    };
+    if applied == driver_scaled_ppm {
+        return;
+    }
+    log::warn!(
+        "{name}: driver runs the PHC at {:+.3} ppb, not the {:+.3} ppb last applied (driver restart?); applying it again",
+        scaled_to_ppb(driver_scaled_ppm),
+        scaled_to_ppb(applied)
+    );
+    let req = DriverRequest::AdjFine {
+        scaled_ppm: applied,
+    };
+    match io.request(req, CLOCK_OP_TIMEOUT) {
+        Ok(DriverReply::Done) => {}
+        Ok(other) => {
+            lock(state).errors += 1;
+            log::error!("{name}: re-applying the frequency: driver answered {other:?}");
+        }
+        Err(e) => {
+            lock(state).errors += 1;
+            log::error!("{name}: re-applying the frequency failed: {e:?}");
+        }
+    }
+}
+
 impl Clock for PhcClock {
     type Error = ClockOpError;
 
@@ -308,6 +368,12 @@ impl Clock for PhcClock {
         Ok(self.now())
     }
 
+    /// `ppm` is relative to the PHC's frequency when ptpd took it over
+    /// ([`ClockState::freq_base_scaled_ppm`]): statime's Kalman filter starts every servo with
+    /// a "0", which as an absolute value would throw away the correction a restarted ptpd finds
+    /// the PHC running at (issue 17; the drivers keep it across a ptpd restart) and move the
+    /// clock by µs before the servo has re-learnt it. The limits bound the absolute value, which
+    /// is what the hardware and the bounds are about.
     fn set_frequency(&mut self, ppm: f64) -> Result<Time, Self::Error> {
         if !ppm.is_finite() {
             let e = ClockOpError::BadFrequency(ppm.to_string());
@@ -315,7 +381,8 @@ impl Clock for PhcClock {
             return Err(e);
         }
         let limit = self.freq_limit_ppb();
-        let ppb = (ppm * 1000.0).clamp(-limit, limit);
+        let base_ppb = scaled_to_ppb(lock(&self.state).freq_base_scaled_ppm.unwrap_or(0));
+        let ppb = (base_ppb + ppm * 1000.0).clamp(-limit, limit);
         let scaled_ppm = ppm_to_scaled(ppb / 1000.0);
         if let Err(e) = self.done(DriverRequest::AdjFine { scaled_ppm }) {
             self.failed("set_frequency", &e);
@@ -531,6 +598,55 @@ mod tests {
         assert_eq!(adj, vec![819_200, ppm_to_scaled(-62.499)]);
         assert_eq!(lock(&st).freq_scaled_ppm, ppm_to_scaled(-62.499));
         assert_eq!(lock(&st).errors, 1);
+    }
+
+    fn adjfines(io: &Rec) -> Vec<i64> {
+        io.0.lock()
+            .unwrap()
+            .iter()
+            .filter_map(|r| match r {
+                DriverRequest::AdjFine { scaled_ppm } => Some(*scaled_ppm),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn frequency_is_relative_to_the_phc_frequency_found_at_start() {
+        let (mut c, io, st) = clock(500_000, 62_499);
+        let base = ppm_to_scaled(4.25);
+        adopt_driver_freq("t", &*io, &st, base);
+        assert_eq!(lock(&st).freq_base_scaled_ppm, Some(base));
+        assert_eq!(lock(&st).freq_scaled_ppm, base, "status shows it at once");
+        assert!(adjfines(&io).is_empty(), "taking the base changes nothing");
+        // statime's first "0" keeps the PHC where it was; its values add to the base, and
+        // the status shows the absolute value.
+        c.set_frequency(0.0).unwrap();
+        c.set_frequency(-1.5).unwrap();
+        assert_eq!(lock(&st).freq_scaled_ppm, ppm_to_scaled(2.75));
+        assert!((lock(&st).freq_ppb - 2750.0).abs() < 1e-9);
+        // The limits bound the absolute value.
+        c.set_frequency(62.0).unwrap();
+        assert_eq!(
+            adjfines(&io),
+            vec![base, ppm_to_scaled(2.75), ppm_to_scaled(62.499)]
+        );
+    }
+
+    #[test]
+    fn a_driver_that_lost_the_frequency_gets_it_again() {
+        let (mut c, io, st) = clock(500_000, 0);
+        adopt_driver_freq("t", &*io, &st, ppm_to_scaled(-3.0));
+        c.set_frequency(0.5).unwrap();
+        let applied = ppm_to_scaled(-2.5);
+        // A reconnect to a driver that kept it: nothing to do.
+        adopt_driver_freq("t", &*io, &st, applied);
+        assert_eq!(adjfines(&io), vec![applied]);
+        // A cold restart (hardware back to 0): the last absolute value again; the base stays.
+        adopt_driver_freq("t", &*io, &st, 0);
+        assert_eq!(adjfines(&io), vec![applied, applied]);
+        assert_eq!(lock(&st).freq_base_scaled_ppm, Some(ppm_to_scaled(-3.0)));
+        assert_eq!(lock(&st).freq_scaled_ppm, applied);
     }
 
     #[test]

@@ -29,8 +29,11 @@
 //!   linuxptp derives it, so ptp4l, pmc and ptpd show the same identity for one NIC (statime's
 //!   `from_mac_address` pads with zeros instead). `clockIdentity` overrides it.
 //! - **OverlayClock** (buggy step) is not used: ptpd steers the PHC itself.
-//! - **Frequency**: `set_frequency` is absolute; it is clamped to ±min(max_frequency, the
-//!   driver's max_adj) before the AdjFine (statime issue #380).
+//! - **Frequency**: `set_frequency` is relative to the PHC's frequency when ptpd first
+//!   configured the driver (`GetFreq`), so statime's initial "0 ppm" keeps a restarted ptpd's
+//!   PHC where the drivers kept it (issue 17); the absolute sum is clamped to ±min(max_frequency,
+//!   the driver's max_adj) before the AdjFine (statime issue #380), and is what status reports.
+//!   A driver that comes back at another frequency (cold restart) gets the last one again.
 //! - **TX stamps**: each SendEvent's context is parked under a cookie until the driver's
 //!   `TxTimestamp`; `TxTimestampLost` or `tx_timestamp_timeout` drops it (a master then sends no
 //!   Follow_Up for that Sync, as statime intends), never blocking the port.

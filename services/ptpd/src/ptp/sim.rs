@@ -73,6 +73,11 @@ impl SimPhc {
         self
     }
 
+    /// The frequency adjustment in force, as the driver's `GetFreq` reports it (scaled ppm).
+    pub fn adj_scaled_ppm(&self) -> i64 {
+        (self.adj_ppb * 65.536).round() as i64
+    }
+
     /// With the frequency adjustment set to `ppb` (absolute, like AdjFine).
     pub fn with_adj_ppb(mut self, ppb: f64) -> Self {
         self.adj_ppb = ppb;
@@ -146,6 +151,9 @@ impl DriverIo for SimDriver {
                 st.phc.adj_ppb = scaled_ppm as f64 / 65536.0 * 1000.0;
                 DriverReply::Done
             }
+            DriverRequest::GetFreq => DriverReply::Freq {
+                scaled_ppm: st.phc.adj_scaled_ppm(),
+            },
             DriverRequest::Caps => DriverReply::Caps(Caps {
                 part: "simulated".into(),
                 mac: st.mac,

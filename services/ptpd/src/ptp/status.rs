@@ -15,7 +15,8 @@ pub struct PortSnapshot {
     pub offset_ns: i64,
     /// Mean path delay (ns); 0 unless a slave.
     pub mean_path_delay_ns: i64,
-    /// Frequency adjustment last applied by the servo (scaled ppm).
+    /// Frequency adjustment in force, absolute (the base ptpd found plus the servo's; scaled
+    /// ppm).
     pub freq_scaled_ppm: i64,
     /// Grandmaster clock identity (EUI-64).
     pub grandmaster: [u8; 8],

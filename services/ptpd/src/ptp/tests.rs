@@ -188,6 +188,9 @@ fn serve(
             st.phc = p.with_adj_ppb(scaled_ppm as f64 / 65536.0 * 1000.0);
             DriverReply::Done
         }
+        DriverRequest::GetFreq => DriverReply::Freq {
+            scaled_ppm: st.phc.adj_scaled_ppm(),
+        },
         DriverRequest::SendPtp {
             cookie,
             want_ts,
@@ -576,6 +579,36 @@ fn tstamp_config_is_sent_on_connect_and_again_after_a_restart() {
     let f = st.sent.iter().find(|f| ptp(f).is_some()).unwrap();
     assert_eq!(&f.frame[30..34], &[224, 0, 1, 129]);
     assert_eq!(net::internet_checksum(&f.frame[14..34]), 0);
+}
+
+#[test]
+fn the_phc_frequency_found_at_start_survives_a_driver_cold_restart() {
+    let epoch = Instant::now();
+    // The PHC already runs corrected (a ptpd restart): ptpd takes that frequency over.
+    let r = rig_with(
+        settings(1, fast_port(NetworkTransport::L2)),
+        MAC,
+        SimPhc::new(1e12, 0.0).with_adj_ppb(3000.0),
+        epoch,
+    );
+    let three_ppm = super::clock::ppm_to_scaled(3.0);
+    assert!(wait_for(Duration::from_secs(3), || status(&r)
+        .freq_scaled_ppm
+        == three_ppm));
+    assert_eq!(r.driver.st().phc.adj_scaled_ppm(), three_ppm);
+    // A driver that comes back cold (frequency 0 in hardware) gets it again.
+    let (ours, theirs) = inproc_pair();
+    let fresh = FakeDriver::start(theirs, MAC, 2, SimPhc::new(2e12, 0.0), epoch);
+    r.conn_tx.send(ours).unwrap();
+    let mut r = r;
+    r.driver = fresh;
+    assert!(wait_for(Duration::from_secs(5), || r
+        .driver
+        .st()
+        .phc
+        .adj_scaled_ppm()
+        == three_ppm));
+    assert_eq!(status(&r).freq_scaled_ppm, three_ppm);
 }
 
 #[test]

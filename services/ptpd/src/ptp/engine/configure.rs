@@ -56,6 +56,8 @@ pub struct Configured {
     pub caps: Caps,
     pub tx_on: bool,
     pub rx_filter: RxFilter,
+    /// The PHC's frequency (`GetFreq`, scaled ppm); `None` if the driver cannot say.
+    pub freq_scaled_ppm: Option<i64>,
 }
 
 /// Why configuring a driver failed.
@@ -80,9 +82,10 @@ pub enum ConfigureError {
 }
 
 impl ConfigureJob {
-    /// Asks the driver for its Caps, then turns on TX timestamps and the RX filter of the
-    /// port's role, if any, else the one matching the transport (falling back to wider filters
-    /// the part may prefer). Bounded: at most five requests of [`CONFIGURE_TIMEOUT`] each.
+    /// Asks the driver for its Caps and its PHC's frequency, then turns on TX timestamps and
+    /// the RX filter of the port's role, if any, else the one matching the transport (falling
+    /// back to wider filters the part may prefer). Bounded: at most six requests of
+    /// [`CONFIGURE_TIMEOUT`] each.
     pub fn run(&self) -> Result<Configured, ConfigureError> {
         let caps = match self.io.request(DriverRequest::Caps, CONFIGURE_TIMEOUT) {
             Ok(DriverReply::Caps(c)) => c,
@@ -91,6 +94,13 @@ impl ConfigureJob {
             }
             Ok(_) => return Err(ConfigureError::Unexpected("Caps")),
             Err(err) => return Err(ConfigureError::Request { what: "Caps", err }),
+        };
+        let freq_scaled_ppm = self.freq();
+        let configured = |tx_on, rx_filter| Configured {
+            caps: caps.clone(),
+            tx_on,
+            rx_filter,
+            freq_scaled_ppm,
         };
         let first = match self.transport {
             NetworkTransport::L2 => RxFilter::PtpV2L2Event,
@@ -109,19 +119,11 @@ impl ConfigureJob {
                     {
                         return Err(ConfigureError::Insufficient { tx_on, rx_filter });
                     }
-                    return Ok(Configured {
-                        caps,
-                        tx_on,
-                        rx_filter,
-                    });
+                    return Ok(configured(tx_on, rx_filter));
                 }
                 // A driver that answers Done applied what was asked.
                 Ok(DriverReply::Done) => {
-                    return Ok(Configured {
-                        caps,
-                        tx_on: true,
-                        rx_filter,
-                    });
+                    return Ok(configured(true, rx_filter));
                 }
                 Ok(DriverReply::Error(DriverError::Unsupported)) => {
                     last = ConfigureError::Driver {
@@ -145,6 +147,18 @@ impl ConfigureJob {
             }
         }
         Err(last)
+    }
+
+    /// The PHC's frequency. A driver that cannot report it is still usable: the servo's
+    /// frequencies are then absolute, as before `GetFreq` existed.
+    fn freq(&self) -> Option<i64> {
+        match self.io.request(DriverRequest::GetFreq, CONFIGURE_TIMEOUT) {
+            Ok(DriverReply::Freq { scaled_ppm }) => Some(scaled_ppm),
+            other => {
+                log::info!("{}: GetFreq answered {other:?}", self.name);
+                None
+            }
+        }
     }
 }
 
@@ -237,6 +251,9 @@ impl Core {
                             ),
                         }
                     }
+                }
+                if let Some(f) = c.freq_scaled_ppm {
+                    clock::adopt_driver_freq(&p.s.name, &*p.io, &p.clock, f);
                 }
                 p.configured = true;
                 p.rx_filter = Some(c.rx_filter);
