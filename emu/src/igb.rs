@@ -458,11 +458,7 @@ fn port_setup(cfg: &IgbConfig) -> PortSetup {
         name: part.name(),
         clock: cfg.clock.clone(),
         msix_vectors: part.msix_vectors(),
-        link: Link {
-            cable: cfg.cable_connected,
-            speed: cfg.link_speed,
-            up: false,
-        },
+        link: Link::new(cfg.cable_connected, cfg.link_speed),
         noise: noise::StampNoise::with_format(
             part.time_format(),
             cfg.stamp_quantum_ns,

@@ -245,11 +245,7 @@ impl I225 {
                 name: "i225",
                 clock: cfg.clock,
                 msix_vectors: MSIX_VECTORS,
-                link: Link {
-                    cable: cfg.cable_connected,
-                    speed: cfg.link_speed,
-                    up: false,
-                },
+                link: Link::new(cfg.cable_connected, cfg.link_speed),
                 noise: noise::StampNoise::new(cfg.stamp_quantum_ns, cfg.stamp_jitter_ns, cfg.seed),
                 tx_pipeline_ns: cfg.tx_pipeline_ns,
                 map: QueueMap {
@@ -399,6 +395,11 @@ impl I225 {
     /// See [`NicPort::link_up`](crate::NicPort::link_up).
     pub fn link_up(&self) -> bool {
         self.port.link_up()
+    }
+
+    /// See [`NicPort::link_changes`](crate::NicPort::link_changes).
+    pub fn link_changes(&self) -> u64 {
+        self.port.link_changes()
     }
 
     /// Sets TSICR cause `bits` as a time-sync event would; an enabled cause raises ICR.TS and

@@ -67,6 +67,29 @@ impl RxFilter {
     pub fn from_code(code: u8) -> Option<RxFilter> {
         Self::ALL.into_iter().find(|f| *f as u8 == code)
     }
+
+    /// The name Linux's `HWTSTAMP_FILTER_*` gives it, lower case (`ptp_v2_l2_event`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RxFilter::None => "none",
+            RxFilter::All => "all",
+            RxFilter::PtpV2Event => "ptp_v2_event",
+            RxFilter::PtpV2L2Event => "ptp_v2_l2_event",
+            RxFilter::PtpV2L4Event => "ptp_v2_l4_event",
+            RxFilter::PtpV1L4Event => "ptp_v1_l4_event",
+            RxFilter::PtpV2L2Sync => "ptp_v2_l2_sync",
+            RxFilter::PtpV2L2DelayReq => "ptp_v2_l2_delay_req",
+            RxFilter::PtpV2L4Sync => "ptp_v2_l4_sync",
+            RxFilter::PtpV2L4DelayReq => "ptp_v2_l4_delay_req",
+        }
+    }
+
+    /// The filter [`RxFilter::name`] names (case-insensitive).
+    pub fn from_name(name: &str) -> Option<RxFilter> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(name))
+    }
 }
 
 /// Why a driver ends a driver-channel connection ([`DriverEvent::Closed`], its last message).
@@ -348,6 +371,15 @@ pub enum ClockRequest {
     Stats {
         clock: ClockId,
     },
+    /// Privileged: turn TX timestamping on or off and select the RX filter on a running clock
+    /// (the driver's `SetTstampConfig`); answered with what the driver applied (`Tstamp`). For
+    /// reconfiguration while locked (issue 17): the change never touches the link or the rings,
+    /// and ptpd re-applies its own configuration when the driver reconnects.
+    SetTstamp {
+        clock: ClockId,
+        tx_on: bool,
+        rx_filter: RxFilter,
+    },
 }
 
 /// Typed errors of the clock scheme (DESIGN.md §2), each mapping to an errno on Redox.
@@ -437,12 +469,23 @@ pub struct ClockStatus {
 /// ptpd → app.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ClockReply {
-    Count { clocks: u32 },
-    Time { ns: u64 },
-    TimeX { samples: Vec<TimeXSample> },
+    Count {
+        clocks: u32,
+    },
+    Time {
+        ns: u64,
+    },
+    TimeX {
+        samples: Vec<TimeXSample>,
+    },
     Done,
     Caps(Caps),
     Status(ClockStatus),
     Stats(Stats),
     Error(ClockError),
+    /// The timestamping configuration the driver applied (answers `SetTstamp`).
+    Tstamp {
+        tx_on: bool,
+        rx_filter: RxFilter,
+    },
 }

@@ -16,8 +16,9 @@
 //! - `DriverToPtpd`: replies (payload starts with `seq: u32`) Done 0x001, Time 0x002, TimeX 0x003,
 //!   TstampConfig 0x004, Caps 0x005, Stats 0x006, Error 0x007, Freq 0x008; events TxTimestamp 0x101,
 //!   TxTimestampLost 0x102, PtpFrame 0x103, Link 0x104, Restarted 0x105, Closed 0x106.
-//! - `ClockRequest`: List 1, Get 2, GetTimeX 3, Set 4, Adj 5, Freq 6, Caps 7, Status 8, Stats 9.
-//! - `ClockReply`: Count 1, Time 2, TimeX 3, Done 4, Caps 5, Status 6, Stats 7, Error 8.
+//! - `ClockRequest`: List 1, Get 2, GetTimeX 3, Set 4, Adj 5, Freq 6, Caps 7, Status 8, Stats 9,
+//!   SetTstamp 10.
+//! - `ClockReply`: Count 1, Time 2, TimeX 3, Done 4, Caps 5, Status 6, Stats 7, Error 8, Tstamp 9.
 //! - [`KIND_INVALID`] (0xFFFF) is never a valid kind; see [`Wire::encode`].
 //!
 //! Fields, in declaration order: integers little-endian at their width; `bool` one byte 0/1;
@@ -713,6 +714,7 @@ impl Message for ClockRequest {
             Caps { .. } => 7,
             Status { .. } => 8,
             Stats { .. } => 9,
+            SetTstamp { .. } => 10,
         }
     }
     fn put_payload(&self, w: &mut Writer) {
@@ -735,6 +737,15 @@ impl Message for ClockRequest {
             Freq { clock, scaled_ppm } => {
                 w.put(clock);
                 w.put(scaled_ppm);
+            }
+            SetTstamp {
+                clock,
+                tx_on,
+                rx_filter,
+            } => {
+                w.put(clock);
+                w.put(tx_on);
+                w.put(rx_filter);
             }
         }
     }
@@ -762,6 +773,11 @@ impl Message for ClockRequest {
             7 => Caps { clock: r.get()? },
             8 => Status { clock: r.get()? },
             9 => Stats { clock: r.get()? },
+            10 => SetTstamp {
+                clock: r.get()?,
+                tx_on: r.get()?,
+                rx_filter: r.get()?,
+            },
             k => return Err(DecodeError::UnknownKind(k)),
         })
     }
@@ -780,6 +796,7 @@ impl Message for ClockReply {
             Status(_) => 6,
             Stats(_) => 7,
             Error(_) => 8,
+            Tstamp { .. } => 9,
         }
     }
     fn put_payload(&self, w: &mut Writer) {
@@ -793,6 +810,10 @@ impl Message for ClockReply {
             Status(s) => w.put(s),
             Stats(s) => w.put(s),
             Error(e) => w.put(e),
+            Tstamp { tx_on, rx_filter } => {
+                w.put(tx_on);
+                w.put(rx_filter);
+            }
         }
     }
     fn get_payload(kind: u16, r: &mut Reader) -> Result<Self, DecodeError> {
@@ -806,6 +827,10 @@ impl Message for ClockReply {
             6 => Status(r.get()?),
             7 => Stats(r.get()?),
             8 => Error(r.get()?),
+            9 => Tstamp {
+                tx_on: r.get()?,
+                rx_filter: r.get()?,
+            },
             k => return Err(DecodeError::UnknownKind(k)),
         })
     }

@@ -14,7 +14,14 @@
 //! | `clear-txtt SET` | ends it: TXTT_SET clear, the set latches again |
 //! | `drop-ts-irqs N` | the next N time-sync interrupt edges send no MSI-X message (ICR.TS still shows) |
 //! | `link down` / `link up` | cable pulled / plugged: STATUS.LU follows and ICR.LSC is raised (§10, the link-status-change cause) |
-//! | `stats` | `latched= lost= dropped= stuck_reads= ts_irqs_dropped= per_set=a,b,c,d link=up\|down` |
+//! | `stats` | `latched= lost= dropped= stuck_reads= ts_irqs_dropped= per_set=a,b,c,d link=up\|down link_changes= port_resets= datapath_writes= tx_frames= rx_frames= rx_dropped=` |
+//!
+//! `datapath_writes` counts the writes to the registers that reset or re-arm the link and the
+//! queue-0 rings (CTRL, RCTL, TCTL, RXDCTL/TXDCTL, the ring bases and lengths): what a reconfiguration
+//! must not touch (seed 003). SRRCTL is not among them: its TIMESTAMP bit is how RX stamps in
+//! the buffer are switched (Linux's igc sets the same bit when it enables RX timestamps);
+//! the buffer size in it stays. `rx_dropped` sums every RX drop the model counts
+//! (no descriptor, RX disabled or link down, too big, runt, address filter, DMA error).
 
 use std::path::Path;
 use std::time::Duration;
@@ -99,18 +106,52 @@ pub fn apply(nic: &mut I225, host: &mut dyn DeviceHost, cmd: FaultCommand) -> St
                 .collect();
             return format!(
                 "latched={} lost={} dropped={} stuck_reads={} ts_irqs_dropped={} per_set={} \
-                 link={}",
+                 link={} link_changes={} port_resets={} datapath_writes={} tx_frames={} \
+                 rx_frames={} rx_dropped={}",
                 st.tx_stamps_latched,
                 st.tx_stamps_lost,
                 st.tx_stamps_dropped,
                 st.txtt_stuck_reads,
                 st.ts_irqs_dropped,
                 per.join(","),
-                if nic.link_up() { "up" } else { "down" }
+                if nic.link_up() { "up" } else { "down" },
+                nic.link_changes(),
+                nic.port_resets(),
+                datapath_writes(nic),
+                st.tx_frames,
+                st.rx_frames,
+                st.rx_missed
+                    + st.rx_not_ready
+                    + st.rx_too_big
+                    + st.rx_runt
+                    + st.rx_filtered
+                    + st.rx_dma_errors,
             );
         }
     }
     String::new()
+}
+
+/// Writes to the registers that reset or re-arm the link and queue 0's rings (not SRRCTL, the
+/// RX timestamp switch).
+fn datapath_writes(nic: &I225) -> u64 {
+    use intel_regs::igc::*;
+    [
+        CTRL,
+        RCTL,
+        TCTL,
+        rxdctl(0),
+        txdctl(0),
+        rdbal(0),
+        rdbah(0),
+        rdlen(0),
+        tdbal(0),
+        tdbah(0),
+        tdlen(0),
+    ]
+    .into_iter()
+    .map(|r| nic.writes(r))
+    .sum()
 }
 
 /// Binds the fault socket at `path` and serves it on a thread of its own for the life of the

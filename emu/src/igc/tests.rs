@@ -375,6 +375,7 @@ fn link_needs_slu_and_cable_and_raises_lsc() {
         icr::LSC,
         "LSC pending, masked so no INT_ASSERTED"
     );
+    let changes = r.dev.link_changes();
     r.dev.set_cable(false, &mut r.host);
     assert_eq!(r.rd(STATUS) & (status::LU | status::SPEED_2500), 0);
     assert_eq!(r.rd(ICR), icr::LSC);
@@ -383,6 +384,7 @@ fn link_needs_slu_and_cable_and_raises_lsc() {
     r.dev.set_cable(true, &mut r.host);
     assert_ne!(r.rd(STATUS) & status::LU, 0);
     assert_eq!(r.rd(ICR), icr::LSC);
+    assert_eq!(r.dev.link_changes(), changes + 2, "down and up, each once");
     assert!(r.host.raised.is_empty(), "IMS was clear");
 }
 

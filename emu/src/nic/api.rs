@@ -40,6 +40,11 @@ impl Port {
         self.link.up
     }
 
+    /// STATUS.LU transitions since power-on, down and up each counted.
+    pub fn link_changes(&self) -> u64 {
+        self.link.changes
+    }
+
     /// The INTx line as a level: true while `ICR & IMS != 0` outside MSI-X mode (GPIE.MSIX_MODE
     /// clear). A device host serving the model over INTx polls it after every access and every
     /// poll and signals the guest while it is true; an ICR read (clear-on-read, and IAM

@@ -59,13 +59,27 @@ pub(crate) struct Link {
     pub(crate) cable: bool,
     pub(crate) speed: LinkSpeed,
     pub(crate) up: bool,
+    /// STATUS.LU transitions since power-on (down and up each count): a reconfiguration that
+    /// bounces the link shows here even when it is back up before anyone looks.
+    pub(crate) changes: u64,
 }
 
 impl Link {
+    pub(crate) fn new(cable: bool, speed: LinkSpeed) -> Self {
+        Self {
+            cable,
+            speed,
+            up: false,
+            changes: 0,
+        }
+    }
+
     /// Recomputes link-up from CTRL.SLU; true if it changed (the caller raises ICR.LSC).
     pub(crate) fn update(&mut self, slu: bool) -> bool {
         let up = slu && self.cable;
-        std::mem::replace(&mut self.up, up) != up
+        let changed = std::mem::replace(&mut self.up, up) != up;
+        self.changes += u64::from(changed);
+        changed
     }
 
     /// STATUS bits owned by the link: LU, FD and the speed (all clear while down).

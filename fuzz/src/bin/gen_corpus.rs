@@ -156,6 +156,11 @@ fn clock_requests() -> Vec<ClockRequest> {
         Caps { clock: 1 },
         Status { clock: 0 },
         Stats { clock: 2 },
+        SetTstamp {
+            clock: 0,
+            tx_on: false,
+            rx_filter: ptp_ipc::RxFilter::All,
+        },
     ]
 }
 
@@ -175,6 +180,10 @@ fn clock_replies() -> Vec<ClockReply> {
             samples: vec![TimeXSample::default(); 3],
         },
         ClockReply::Stats(Stats::default()),
+        ClockReply::Tstamp {
+            tx_on: true,
+            rx_filter: ptp_ipc::RxFilter::PtpV2L2Event,
+        },
     ]
 }
 

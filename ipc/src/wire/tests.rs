@@ -244,6 +244,11 @@ fn clock_request() -> impl Strategy<Value = ClockRequest> {
         any::<u32>().prop_map(|clock| Caps { clock }),
         any::<u32>().prop_map(|clock| Status { clock }),
         any::<u32>().prop_map(|clock| Stats { clock }),
+        (any::<(u32, bool)>(), rx_filter()).prop_map(|((clock, tx_on), rx_filter)| SetTstamp {
+            clock,
+            tx_on,
+            rx_filter
+        }),
     ]
 }
 
@@ -258,6 +263,7 @@ fn clock_reply() -> impl Strategy<Value = ClockReply> {
         status().prop_map(Status),
         stats().prop_map(Stats),
         clock_error().prop_map(Error),
+        (any::<bool>(), rx_filter()).prop_map(|(tx_on, rx_filter)| Tstamp { tx_on, rx_filter }),
     ]
 }
 
@@ -826,4 +832,41 @@ fn rx_filter_codes_round_trip_and_unknown_codes_are_refused() {
     for code in 10..=u8::MAX {
         assert_eq!(RxFilter::from_code(code), None);
     }
+}
+
+#[test]
+fn golden_set_tstamp_and_its_reply() {
+    let m = ClockRequest::SetTstamp {
+        clock: 1,
+        tx_on: false,
+        rx_filter: RxFilter::All,
+    };
+    let want = [1, 3, 10, 0, 6, 0, 0, 0, 1, 0, 0, 0, 0, 1];
+    assert_eq!(m.to_bytes(), want);
+    assert_eq!(ClockRequest::decode(&want), Ok(m));
+    let r = ClockReply::Tstamp {
+        tx_on: true,
+        rx_filter: RxFilter::PtpV2L2Event,
+    };
+    let want = [1, 4, 9, 0, 2, 0, 0, 0, 1, 3];
+    assert_eq!(r.to_bytes(), want);
+    assert_eq!(ClockReply::decode(&want), Ok(r));
+    // An unknown filter code or a bool other than 0/1 is a typed error, not a request.
+    assert_eq!(
+        ClockRequest::decode(&[1, 3, 10, 0, 6, 0, 0, 0, 1, 0, 0, 0, 0, 10]),
+        Err(DecodeError::InvalidValue("RxFilter"))
+    );
+    assert!(ClockRequest::decode(&[1, 3, 10, 0, 6, 0, 0, 0, 1, 0, 0, 0, 2, 1]).is_err());
+}
+
+#[test]
+fn rx_filter_names_round_trip() {
+    for f in RxFilter::ALL {
+        assert_eq!(RxFilter::from_name(f.name()), Some(f));
+    }
+    assert_eq!(
+        RxFilter::from_name("PTP_V2_EVENT"),
+        Some(RxFilter::PtpV2Event)
+    );
+    assert_eq!(RxFilter::from_name("ptp_v2"), None);
 }

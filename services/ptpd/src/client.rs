@@ -10,7 +10,9 @@
 use std::path::{Path, PathBuf};
 
 use ptp_ipc::transport::{ChannelError, TransportError};
-use ptp_ipc::{Caps, ClockError, ClockReply, ClockRequest, ClockStatus, Stats, TimeXSample};
+use ptp_ipc::{
+    Caps, ClockError, ClockReply, ClockRequest, ClockStatus, RxFilter, Stats, TimeXSample,
+};
 
 /// Where the clock scheme lives when nothing else is said (Linux hosts).
 #[cfg(target_os = "linux")]
@@ -125,6 +127,20 @@ impl Client {
     }
     pub fn stats(&self, clock: u32) -> Result<Stats, ClientError> {
         expect!(self.call(&ClockRequest::Stats { clock })?, ClockReply::Stats(s) => s)
+    }
+    /// Privileged: TX timestamping on/off and the RX filter; what the driver applied.
+    pub fn set_tstamp(
+        &self,
+        clock: u32,
+        tx_on: bool,
+        rx_filter: RxFilter,
+    ) -> Result<(bool, RxFilter), ClientError> {
+        let req = ClockRequest::SetTstamp {
+            clock,
+            tx_on,
+            rx_filter,
+        };
+        expect!(self.call(&req)?, ClockReply::Tstamp { tx_on, rx_filter } => (tx_on, rx_filter))
     }
 }
 

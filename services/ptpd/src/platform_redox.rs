@@ -105,7 +105,8 @@ fn target(req: &ClockRequest) -> Option<u32> {
         | ClockRequest::Freq { clock, .. }
         | ClockRequest::Caps { clock }
         | ClockRequest::Status { clock }
-        | ClockRequest::Stats { clock } => Some(clock),
+        | ClockRequest::Stats { clock }
+        | ClockRequest::SetTstamp { clock, .. } => Some(clock),
     }
 }
 

@@ -146,7 +146,10 @@ impl<C: Connector> ClockScheme<C> {
     fn try_handle(&self, req: ClockRequest, uid: u32) -> Result<ClockReply, ClockError> {
         let writes = matches!(
             req,
-            ClockRequest::Set { .. } | ClockRequest::Adj { .. } | ClockRequest::Freq { .. }
+            ClockRequest::Set { .. }
+                | ClockRequest::Adj { .. }
+                | ClockRequest::Freq { .. }
+                | ClockRequest::SetTstamp { .. }
         );
         if writes && !may_write(uid, &self.privileged) {
             return Err(ClockError::PermissionDenied);
@@ -172,6 +175,18 @@ impl<C: Connector> ClockScheme<C> {
             }
             ClockRequest::Caps { clock } => (clock, DriverRequest::Caps),
             ClockRequest::Stats { clock } => (clock, DriverRequest::Stats),
+            ClockRequest::SetTstamp {
+                clock,
+                tx_on,
+                rx_filter,
+            } => {
+                log::warn!(
+                    "clock {clock}: uid {uid} sets timestamping: TX {}, RX {}",
+                    if tx_on { "on" } else { "off" },
+                    rx_filter.name()
+                );
+                (clock, DriverRequest::SetTstampConfig { tx_on, rx_filter })
+            }
         };
         let freq = match dreq {
             DriverRequest::AdjFine { scaled_ppm } => Some(scaled_ppm),
@@ -190,7 +205,10 @@ impl<C: Connector> ClockScheme<C> {
             DriverReply::Caps(c) => ClockReply::Caps(c),
             DriverReply::Stats(s) => ClockReply::Stats(s),
             DriverReply::Error(e) => return Err(clock_error(&e)),
-            DriverReply::TstampConfig { .. } | DriverReply::Freq { .. } => {
+            DriverReply::TstampConfig { tx_on, rx_filter } => {
+                ClockReply::Tstamp { tx_on, rx_filter }
+            }
+            DriverReply::Freq { .. } => {
                 return Err(ClockError::Io);
             }
         })

@@ -39,6 +39,12 @@ commands (phc_ctl style):
   caps                what the clock can do
   status              driver, link and PTP port state
   stats               driver counters
+  tstamp on|off FILTER
+                      privileged: TX timestamping on or off and the RX filter (none, all,
+                      ptp_v2_event, ptp_v2_l2_event, ptp_v2_l4_event, ptp_v2_l2_sync,
+                      ptp_v2_l2_delay_req, ptp_v2_l4_sync, ptp_v2_l4_delay_req) on the running
+                      clock; never resets the link or the rings; ptpd re-applies its own
+                      configuration when the driver reconnects
   bench [-n N]        exact-path vs clock-page read latency (default N = 10000)
   compare SOCKET [CLOCK] [-n N]
                       PHC minus the PHC of another ptpd (SOCKET, clock CLOCK, default 0) on
@@ -76,6 +82,10 @@ pub enum Command {
     Caps,
     Status,
     Stats,
+    Tstamp {
+        tx_on: bool,
+        rx_filter: ptp_ipc::RxFilter,
+    },
     Bench {
         n: usize,
     },
@@ -164,6 +174,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
         Some("caps") => Command::Caps,
         Some("status") => Command::Status,
         Some("stats") => Command::Stats,
+        Some("tstamp") => tstamp(words.get(1), words.get(2))?,
         Some("bench") => Command::Bench {
             n: positive(n.unwrap_or(10_000))?,
         },
@@ -186,6 +197,20 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
         output,
         command,
     }))
+}
+
+/// `tstamp on|off FILTER`: both words required, each checked.
+fn tstamp(tx: Option<&String>, filter: Option<&String>) -> Result<Command, Error> {
+    let tx_on = match tx.map(String::as_str) {
+        Some("on") => true,
+        Some("off") => false,
+        Some(w) => return Err(Error::Usage(format!("bad TX {w:?}: on or off"))),
+        None => return Err(Error::Usage("missing on|off".into())),
+    };
+    let f = filter.ok_or_else(|| Error::Usage("missing FILTER".into()))?;
+    let rx_filter = ptp_ipc::RxFilter::from_name(f)
+        .ok_or_else(|| Error::Usage(format!("unknown RX filter {f:?}")))?;
+    Ok(Command::Tstamp { tx_on, rx_filter })
 }
 
 fn positive(n: usize) -> Result<usize, Error> {
@@ -413,6 +438,15 @@ pub fn run(args: &Args) -> Result<(String, Value), Error> {
                 "rx_timestamped": s.rx_timestamped, "rx_other": s.rx_other});
             (format!("{s:?}"), v)
         }
+        Command::Tstamp { tx_on, rx_filter } => {
+            let (tx, rx) = c.set_tstamp(clock, *tx_on, *rx_filter)?;
+            let tx_word = if tx { "on" } else { "off" };
+            (
+                format!("timestamping: TX {tx_word}, RX {}", rx.name()),
+                json!({"ok": true, "command": "tstamp", "clock": clock, "tx_on": tx,
+                    "rx_filter": rx.name()}),
+            )
+        }
         Command::Bench { n } => bench::run(&c, clock, *n)?,
         Command::Compare {
             other,
@@ -423,4 +457,39 @@ pub fn run(args: &Args) -> Result<(String, Value), Error> {
             compare::run(&c, clock, &b, *other_clock, *n)?
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(words: &[&str]) -> Result<Command, Error> {
+        parse(words.iter().map(OsString::from)).map(|a| a.unwrap().command)
+    }
+
+    #[test]
+    fn tstamp_parses_and_bad_values_are_usage_errors() {
+        assert_eq!(
+            cmd(&["tstamp", "off", "ptp_v2_event"]).unwrap(),
+            Command::Tstamp {
+                tx_on: false,
+                rx_filter: ptp_ipc::RxFilter::PtpV2Event
+            }
+        );
+        assert_eq!(
+            cmd(&["tstamp", "on", "ALL"]).unwrap(),
+            Command::Tstamp {
+                tx_on: true,
+                rx_filter: ptp_ipc::RxFilter::All
+            }
+        );
+        for bad in [
+            &["tstamp"][..],
+            &["tstamp", "on"],
+            &["tstamp", "yes", "all"],
+            &["tstamp", "on", "ptp_v3"],
+        ] {
+            assert!(matches!(cmd(bad), Err(Error::Usage(_))), "{bad:?}");
+        }
+    }
 }

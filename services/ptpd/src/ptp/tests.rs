@@ -581,6 +581,46 @@ fn tstamp_config_is_sent_on_connect_and_again_after_a_restart() {
     assert_eq!(net::internet_checksum(&f.frame[14..34]), 0);
 }
 
+/// `SetTstamp` over the clock scheme: root's reaches the driver and answers what it applied;
+/// an unprivileged uid's is refused and reaches nothing.
+#[test]
+fn set_tstamp_is_privileged_and_forwarded_to_the_driver() {
+    let r = rig(1);
+    assert!(wait_for(Duration::from_secs(3), || r
+        .driver
+        .st()
+        .tstamp_configs
+        .len()
+        == 1));
+    let req = ClockRequest::SetTstamp {
+        clock: 0,
+        tx_on: false,
+        rx_filter: RxFilter::All,
+    };
+    assert_eq!(
+        r.scheme.handle(req.clone(), 1000),
+        ClockReply::Error(ptp_ipc::ClockError::PermissionDenied)
+    );
+    assert_eq!(r.driver.st().tstamp_configs.len(), 1);
+    assert_eq!(
+        r.scheme.handle(req, 0),
+        ClockReply::Tstamp {
+            tx_on: false,
+            rx_filter: RxFilter::All
+        }
+    );
+    assert_eq!(r.driver.st().tstamp_configs[1..], [RxFilter::All]);
+    let other = ClockRequest::SetTstamp {
+        clock: 7,
+        tx_on: true,
+        rx_filter: RxFilter::All,
+    };
+    assert_eq!(
+        r.scheme.handle(other, 0),
+        ClockReply::Error(ptp_ipc::ClockError::NoDevice)
+    );
+}
+
 #[test]
 fn the_phc_frequency_found_at_start_survives_a_driver_cold_restart() {
     let epoch = Instant::now();
