@@ -588,6 +588,7 @@ impl Igb {
         NicStats {
             tx_stamps_latched: self.tx_pair.latched,
             tx_stamps_lost: self.tx_pair.lost,
+            tx_stamps_released: self.tx_pair.released,
             ..self.port.stats
         }
     }

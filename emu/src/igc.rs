@@ -645,6 +645,7 @@ impl I225 {
     pub fn stats(&self) -> I225Stats {
         I225Stats {
             tx_stamps_latched: self.txs.latched,
+            tx_stamps_released: self.txs.released,
             tx_stamps_lost: self.txs.lost,
             tx_stamps_dropped: self.txs.dropped,
             txtt_stuck_reads: self.txs.stuck_reads,

@@ -90,6 +90,8 @@ pub struct NicStats {
     pub rx_dma_errors: u64,
     /// TX stamps latched into a set.
     pub tx_stamps_latched: u64,
+    /// Latched TX stamps a driver's read of TXSTMPH released (any set): stamps handed over.
+    pub tx_stamps_released: u64,
     /// TX stamps lost because their set still held an unread stamp.
     pub tx_stamps_lost: u64,
     /// TX stamps swallowed by fault injection (`drop_tx_stamps`).

@@ -156,6 +156,8 @@ pub(super) struct StampPair {
     pub(super) latched: u64,
     /// Stamps that found the pair still valid and were lost.
     pub(super) lost: u64,
+    /// Valid stamps released by a read of the high register (handed to the driver).
+    pub(super) released: u64,
 }
 
 impl StampPair {
@@ -182,6 +184,7 @@ impl StampPair {
 
     /// The high register's read: its value, and the pair is free again.
     pub(super) fn read_high(&mut self) -> u32 {
+        self.released += u64::from(self.valid);
         self.valid = false;
         self.high()
     }

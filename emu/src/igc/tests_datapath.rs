@@ -513,8 +513,16 @@ fn all_four_sets_hold_stamps_at_once() {
         assert_eq!(r.dev.txtt() & (1 << n), 0);
     }
     assert_eq!(r.dev.txtt(), 1);
+    assert_eq!(
+        r.dev.stats().tx_stamps_released,
+        3,
+        "sets 3, 2, 1 handed over"
+    );
     assert_eq!(r.read_set(0), stamps[0]);
     assert_eq!(r.dev.txtt(), 0);
+    // A second read of a released set hands nothing over.
+    r.read_set(0);
+    assert_eq!(r.dev.stats().tx_stamps_released, 4);
 }
 
 #[test]

@@ -51,6 +51,8 @@ pub(super) struct TxStamps {
     pub(super) latched: u64,
     /// Of those, per set (fault tests check that every set still latches after a fault).
     pub(super) latched_per_set: [u64; TX_STAMP_SETS],
+    /// Valid stamps a TXSTMPH read released (TXTT_n cleared while set): handed to the driver.
+    pub(super) released: u64,
     pub(super) lost: u64,
     pub(super) dropped: u64,
     /// Releasing reads a stuck TXTT bit survived.
@@ -68,6 +70,7 @@ impl TxStamps {
             drop_next: 0,
             latched: 0,
             latched_per_set: [0; TX_STAMP_SETS],
+            released: 0,
             lost: 0,
             dropped: 0,
             stuck_reads: 0,
@@ -161,6 +164,7 @@ impl TxStamps {
             }
             _ => {
                 *stuck = None;
+                self.released += u64::from(self.txtt & bit != 0);
                 self.txtt &= !bit;
             }
         }
