@@ -98,9 +98,11 @@ pub struct ClockState {
     /// The time of the measurement statime's filter is processing (ns), so a step can be
     /// checked against the filter's own time (see [`MIN_PHC_AFTER_STEP_NS`]).
     pub measuring_ns: Option<i128>,
-    /// The PHC's frequency when ptpd first configured its driver (`GetFreq`, scaled ppm):
-    /// statime's frequencies are relative to it (see [`PhcClock::set_frequency`]). `None`
-    /// until then, or if the driver cannot say: statime's values are then absolute.
+    /// The PHC's frequency when ptpd first configured its driver (`GetFreq`, scaled ppm), then
+    /// the frequency in force whenever a new statime filter starts steering
+    /// ([`TracedFilter::measurement`]): statime's frequencies are relative to it (see
+    /// [`PhcClock::set_frequency`]). `None` until then, or if the driver cannot say: statime's
+    /// values are then absolute.
     pub freq_base_scaled_ppm: Option<i64>,
     /// The absolute frequency last applied (base + statime's), scaled ppm and ppb: what status
     /// and the logs report.
@@ -368,10 +370,11 @@ impl Clock for PhcClock {
         Ok(self.now())
     }
 
-    /// `ppm` is relative to the PHC's frequency when ptpd took it over
-    /// ([`ClockState::freq_base_scaled_ppm`]): statime's Kalman filter starts every servo with
-    /// a "0", which as an absolute value would throw away the correction a restarted ptpd finds
-    /// the PHC running at (issue 17; the drivers keep it across a ptpd restart) and move the
+    /// `ppm` is relative to the PHC's frequency when ptpd took it over, re-based whenever
+    /// statime starts a new servo ([`ClockState::freq_base_scaled_ppm`]): statime's Kalman
+    /// filter starts every servo with a "0", which as an absolute value would throw away the
+    /// correction a restarted ptpd finds the PHC running at (issue 17; the drivers keep it
+    /// across a ptpd restart), or the one learnt before the port left SLAVE, and move the
     /// clock by µs before the servo has re-learnt it. The limits bound the absolute value, which
     /// is what the hardware and the bounds are about.
     fn set_frequency(&mut self, ppm: f64) -> Result<Time, Self::Error> {
@@ -429,6 +432,8 @@ pub struct TracedConfig {
 pub struct TracedFilter {
     inner: KalmanFilter,
     config: TracedConfig,
+    /// `inner` has not set its first frequency yet (see [`TracedFilter::rebase_if_fresh`]).
+    fresh: bool,
     /// Latest event time seen (ns), and the step total at that moment.
     last_event: Option<(i128, i128)>,
 }
@@ -455,10 +460,34 @@ impl TracedFilter {
                     expected - now
                 );
                 self.inner = KalmanFilter::new(self.config.kalman);
+                self.fresh = true;
                 let mut st = lock(&self.config.state);
                 st.servo = ServoState::Unlocked;
                 st.lock_run = 0;
             }
+        }
+    }
+
+    /// A new Kalman filter's first measurement with an offset sets the frequency to 0.0
+    /// (statime 0.4 `filters/kalman.rs`, `KalmanFilter::ensure_freq_init`), and statime starts
+    /// a new filter whenever the port leaves SLAVE (`port/mod.rs`, `set_forced_port_state`),
+    /// e.g. SLAVE → MASTER when the parent's Announces age out over a link flap. Relative to
+    /// ptpd's start that "0" throws away the correction learnt since (several ppm; the old
+    /// filter's `demobilize` had just applied its best estimate), and the slave drifted µs
+    /// before the new filter re-learnt it (issue 17 follow-up). So the frequency in force
+    /// becomes the base just before: the new filter's "0" keeps it. Until the filter has seen
+    /// an offset it sets no frequency (its `cur_frequency` is unset), so re-basing on each
+    /// such measurement is harmless.
+    fn rebase_if_fresh(&mut self, m: &Measurement) {
+        if !self.fresh {
+            return;
+        }
+        let mut st = lock(&self.config.state);
+        if st.freq_base_scaled_ppm.is_some() || st.freq_scaled_ppm != 0 {
+            st.freq_base_scaled_ppm = Some(st.freq_scaled_ppm);
+        }
+        if m.raw_sync_offset.is_some() || m.raw_delay_offset.is_some() {
+            self.fresh = false;
         }
     }
 }
@@ -475,12 +504,14 @@ impl Filter for TracedFilter {
         Self {
             inner: KalmanFilter::new(config.kalman),
             config,
+            fresh: true,
             last_event: None,
         }
     }
 
     fn measurement<C: Clock>(&mut self, m: Measurement, clock: &mut C) -> FilterUpdate {
         self.restart_if_time_ran_back(&m);
+        self.rebase_if_fresh(&m);
         let steps_before = {
             let mut st = lock(&self.config.state);
             st.measuring_ns = Some(time_ns(m.event_time));
@@ -647,6 +678,44 @@ mod tests {
         assert_eq!(adjfines(&io), vec![applied, applied]);
         assert_eq!(lock(&st).freq_base_scaled_ppm, Some(ppm_to_scaled(-3.0)));
         assert_eq!(lock(&st).freq_scaled_ppm, applied);
+    }
+
+    /// A measurement 100 ns off at PHC time 50 s.
+    fn offset_sample() -> Measurement {
+        let off = PtpDuration::from_nanos(100);
+        Measurement {
+            event_time: Time::from_nanos(50_000_000_000),
+            offset: Some(off),
+            delay: None,
+            peer_delay: None,
+            raw_sync_offset: Some(off),
+            raw_delay_offset: None,
+        }
+    }
+
+    #[test]
+    fn a_new_filter_keeps_the_frequency_in_force() {
+        let (mut c, io, st) = clock(500_000, 0);
+        adopt_driver_freq("t", &*io, &st, 0);
+        let config = TracedConfig {
+            kalman: KalmanConfiguration::default(),
+            state: st.clone(),
+        };
+        // The first servo: its "0" is the PHC's frequency at ptpd's start.
+        let mut first = TracedFilter::new(config.clone());
+        first.measurement(offset_sample(), &mut c);
+        assert_eq!(adjfines(&io)[0], 0);
+        // It learnt +3.5 ppm (its last steer); statime then starts a new filter (the port
+        // left SLAVE).
+        c.set_frequency(3.5).unwrap();
+        let learnt = ppm_to_scaled(3.5);
+        let mut second = TracedFilter::new(config);
+        drop(first);
+        let before = adjfines(&io).len();
+        second.measurement(offset_sample(), &mut c);
+        let after = &adjfines(&io)[before..];
+        assert_eq!(after.first(), Some(&learnt), "the new filter's 0 keeps it");
+        assert_eq!(lock(&st).freq_base_scaled_ppm, Some(learnt));
     }
 
     #[test]
