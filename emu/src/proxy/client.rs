@@ -97,7 +97,11 @@ fn exchange(
 }
 
 /// Sends `bytes` with `fds` as SCM_RIGHTS (none: a plain write).
-fn send_with_fds(sock: &mut UnixStream, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+pub(super) fn send_with_fds(
+    sock: &mut UnixStream,
+    bytes: &[u8],
+    fds: &[RawFd],
+) -> std::io::Result<()> {
     if fds.is_empty() {
         return sock.write_all(bytes);
     }

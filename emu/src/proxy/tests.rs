@@ -140,40 +140,12 @@ struct FakeQemu {
     sock: UnixStream,
 }
 
-fn send_with_fds(sock: &UnixStream, bytes: &[u8], fds: &[RawFd]) {
-    let mut cbuf = [0u64; 16];
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut _,
-        iov_len: bytes.len(),
-    };
-    // Safety: test helper; msghdr zeroed then pointed at live buffers for the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if !fds.is_empty() {
-        let len = std::mem::size_of_val(fds);
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        // Safety: CMSG_SPACE is a pure computation.
-        msg.msg_controllen = unsafe { libc::CMSG_SPACE(len as u32) } as _;
-        // Safety: the control buffer (128 bytes) holds CMSG_SPACE of at most 8 fds.
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = libc::SOL_SOCKET;
-            (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(len as u32) as _;
-            std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast(), fds.len());
-        }
-    }
-    // Safety: msg points at live buffers.
-    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
-    assert_eq!(n as usize, bytes.len());
-}
-
 impl FakeQemu {
     fn send(&mut self, c: i32, payload: &[u8], fds: &[RawFd]) {
         let mut m = proto::encode_header(c, payload.len()).to_vec();
         m.extend_from_slice(payload);
-        send_with_fds(&self.sock, &m, fds);
+        // The driver side's sender (SCM_RIGHTS as QEMU sends them), one copy of that code.
+        super::client::send_with_fds(&mut self.sock, &m, fds).expect("send to the device host");
     }
 
     fn ret(&mut self) -> u64 {
