@@ -617,16 +617,7 @@ mod tests {
         // Beyond the driver's max_adj: clamped to it, not to the configured bound.
         c.set_frequency(-400.0).unwrap();
         c.set_frequency(f64::NAN).unwrap_err();
-        let adj: Vec<i64> =
-            io.0.lock()
-                .unwrap()
-                .iter()
-                .filter_map(|r| match r {
-                    DriverRequest::AdjFine { scaled_ppm } => Some(*scaled_ppm),
-                    _ => None,
-                })
-                .collect();
-        assert_eq!(adj, vec![819_200, ppm_to_scaled(-62.499)]);
+        assert_eq!(adjfines(&io), vec![819_200, ppm_to_scaled(-62.499)]);
         assert_eq!(lock(&st).freq_scaled_ppm, ppm_to_scaled(-62.499));
         assert_eq!(lock(&st).errors, 1);
     }
