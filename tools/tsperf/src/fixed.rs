@@ -9,6 +9,7 @@
 //!   thread and of tsperf as a whole (its sender thread keeps the schedule);
 //! - over the ring, our end's own counters per stamp (sleeps, wake-ups, signals sent).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ptp_ipc::ring::RingStats;
@@ -71,6 +72,25 @@ pub fn process_counts(pid: u32) -> Result<TaskCounts, String> {
     Ok(total)
 }
 
+/// Per thread name (`/proc/<pid>/task/<tid>/comm`; threads of one name summed) of process
+/// `pid`: which of igcd's threads the wake-ups are.
+pub fn counts_by_thread(pid: u32) -> Result<BTreeMap<String, TaskCounts>, String> {
+    let dir = format!("/proc/{pid}/task");
+    let mut by = BTreeMap::new();
+    for e in std::fs::read_dir(&dir).map_err(|e| format!("{dir}: {e}"))? {
+        let path = e.map_err(|e| e.to_string())?.path();
+        let (Some(c), Ok(name)) = (
+            task_counts(&path),
+            std::fs::read_to_string(path.join("comm")),
+        ) else {
+            continue;
+        };
+        let slot: &mut TaskCounts = by.entry(name.trim().to_string()).or_default();
+        *slot = slot.add(c);
+    }
+    Ok(by)
+}
+
 fn thread_counts(tid: i32) -> Result<TaskCounts, String> {
     let dir = std::path::PathBuf::from(format!("/proc/self/task/{tid}"));
     task_counts(&dir).ok_or_else(|| format!("{}: unreadable", dir.display()))
@@ -91,11 +111,14 @@ pub struct FixedFigures {
     pub client_cpu_ns_per_stamp: f64,
     /// Our ring end's sleeps, wake-ups and signals sent, per stamp (ring channel only).
     pub ring_per_stamp: Option<[f64; 3]>,
+    /// `driver_wakeups_per_stamp` by the driver's thread names.
+    pub driver_wakeups_by_thread: BTreeMap<String, f64>,
 }
 
 /// Counters around a step.
 struct Snapshot {
     driver: TaskCounts,
+    driver_threads: BTreeMap<String, TaskCounts>,
     reader: TaskCounts,
     client: TaskCounts,
     ring: Option<RingStats>,
@@ -104,6 +127,7 @@ struct Snapshot {
 fn snapshot(d: &Driver) -> Result<Snapshot, String> {
     Ok(Snapshot {
         driver: process_counts(d.pid())?,
+        driver_threads: counts_by_thread(d.pid())?,
         reader: thread_counts(d.reader_tid())?,
         client: process_counts(std::process::id())?,
         ring: d.ring_stats(),
@@ -138,6 +162,14 @@ pub fn measure(
         ]),
         _ => None,
     };
+    let driver_wakeups_by_thread = after
+        .driver_threads
+        .iter()
+        .map(|(name, a)| {
+            let b = before.driver_threads.get(name).copied().unwrap_or_default();
+            (name.clone(), per(a.since(b).switches))
+        })
+        .collect();
     Ok(FixedFigures {
         stamps,
         on_time_pct: s.pct(s.on_time),
@@ -150,6 +182,7 @@ pub fn measure(
         reader_cpu_ns_per_stamp: per(rdr.cpu_ns),
         client_cpu_ns_per_stamp: per(cli.cpu_ns),
         ring_per_stamp,
+        driver_wakeups_by_thread,
     })
 }
 
@@ -253,7 +286,29 @@ fn to_json(f: &FixedFigures) -> Value {
     for (k, x) in named(f) {
         v[k] = x.into();
     }
+    v["driver_wakeups_by_thread"] = json!(f.driver_wakeups_by_thread);
     v
+}
+
+/// Each driver thread's wake-ups per stamp: median and range over `runs` (a thread missing
+/// from a run counts as not reached there).
+fn thread_spreads(runs: &[FixedFigures]) -> Vec<(String, Spread)> {
+    let mut names: Vec<&String> = runs
+        .iter()
+        .flat_map(|f| f.driver_wakeups_by_thread.keys())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|n| {
+            let v: Vec<Option<f64>> = runs
+                .iter()
+                .map(|f| f.driver_wakeups_by_thread.get(n).copied())
+                .collect();
+            (n.clone(), Spread::of_defined(&v))
+        })
+        .collect()
 }
 
 /// Each figure's median and range over `runs`.
@@ -277,6 +332,11 @@ fn summary_json(c: ChannelMode, rate: f64, runs: &[FixedFigures]) -> Value {
     for (k, s) in spreads(runs) {
         v[k] = s.to_json();
     }
+    let threads: serde_json::Map<String, Value> = thread_spreads(runs)
+        .into_iter()
+        .map(|(n, s)| (n, s.to_json()))
+        .collect();
+    v["driver_wakeups_by_thread"] = Value::Object(threads);
     v
 }
 
@@ -289,6 +349,12 @@ fn summary_lines(c: ChannelMode, rate: f64, runs: &[FixedFigures]) -> Vec<String
                 crate::figures::show_spread(&s, 3, "", "-")
             ));
         }
+    }
+    for (n, s) in thread_spreads(runs) {
+        out.push(format!(
+            "    wake-ups per stamp, {n:<15} {}",
+            crate::figures::show_spread(&s, 3, "", "-")
+        ));
     }
     out
 }
@@ -304,4 +370,52 @@ pub fn run(o: &Options) -> Result<(), String> {
     }
     t.print(o);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A named thread that blocks and is woken `n` times shows up under its name with at least
+    /// `n` voluntary switches more than before.
+    #[test]
+    fn wakeups_are_counted_per_thread_name() {
+        let pid = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (ack_tx, ack_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::Builder::new()
+            .name("tsperf-wake".into())
+            .spawn(move || {
+                while rx.recv().is_ok() {
+                    ack_tx.send(()).unwrap();
+                }
+            })
+            .unwrap();
+        let switches = || counts_by_thread(pid).unwrap()["tsperf-wake"].switches;
+        let before = switches();
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(2));
+            tx.send(()).unwrap();
+            ack_rx.recv().unwrap();
+        }
+        assert!(switches() >= before + 20, "{before} -> {}", switches());
+        drop(tx);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn thread_spreads_take_medians_per_name() {
+        let fig = |a: f64, b: Option<f64>| FixedFigures {
+            driver_wakeups_by_thread: [("irq".to_string(), a)]
+                .into_iter()
+                .chain(b.map(|b| ("model".to_string(), b)))
+                .collect(),
+            ..FixedFigures::default()
+        };
+        let runs = [fig(1.0, Some(0.5)), fig(3.0, None), fig(2.0, Some(0.7))];
+        let s: BTreeMap<String, Spread> = thread_spreads(&runs).into_iter().collect();
+        assert_eq!(s["irq"].median, Some(2.0));
+        assert_eq!(s["model"].median, Some(0.6));
+        assert_eq!(s["model"].reached_in, 2);
+    }
 }
