@@ -386,11 +386,14 @@ mod tests {
         let t = std::thread::Builder::new()
             .name("tsperf-wake".into())
             .spawn(move || {
+                // Named once running: std names the thread from inside it, after spawn returns.
+                ack_tx.send(()).unwrap();
                 while rx.recv().is_ok() {
                     ack_tx.send(()).unwrap();
                 }
             })
             .unwrap();
+        ack_rx.recv().unwrap();
         let switches = || counts_by_thread(pid).unwrap()["tsperf-wake"].switches;
         let before = switches();
         for _ in 0..20 {
