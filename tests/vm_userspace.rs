@@ -122,7 +122,12 @@ fn userspace_setup() -> GuestSetup {
 fn guest_plumbing_and_the_polled_vector() {
     let mut setup = userspace_setup();
     setup.append.push("noirqdebug".into());
-    let mut g = boot("plumbing", &setup, Vec::new());
+    let truth_path = fresh_dir("vmus-plumbing-truth").join("vm.truth");
+    let mut g = boot(
+        "plumbing",
+        &setup,
+        vec!["--truth".into(), truth_path.clone().into()],
+    );
     let console = g.vm.console_lines();
     assert!(
         console.iter().any(|l| l.text == "@@IGC-BLACKLISTED"),
@@ -153,7 +158,76 @@ fn guest_plumbing_and_the_polled_vector() {
     ));
     assert_eq!(id.trim(), format!("8680{}{}", &dev[2..], &dev[..2]));
     polled_vector(&mut g, &addr);
+    warm_attach_through_pci(&mut g, &addr, &TruthReader::open(&truth_path).unwrap());
     let _ = std::fs::remove_dir_all(&g.dir);
+}
+
+/// Warm attach through `--pci` (issue 17), on the igcd + lone ptpd master [`polled_vector`]
+/// left running: kill -9 igcd, start it again on the function uio_pci_generic still holds. The
+/// new instance says it kept the PHC, and the guest model's PHC law (its ground truth) is the
+/// same before and after to the nanosecond at two instants a second apart (no SYSTIM, TIMINCA or
+/// frequency write); ptpd reconnects by itself and TX stamps flow again. With `--cold-start`
+/// the law changes (the PHC is set from CLOCK_REALTIME) and this fails.
+fn warm_attach_through_pci(g: &mut Guest, addr: &str, truth: &TruthReader) {
+    let law = || truth.snapshot().expect("guest truth").law;
+    let before = law();
+    g.run_ok(
+        "kill -9 $(pidof ptplab | tr ' ' '\\n' | while read p; do \
+         grep -q igcd /proc/$p/cmdline && echo $p; done)",
+    );
+    g.run_ok(&format!(
+        "ptplab igcd --pci {addr} --name guest --channel /tmp/igc0.sock > /tmp/igcd2.log 2>&1 &"
+    ));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let log = loop {
+        let log = g.run("cat /tmp/igcd2.log").text();
+        if log.contains("serving ptpd on") {
+            break log;
+        }
+        assert!(Instant::now() < deadline, "igcd did not come back:\n{log}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(log.contains("warm attach: PHC kept"), "{log}");
+    let after = law();
+    let t = HostClock::new().now_ns();
+    for at in [t, t + 1_000_000_000] {
+        assert_eq!(
+            after.ns_at(at),
+            before.ns_at(at),
+            "the restarted igcd moved the PHC:\n{log}"
+        );
+    }
+    let first = tx_delivered_eventually(g);
+    std::thread::sleep(Duration::from_secs(2));
+    let then = tx_delivered(g);
+    eprintln!(
+        "[plumbing] warm attach through --pci: PHC law unchanged; TX stamps {first} -> {then}"
+    );
+    assert!(
+        then >= first + 4,
+        "TX stamps stalled after the restart: {first} -> {then}"
+    );
+}
+
+/// [`tx_delivered`] once ptpd answers again (it reconnects to a restarted igcd by itself).
+fn tx_delivered_eventually(g: &mut Guest) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = g.run("ptplab ptpctl --socket /tmp/ptp.sock --json stats");
+        if out.rc == 0
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(out.text().trim())
+            && v["driver_up"].as_bool() != Some(false)
+            && let Some(n) = v["tx_delivered"].as_u64()
+        {
+            return n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ptpd without its driver: {}",
+            out.text()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// See [`guest_plumbing_and_the_polled_vector`]: igcd + a lone ptpd master on a guest without
