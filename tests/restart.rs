@@ -75,6 +75,27 @@ struct Outage {
     back_after: Duration,
 }
 
+impl Outage {
+    /// The figure for the outage: the true offset moved ≤ [`OUTAGE_MOVE_NS`] while
+    /// `what`.
+    fn assert_held(&self, what: &str) {
+        assert!(
+            self.moved_ns <= OUTAGE_MOVE_NS,
+            "true offset moved {} ns while {what}",
+            self.moved_ns
+        );
+    }
+
+    /// The figure for the return: within ±[`LOCK_NS`] [`BACK_WITHIN`] after the restart.
+    fn assert_back(&self) {
+        assert!(
+            self.back_after <= BACK_WITHIN,
+            "back after {:?}",
+            self.back_after
+        );
+    }
+}
+
 /// Kills host `victim`'s `role` with SIGKILL and follows slave `slave` on ground truth until
 /// the victim's ptpd reports its driver up again and the slave is within ±LOCK_NS (5 samples).
 /// `down` is called every pass while the victim is down (for the clock-scheme checks).
@@ -168,16 +189,8 @@ fn slave_driver_killed(lab: &mut Lab) -> Result<(), String> {
         slowest < Duration::from_secs(1),
         "a request hung {slowest:?}"
     );
-    assert!(
-        out.moved_ns <= OUTAGE_MOVE_NS,
-        "true offset moved {} ns over the outage",
-        out.moved_ns
-    );
-    assert!(
-        out.back_after <= BACK_WITHIN,
-        "back after {:?}",
-        out.back_after
-    );
+    out.assert_held("the driver was down");
+    out.assert_back();
     assert!(
         out.driver_up_after.is_some_and(|d| d <= BACK_WITHIN),
         "{out:?}"
@@ -197,16 +210,8 @@ fn slave_ptpd_killed(lab: &mut Lab) -> Result<(), String> {
     let out = kill_and_follow(lab, 1, "ptpd", 1, |_, _| {})?;
     eprintln!("slave ptpd killed: {out:?}");
     assert_eq!([lab.pid(0, "igcd"), lab.pid(1, "igcd")], drivers);
-    assert!(
-        out.moved_ns <= OUTAGE_MOVE_NS,
-        "true offset moved {} ns while ptpd was down and re-locking",
-        out.moved_ns
-    );
-    assert!(
-        out.back_after <= BACK_WITHIN,
-        "back after {:?}",
-        out.back_after
-    );
+    out.assert_held("ptpd was down and re-locking");
+    out.assert_back();
     // The restarted ptpd found the PHC corrected (the lab's oscillators differ by ppm) and
     // kept that as its base.
     let ptpd = log_of(lab, 1, "ptpd.log");
@@ -234,11 +239,7 @@ fn slave_ptpd_killed(lab: &mut Lab) -> Result<(), String> {
 fn master_driver_killed(lab: &mut Lab) -> Result<(), String> {
     let out = kill_and_follow(lab, 0, "igcd", 1, |_, _| {})?;
     eprintln!("grandmaster igcd killed: {out:?}");
-    assert!(
-        out.moved_ns <= OUTAGE_MOVE_NS,
-        "slave's true offset moved {} ns in holdover",
-        out.moved_ns
-    );
+    out.assert_held("the slave held over");
     assert!(log_of(lab, 0, "igcd.log").contains("warm attach: PHC kept"));
     Ok(())
 }
