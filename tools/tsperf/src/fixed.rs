@@ -29,6 +29,11 @@ pub struct TaskCounts {
 }
 
 impl TaskCounts {
+    fn sum<'a>(all: impl IntoIterator<Item = &'a TaskCounts>) -> TaskCounts {
+        all.into_iter()
+            .fold(TaskCounts::default(), |a, b| a.add(*b))
+    }
+
     fn add(self, o: TaskCounts) -> TaskCounts {
         TaskCounts {
             cpu_ns: self.cpu_ns + o.cpu_ns,
@@ -117,7 +122,7 @@ pub struct FixedFigures {
 
 /// Counters around a step.
 struct Snapshot {
-    driver: TaskCounts,
+    /// The driver's threads by name (its total is their sum).
     driver_threads: BTreeMap<String, TaskCounts>,
     reader: TaskCounts,
     client: TaskCounts,
@@ -126,7 +131,6 @@ struct Snapshot {
 
 fn snapshot(d: &Driver) -> Result<Snapshot, String> {
     Ok(Snapshot {
-        driver: process_counts(d.pid())?,
         driver_threads: counts_by_thread(d.pid())?,
         reader: thread_counts(d.reader_tid())?,
         client: process_counts(std::process::id())?,
@@ -150,7 +154,8 @@ pub fn measure(
     }
     let per = |v: u64| v as f64 / stamps as f64;
     let (drv, rdr, cli) = (
-        after.driver.since(before.driver),
+        TaskCounts::sum(after.driver_threads.values())
+            .since(TaskCounts::sum(before.driver_threads.values())),
         after.reader.since(before.reader),
         after.client.since(before.client),
     );
