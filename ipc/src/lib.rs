@@ -12,6 +12,7 @@
 //! - `redox` (Redox only): readiness towards init/pcid-spawner, time-scheme timers and the
 //!   handle table of scheme servers.
 pub mod clockpage;
+pub mod deadline;
 pub mod frame;
 pub mod msg;
 pub mod readiness;

@@ -8,6 +8,8 @@ use libredox::Fd;
 use libredox::error::Result;
 use libredox::flag::{CLOCK_MONOTONIC, O_CLOEXEC, O_RDWR};
 
+pub use crate::deadline::timespec_bytes;
+
 /// CLOCK_MONOTONIC in nanoseconds (0 if unreadable: waits then end early, never late).
 pub fn mono_ns() -> u64 {
     match libredox::call::clock_gettime(CLOCK_MONOTONIC) {
@@ -16,16 +18,6 @@ pub fn mono_ns() -> u64 {
             .saturating_add(ts.tv_nsec.max(0) as u64),
         _ => 0,
     }
-}
-
-/// The kernel `TimeSpec { tv_sec: i64, tv_nsec: i32 }`, 16 bytes with padding (§12).
-pub fn timespec_bytes(ns: u64) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    let sec = i64::try_from(ns / 1_000_000_000).unwrap_or(i64::MAX);
-    let nsec = (ns % 1_000_000_000) as i32;
-    b[..8].copy_from_slice(&sec.to_le_bytes());
-    b[8..12].copy_from_slice(&nsec.to_le_bytes());
-    b
 }
 
 /// A one-shot CLOCK_MONOTONIC timer (`/scheme/time/4`): writing an absolute `TimeSpec` arms

@@ -18,8 +18,9 @@
 //! Bells: two per side (one for "data in your ring", one for "space in your ring"), so a thread
 //! waiting to send and one waiting to receive on the same endpoint never take each other's
 //! signal. Eventfds on Linux, polled together with the control socket the region was
-//! passed over, whose hang-up tells a waiter that the peer process is gone; on Redox a futex on
-//! a per-side word in the region, waited in bounded slices that re-check the peer's liveness.
+//! passed over, whose hang-up tells a waiter that the peer process is gone; on Redox a counter
+//! word per bell in the region plus a pipe the client passes to the driver with `sendfd`,
+//! waited in bounded slices that re-check the peer's liveness (`redox.rs`: why not a futex).
 //! Every wait is bounded by the caller's timeout; a clean close sets the side's `closed` word.
 //!
 //! [`RingEndpoint`] implements [`Transport`](crate::transport::Transport), so a `Channel` over a
@@ -55,7 +56,7 @@ pub use linux::{accept_ring, offer_ring};
 #[cfg(target_os = "redox")]
 mod redox;
 #[cfg(target_os = "redox")]
-pub use redox::{attach_ring_named, create_ring_named, create_ring_pool};
+pub use redox::{attach_ring_named, create_ring_pool};
 
 /// Why a ring operation failed.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -193,7 +194,18 @@ pub(crate) trait Bell: Send + Sync {
     fn clear(&self, _w: Wake) -> bool {
         false
     }
+    /// Takes the doorbell descriptors the peer passed (Redox: [`DOORBELL_FDS`] pipe ends sent
+    /// over the driver handle); refused where bells need none.
+    fn adopt_fds(&self, _fds: &[usize]) -> Result<(), RingError> {
+        Err(RingError::Setup("this bell takes no descriptors".into()))
+    }
 }
+
+/// Descriptors a Redox client passes to the driver with its ring (see `redox.rs`): the read
+/// ends of the driver's data and space doorbells, the write ends of the client's.
+pub const DOORBELL_FDS: usize = 4;
+/// The metadata word of that fd-passing call, so a driver tells it from anything else.
+pub const DOORBELL_TAG: u64 = u64::from_le_bytes(*b"PTPBELL1");
 
 /// Counters of one endpoint (its own actions; the peer keeps its own).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -265,6 +277,7 @@ pub struct RingEndpoint {
 impl RingEndpoint {
     /// Wraps a mapped, validated region as side `side` (0 = A, 1 = B), at the generation its
     /// header holds now (a region made for one connection: the first).
+    #[cfg(target_os = "linux")]
     fn new(map: Mapping, g: Geometry, side: usize, spin: u32, bell: Box<dyn Bell>) -> Self {
         let generation = layout::generation(map.control());
         Self::on_shared(Arc::new(map), g, generation, side, spin, bell)
@@ -537,6 +550,13 @@ impl RingEndpoint {
             self.rx.consumer_awake();
             r?;
         }
+    }
+
+    /// Takes the doorbell descriptors the peer passed for this connection (Redox driver side:
+    /// the pipe ends its client sent with `sendfd`); until then the bell only ticks its word and
+    /// a waiter here sleeps in bounded slices.
+    pub fn adopt_doorbells(&self, fds: &[usize]) -> Result<(), RingError> {
+        self.bell.adopt_fds(fds)
     }
 
     /// The descriptor that turns readable when the peer signals data after

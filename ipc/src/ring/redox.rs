@@ -1,33 +1,59 @@
 //! Redox backing of a ring pair: the region is a `shm` scheme segment (`/scheme/shm/<name>`,
-//! served by ipcd; every mapping of one name shares its pages), each side's two bells futexes on
-//! its words in the region (`bell[2 * side + kind]`, counted up by the peer on every signal).
+//! served by ipcd; every mapping of one name shares its pages). Each side's two bells are a
+//! counter word in the region (`bell[2 * side + kind]`, counted up by whoever rings it: the
+//! truth of "signalled", as on every OS) and a pipe that wakes the sleeper.
 //!
-//! Facts and assumptions: the futex syscall keys a wait on the physical page, so a wait on a
-//! word of a shared mapping is woken by another process's FUTEX_WAKE on its own mapping of the
-//! same page; FUTEX_WAIT's `val2` is a relative `TimeSpec` timeout **[I]**, not run on Redox yet
-//! (type-checked only, like the rest of this module). The `shm` scheme has no permissions and
-//! no seals: any process that knows the name can map the segment and scribble on it, which the
-//! ring's bound checks turn into typed errors; it cannot shrink it under us (ipcd keeps the size
-//! given at creation) **[I]**.
+//! Why pipes and not a futex on the word: the kernel this project boots in CI (56947e1a,
+//! 2026-06) wakes a FUTEX_WAIT only from the waiter's own address space (`FutexEntry` keeps the
+//! waiter's address space and FUTEX_WAKE skips entries of another), so a wake from the other
+//! process never arrived and every request waited out its slice (issue 22, failure 2; later
+//! kernels key on the physical page alone). A pipe wakes across processes on every kernel, and
+//! is what Linux's eventfds are here. The **client** makes all four pipes (a driver in its
+//! `setrens(0, 0)` sandbox can open nothing) and passes the driver its halves — the read ends
+//! of the driver's data and space bells, the write ends of the client's — with one `sendfd`
+//! (SYS_CALL with `CallFlags::FD`) on the driver handle, tagged [`DOORBELL_TAG`]. Until they
+//! arrive (between the offer and the client's attach) the driver's bell only ticks its word
+//! and its sleeper wakes at the next slice.
+//!
+//! A sleeper waits on an event queue holding its bell's pipe, a self-pipe (a wake-up from our
+//! own side: [`Bell::ring_own`], shutdown) and a `time` scheme timer armed at an **absolute**
+//! monotonic deadline (`crate::deadline`: a relative timeout there was issue 22, failure 1).
+//! Queue, timer and self-pipe of a driver's segment are made with the segment, before the
+//! sandbox. One thread sleeps on a bell at a time; a second waiter of the same kind polls the
+//! word every millisecond (rare: two threads of one side blocked on a full ring).
 //!
 //! There is no hang-up to poll for, so a waiting side wakes at least every [`SLICE`] to check
 //! that the peer process still exists (`kill(pid, 0)` on the pid it published in the region).
+//! The `shm` scheme has no permissions and no seals: any process that knows the name can map
+//! the segment and scribble on it, which the ring's bound checks turn into typed errors; it
+//! cannot shrink it under us (ipcd keeps the size given at creation) **[I]**.
 //!
-//! A driver cannot open `/scheme/shm` in its `setrens(0, 0)` sandbox, so it makes its segments
-//! beforehand ([`create_ring_pool`]) and lends them to one connection after another
-//! ([`RingPool`], `segment.rs`); a client attaches either kind with [`attach_ring_named`].
+//! A driver makes its segments before the sandbox ([`create_ring_pool`]) and lends them to one
+//! connection after another ([`RingPool`], `segment.rs`); a client attaches with
+//! [`attach_ring_named`].
 
+use std::ffi::c_int;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::Duration;
+
+use event::{EventFlags, EventQueue};
+use libredox::Fd;
 
 use super::layout::{self, Geometry};
 use super::map::Mapping;
-use super::{Bell, RingConfig, RingEndpoint, RingError, RingPool, Segment, Wake, Woken};
+use super::{
+    Bell, DOORBELL_FDS, DOORBELL_TAG, RingEndpoint, RingError, RingPool, Segment, Wake, Woken,
+};
+use crate::deadline::{deadline_ns, slice_end_ns};
+use crate::redox::timer::{Timer, mono_ns};
 
-/// Longest single futex wait before the peer's liveness is checked again.
+/// Longest single sleep before the peer's liveness is checked again.
 const SLICE: Duration = Duration::from_millis(100);
+/// How often a second waiter on a bell another thread sleeps on re-checks the word.
+const CONTENDED_POLL: Duration = Duration::from_millis(1);
 
 fn path(name: &str) -> Result<String, RingError> {
     let ok = !name.is_empty()
@@ -45,45 +71,207 @@ fn io_err(what: &str, p: &str, e: &std::io::Error) -> RingError {
     RingError::Io(format!("{what} {p}: {e}"))
 }
 
-/// The Redox bell: futex words inside the mapping (`Mapping` outlives the bell: both live in
-/// the same `RingEndpoint`, the mapping dropped last). Index `Wake as usize`.
-struct FutexBell {
+fn rx_err(what: &str, e: libredox::error::Error) -> RingError {
+    RingError::Io(format!("{what}: {e}"))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A pipe whose both ends never block: a full pipe already means "rung", an empty one is
+/// drained.
+fn pipe() -> Result<(Fd, Fd), RingError> {
+    let mut fds: [c_int; 2] = [-1; 2];
+    // Safety: `fds` is a writable array of two c_ints, as pipe(2) requires.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(RingError::Io(format!(
+            "doorbell pipe: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    for fd in fds {
+        // Safety: plain fcntl calls on descriptors we just made.
+        let ok = unsafe {
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            fl >= 0 && libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) >= 0
+        };
+        if !ok {
+            return Err(RingError::Io(format!(
+                "doorbell pipe non-blocking: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+    }
+    Ok((Fd::new(fds[0] as usize), Fd::new(fds[1] as usize)))
+}
+
+/// Rings a doorbell pipe: one byte, never blocking.
+fn knock(fd: &Fd) {
+    let _ = fd.write(&[1]);
+}
+
+/// Empties a doorbell pipe (non-blocking).
+fn drain(fd: &Fd) {
+    let mut buf = [0u8; 64];
+    while matches!(fd.read(&mut buf), Ok(n) if n > 0) {}
+}
+
+const SRC_TIMER: usize = 0;
+const SRC_OWN: usize = 1;
+const SRC_BELL: usize = 2;
+
+/// Where one bell's sleeper sleeps: an event queue over the bell's pipe (adopted per
+/// connection), a self-pipe and a timer.
+struct Waiter {
+    queue: EventQueue<usize>,
+    timer: Timer,
+    own: (Fd, Fd),
+    bell_rd: Mutex<Option<Fd>>,
+    sleeper: Mutex<()>,
+}
+
+impl Waiter {
+    /// Opens `/scheme/event` and `/scheme/time`: before the sandbox.
+    fn new() -> Result<Self, RingError> {
+        let queue = EventQueue::new().map_err(|e| rx_err("doorbell event queue", e))?;
+        let timer = Timer::open().map_err(|e| rx_err("doorbell timer", e))?;
+        let own = pipe()?;
+        for (fd, src) in [(timer.raw(), SRC_TIMER), (own.0.raw(), SRC_OWN)] {
+            queue
+                .subscribe(fd, src, EventFlags::READ)
+                .map_err(|e| rx_err("doorbell subscribe", e))?;
+        }
+        Ok(Self {
+            queue,
+            timer,
+            own,
+            bell_rd: Mutex::new(None),
+            sleeper: Mutex::new(()),
+        })
+    }
+
+    /// Makes `rd` the pipe the peer rings (replacing a former connection's).
+    fn adopt(&self, rd: Fd) -> Result<(), RingError> {
+        self.forget();
+        self.queue
+            .subscribe(rd.raw(), SRC_BELL, EventFlags::READ)
+            .map_err(|e| rx_err("doorbell subscribe", e))?;
+        *lock(&self.bell_rd) = Some(rd);
+        Ok(())
+    }
+
+    fn forget(&self) {
+        if let Some(old) = lock(&self.bell_rd).take() {
+            let _ = self.queue.unsubscribe(old.raw());
+        }
+    }
+
+    fn kick(&self) {
+        knock(&self.own.1);
+    }
+
+    /// Sleeps until a pipe of ours is rung or monotonic time `end_ns` passes (or, while another
+    /// thread sleeps here, for at most [`CONTENDED_POLL`]). Callers re-check the word after.
+    fn sleep_until(&self, end_ns: u64) -> Result<(), RingError> {
+        let _guard = match self.sleeper.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                let left = Duration::from_nanos(end_ns.saturating_sub(mono_ns()));
+                std::thread::sleep(left.min(CONTENDED_POLL));
+                return Ok(());
+            }
+        };
+        let now = mono_ns();
+        if end_ns <= now {
+            return Ok(());
+        }
+        self.timer
+            .ensure_by(end_ns, now)
+            .map_err(|e| rx_err("arm doorbell timer", e))?;
+        match self.queue.next_event() {
+            Ok(_) => {}
+            Err(e) if e.is_interrupt() => {}
+            Err(e) => return Err(rx_err("doorbell event queue", e)),
+        }
+        drain(&self.own.0);
+        if let Some(rd) = lock(&self.bell_rd).as_ref() {
+            drain(rd);
+        }
+        Ok(())
+    }
+}
+
+/// One side's doorbell descriptors, kept across the connections of a driver's pool segment.
+struct Doorbells {
+    /// Indexed by `Wake as usize`.
+    waiters: [Waiter; 2],
+    /// The write ends of the peer's bells.
+    peer_wr: [Mutex<Option<Fd>>; 2],
+}
+
+impl Doorbells {
+    fn new() -> Result<Arc<Self>, RingError> {
+        Ok(Arc::new(Self {
+            waiters: [Waiter::new()?, Waiter::new()?],
+            peer_wr: [Mutex::new(None), Mutex::new(None)],
+        }))
+    }
+
+    fn adopt(&self, rd: [Fd; 2], peer_wr: [Fd; 2]) -> Result<(), RingError> {
+        for (w, fd) in self.waiters.iter().zip(rd) {
+            w.adopt(fd)?;
+        }
+        for (slot, fd) in self.peer_wr.iter().zip(peer_wr) {
+            *lock(slot) = Some(fd);
+        }
+        // Whoever slept before the pipes came re-checks now, not at the end of its slice.
+        self.waiters.iter().for_each(Waiter::kick);
+        Ok(())
+    }
+
+    /// Drops a former connection's descriptors (its endpoint is gone: nobody sleeps here).
+    fn reset(&self) {
+        self.waiters.iter().for_each(Waiter::forget);
+        for slot in &self.peer_wr {
+            lock(slot).take();
+        }
+    }
+
+    fn ring_peer(&self, w: Wake) {
+        if let Some(fd) = lock(&self.peer_wr[w as usize]).as_ref() {
+            knock(fd);
+        }
+    }
+}
+
+/// The Redox bell: counter words inside the mapping plus the side's [`Doorbells`] (`Mapping`
+/// outlives the bell: both live in the same `RingEndpoint`, the mapping dropped last).
+struct PipeBell {
     mine: [*const AtomicU32; 2],
     peer: [*const AtomicU32; 2],
     peer_pid: *const AtomicU32,
     /// Our bell words' values when we last consumed a signal on them.
     seen: [AtomicU32; 2],
+    doors: Arc<Doorbells>,
     /// The segment's file, for an endpoint that owns its segment alone (a pool keeps its own).
     _file: Option<File>,
 }
 
 // Safety: the pointers refer to atomics in a shared mapping that outlives the bell; atomics may
-// be used from any thread.
-unsafe impl Send for FutexBell {}
+// be used from any thread. `Doorbells` is Send + Sync.
+unsafe impl Send for PipeBell {}
 // Safety: as above.
-unsafe impl Sync for FutexBell {}
+unsafe impl Sync for PipeBell {}
 
 /// A word of the bell's mapping, borrowed no longer than the bell.
-fn word(_bell: &FutexBell, p: *const AtomicU32) -> &AtomicU32 {
-    // Safety: `p` points into the mapping, which outlives the bell (see FutexBell).
+fn word(_bell: &PipeBell, p: *const AtomicU32) -> &AtomicU32 {
+    // Safety: `p` points into the mapping, which outlives the bell (see PipeBell).
     unsafe { &*p }
 }
 
-fn wake(w: &AtomicU32) {
-    w.fetch_add(1, Ordering::SeqCst);
-    // Safety: `w` is a live, aligned 32-bit word; FUTEX_WAKE reads nothing else.
-    let _ = unsafe {
-        syscall::call::futex(
-            w.as_ptr().cast(),
-            syscall::flag::FUTEX_WAKE,
-            i32::MAX,
-            0,
-            std::ptr::null_mut(),
-        )
-    };
-}
-
-impl FutexBell {
+impl PipeBell {
     fn peer_alive(&self) -> bool {
         let pid = word(self, self.peer_pid).load(Ordering::Relaxed);
         // 0: the peer has not attached yet; out of range: not a pid we can ask about.
@@ -97,87 +285,74 @@ impl FutexBell {
         let rc = unsafe { libc::kill(pid, 0) };
         rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
     }
+
+    /// Consumes a signal on our bell `w` if its word moved since we last looked.
+    fn take_signal(&self, w: Wake) -> bool {
+        let seen = &self.seen[w as usize];
+        let now = word(self, self.mine[w as usize]).load(Ordering::SeqCst);
+        seen.swap(now, Ordering::Relaxed) != now
+    }
 }
 
-impl Bell for FutexBell {
+impl Bell for PipeBell {
     fn ring_peer(&self, w: Wake) -> Result<(), RingError> {
-        wake(word(self, self.peer[w as usize]));
+        word(self, self.peer[w as usize]).fetch_add(1, Ordering::SeqCst);
+        self.doors.ring_peer(w);
         Ok(())
     }
 
     fn ring_own(&self, w: Wake) {
-        wake(word(self, self.mine[w as usize]));
+        word(self, self.mine[w as usize]).fetch_add(1, Ordering::SeqCst);
+        self.doors.waiters[w as usize].kick();
     }
 
     fn ring_self(&self) {
-        for p in self.mine {
-            wake(word(self, p));
+        for w in [Wake::Data, Wake::Space] {
+            self.ring_own(w);
         }
     }
 
     fn wait(&self, w: Wake, timeout: Option<Duration>) -> Result<Woken, RingError> {
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mine = word(self, self.mine[w as usize]);
-        let seen = &self.seen[w as usize];
+        let deadline = deadline_ns(mono_ns(), timeout);
         loop {
-            let last = seen.load(Ordering::Relaxed);
-            let now = mine.load(Ordering::SeqCst);
-            if now != last {
-                seen.store(now, Ordering::Relaxed);
+            if self.take_signal(w) {
                 return Ok(Woken::Signal);
             }
             if !self.peer_alive() {
                 return Err(RingError::PeerGone);
             }
-            let left = match deadline {
-                None => SLICE,
-                Some(d) => d.saturating_duration_since(Instant::now()),
-            };
-            if left.is_zero() {
+            let Some(end) = slice_end_ns(mono_ns(), deadline, SLICE) else {
                 return Ok(Woken::Timeout);
-            }
-            let t = left.min(SLICE);
-            let ts = syscall::TimeSpec {
-                tv_sec: t.as_secs() as i64,
-                tv_nsec: t.subsec_nanos() as i32,
             };
-            // Safety: `mine` is a live, aligned 32-bit word; `ts` outlives the call. The wait
-            // returns at once if the word is no longer `last` (a signal raced us).
-            let _ = unsafe {
-                syscall::call::futex(
-                    mine.as_ptr().cast(),
-                    syscall::flag::FUTEX_WAIT,
-                    last as i32,
-                    (&raw const ts) as usize,
-                    std::ptr::null_mut(),
-                )
-            };
+            self.doors.waiters[w as usize].sleep_until(end)?;
         }
+    }
+
+    fn adopt_fds(&self, fds: &[usize]) -> Result<(), RingError> {
+        let [d, s, pd, ps]: [usize; DOORBELL_FDS] = fds.try_into().map_err(|_| {
+            RingError::Setup(format!(
+                "{} doorbell descriptors, want {DOORBELL_FDS}",
+                fds.len()
+            ))
+        })?;
+        self.doors
+            .adopt([Fd::new(d), Fd::new(s)], [Fd::new(pd), Fd::new(ps)])
     }
 }
 
-fn bell(map: &Mapping, side: usize, file: Option<File>) -> FutexBell {
+fn bell(map: &Mapping, side: usize, file: Option<File>, doors: Arc<Doorbells>) -> PipeBell {
     let ctl = map.control();
     let words =
         |s: usize| -> [*const AtomicU32; 2] { [&ctl.bell.0[2 * s], &ctl.bell.0[2 * s + 1]] };
     let seen = |k: usize| AtomicU32::new(ctl.bell.0[2 * side + k].load(Ordering::SeqCst));
-    FutexBell {
+    PipeBell {
         mine: words(side),
         peer: words(1 - side),
         peer_pid: &ctl.pid.0[1 - side],
         seen: [seen(0), seen(1)],
+        doors,
         _file: file,
     }
-}
-
-/// Creates the segment `/scheme/shm/<name>` for `cfg` and returns side A; the peer attaches
-/// with [`attach_ring_named`] after learning the name over the control channel.
-pub fn create_ring_named(name: &str, cfg: RingConfig) -> Result<RingEndpoint, RingError> {
-    let g = Geometry::new(cfg.geometry.slot_size, cfg.geometry.slot_count)?;
-    let (file, map) = new_segment(name, g.region_len())?;
-    layout::init(map.control(), g);
-    let bell = bell(&map, 0, Some(file));
-    Ok(RingEndpoint::new(map, g, 0, cfg.spin, Box::new(bell)))
 }
 
 /// Creates the segment `/scheme/shm/<name>` (refused if it exists), `len` bytes, mapped.
@@ -195,21 +370,26 @@ fn new_segment(name: &str, len: usize) -> Result<(File, Mapping), RingError> {
     Ok((file, map))
 }
 
-/// Side A's bell on a pool segment (the pool keeps the file).
-fn pool_bell(map: &Mapping) -> Box<dyn Bell> {
-    Box::new(bell(map, 0, None))
-}
-
 /// Creates `count` segments `/scheme/shm/<prefix>-<k>`, each sized for a ring pair of
-/// geometry `largest`, for a driver to lend to one connection after another ([`RingPool`]):
-/// made before `setrens(0, 0)`, after which `/scheme/shm` can no longer be opened. A
-/// connection gets its segment's name in a [`super::named_offer`].
+/// geometry `largest`, with the waiting half of each segment's doorbells, for a driver to lend
+/// to one connection after another ([`RingPool`]): made before `setrens(0, 0)`, after which
+/// neither `/scheme/shm` nor the event and time schemes can be opened. A connection gets its
+/// segment's name in a [`super::named_offer`] and its doorbells' pipes from the client
+/// ([`RingEndpoint::adopt_doorbells`]).
 pub fn create_ring_pool(
     prefix: &str,
     count: usize,
     largest: Geometry,
 ) -> Result<RingPool, RingError> {
-    let mut pool = RingPool::new(pool_bell);
+    let doors = (0..count)
+        .map(|_| Doorbells::new())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut pool = RingPool::new(Box::new(move |map: &Mapping, k: usize| {
+        let d = doors[k].clone();
+        // A new connection: the former one's pipes go (its endpoint is gone, see `renew`).
+        d.reset();
+        Box::new(bell(map, 0, None, d)) as Box<dyn Bell>
+    }));
     let len = largest.region_len();
     for k in 0..count {
         let name = format!("{prefix}-{k}");
@@ -219,9 +399,13 @@ pub fn create_ring_pool(
     Ok(pool)
 }
 
-/// Attaches to a segment made by [`create_ring_named`] or lent from a [`RingPool`] as side B,
-/// checking its header.
-pub fn attach_ring_named(name: &str, spin: u32) -> Result<RingEndpoint, RingError> {
+/// Attaches to a segment lent from a driver's [`RingPool`] as side B, checking its header, and
+/// passes the driver its doorbell pipes over `driver_fd` (the handle the offer came on).
+pub fn attach_ring_named(
+    name: &str,
+    spin: u32,
+    driver_fd: usize,
+) -> Result<RingEndpoint, RingError> {
     let p = path(name)?;
     let file = OpenOptions::new()
         .read(true)
@@ -235,6 +419,26 @@ pub fn attach_ring_named(name: &str, spin: u32) -> Result<RingEndpoint, RingErro
     let len = usize::try_from(len).unwrap_or(usize::MAX);
     layout::check_region_len(len)?;
     let map = Mapping::map(file.as_fd(), len)?;
+    let doors = Doorbells::new()?;
+    let [(a_data_rd, a_data_wr), (a_space_rd, a_space_wr)] = [pipe()?, pipe()?];
+    let [(b_data_rd, b_data_wr), (b_space_rd, b_space_wr)] = [pipe()?, pipe()?];
+    doors.adopt([b_data_rd, b_space_rd], [a_data_wr, a_space_wr])?;
     // Checked with its generation: a driver's pool segment serves one connection after another.
-    Segment::attach(map, spin, |m| Box::new(bell(m, 1, Some(file))))
+    let ring = Segment::attach(map, spin, |m| Box::new(bell(m, 1, Some(file), doors)))?;
+    send_doorbells(driver_fd, [a_data_rd, a_space_rd, b_data_wr, b_space_wr])?;
+    Ok(ring)
+}
+
+/// Moves the driver's doorbell halves to it (`sendfd` as SYS_CALL with `CallFlags::FD`: the
+/// descriptors leave our table). On failure they may be gone already: they are leaked rather
+/// than closed, since their numbers may have been reused by then.
+fn send_doorbells(driver_fd: usize, fds: [Fd; DOORBELL_FDS]) -> Result<(), RingError> {
+    let raw = fds.map(Fd::into_raw);
+    let mut bytes = [0u8; DOORBELL_FDS * size_of::<usize>()];
+    for (chunk, fd) in bytes.chunks_exact_mut(size_of::<usize>()).zip(raw) {
+        chunk.copy_from_slice(&fd.to_ne_bytes());
+    }
+    syscall::call_wo(driver_fd, &bytes, syscall::CallFlags::FD, &[DOORBELL_TAG])
+        .map(|_| ())
+        .map_err(|e| RingError::Setup(format!("passing the driver its doorbells: {e}")))
 }

@@ -15,8 +15,9 @@ use super::layout::{self, Geometry};
 use super::map::Mapping;
 use super::{Bell, RingEndpoint, RingError};
 
-/// Makes a side's bell on a mapping (the OS's kind: Redox futex words).
-pub(super) type MakeBell = fn(&Mapping) -> Box<dyn Bell>;
+/// Makes side A's bell on segment `index`'s mapping (the OS's kind: Redox doorbell pipes,
+/// whose waiting half the pool made for that segment before the sandbox).
+pub(super) type MakeBell = Box<dyn Fn(&Mapping, usize) -> Box<dyn Bell> + Send + Sync>;
 
 /// A mapped region and the generation it was last initialised with.
 pub(super) struct Segment {
@@ -182,14 +183,14 @@ impl RingPool {
                 need: g.region_len(),
             });
         }
-        let (bell, segments) = (self.bell, self.entries.len());
+        let (bell, segments) = (&self.bell, self.entries.len());
         let (index, e) = self
             .entries
             .iter_mut()
             .enumerate()
             .find(|(_, e)| !e.lent && !e.seg.in_use() && e.seg.holds(g))
             .ok_or(RingError::NoFreeSegment { segments })?;
-        let ring = e.seg.renew(g, spin, bell)?;
+        let ring = e.seg.renew(g, spin, |m| bell(m, index))?;
         e.lent = true;
         Ok(Lent {
             index,
@@ -231,7 +232,7 @@ mod tests {
         }
     }
 
-    fn mute(_: &Mapping) -> Box<dyn Bell> {
+    fn mute(_: &Mapping, _: usize) -> Box<dyn Bell> {
         Box::new(Mute)
     }
 
@@ -257,11 +258,11 @@ mod tests {
     fn attach(fd: &OwnedFd) -> RingEndpoint {
         let file = std::fs::File::from(fd.try_clone().unwrap());
         let len = file.metadata().unwrap().len() as usize;
-        Segment::attach(Mapping::map(fd.as_fd(), len).unwrap(), 0, mute).unwrap()
+        Segment::attach(Mapping::map(fd.as_fd(), len).unwrap(), 0, |m| mute(m, 0)).unwrap()
     }
 
     fn renew(seg: &mut Segment) -> Result<RingEndpoint, RingError> {
-        seg.renew(small(), 0, mute)
+        seg.renew(small(), 0, |m| mute(m, 0))
     }
 
     /// `n` messages each way (several wraps of the 4-slot rings), each checked.
@@ -348,10 +349,10 @@ mod tests {
         drop((a, b));
         let too_big = Geometry::new(256, 8).unwrap();
         assert!(matches!(
-            seg.renew(too_big, 0, mute),
+            seg.renew(too_big, 0, |m| mute(m, 0)),
             Err(RingError::RegionTooSmall { .. })
         ));
-        let a = seg.renew(big, 0, mute).unwrap();
+        let a = seg.renew(big, 0, |m| mute(m, 0)).unwrap();
         let b = attach(&fd);
         assert_eq!(b.geometry(), big);
         exchange(&a, &b, 20, 2);
@@ -359,7 +360,7 @@ mod tests {
 
     /// A pool of `n` segments of the small geometry, and their descriptors.
     fn pool(n: usize) -> (RingPool, Vec<OwnedFd>) {
-        let mut pool = RingPool::new(mute);
+        let mut pool = RingPool::new(Box::new(mute));
         let mut fds = Vec::new();
         for k in 0..n {
             let (seg, fd) = segment();

@@ -234,6 +234,12 @@ fn hello(
             conn,
         }),
         Err(RingError::NotOffered(bytes)) => Err(refusal(&bytes, path)),
+        // Offered but not usable here (a segment we cannot map, doorbells the driver would not
+        // take): the socket still works, so that is the channel.
+        Err(e @ (RingError::Setup(_) | RingError::Io(_))) => {
+            log::warn!("ring from {} not usable: {e}", path.display());
+            Err(Refused::NoRing)
+        }
         Err(e) => Err(Refused::Other(e.into())),
     }
 }
@@ -267,7 +273,7 @@ fn accept(conn: &DriverConn, timeout: Duration, spin: u32) -> Result<RingEndpoin
         e => RingError::Io(e.to_string()),
     })?;
     match crate::ring::parse_named_offer(&buf) {
-        Some(name) => crate::ring::attach_ring_named(name, spin),
+        Some(name) => crate::ring::attach_ring_named(name, spin, conn.raw()),
         None => Err(RingError::NotOffered(buf)),
     }
 }

@@ -100,6 +100,13 @@ impl Mailbox {
         s.queue.clear();
     }
 
+    /// Ends the conversation after what is queued: reads return the queued messages, then end
+    /// of file; pushes fail with `Disconnected`. (A closing reason queued just before must
+    /// reach the client, which [`Self::close`] would discard.)
+    pub fn finish(&self) {
+        self.lock().closed = true;
+    }
+
     pub fn is_closed(&self) -> bool {
         self.lock().closed
     }
@@ -159,5 +166,20 @@ mod tests {
         let mut buf = [0u8; 8];
         assert_eq!(m.pop_into(&mut buf), ReadOutcome::Closed);
         assert_eq!(m.push(b"x"), Err(TransportError::Disconnected));
+    }
+
+    /// Issue 22, failure 3: the Redox driver refused a ring with `Closed { NoHello }` queued
+    /// and then `close`d, which discarded it; the client read end of file, not the refusal.
+    #[test]
+    fn finish_delivers_what_is_queued_then_end_of_file() {
+        let m = Mailbox::new();
+        m.push(b"reason").unwrap();
+        m.finish();
+        assert!(m.is_closed() && m.readable());
+        assert_eq!(m.push(b"late"), Err(TransportError::Disconnected));
+        let mut buf = [0u8; 8];
+        assert_eq!(m.pop_into(&mut buf), ReadOutcome::Message(6));
+        assert_eq!(&buf[..6], b"reason");
+        assert_eq!(m.pop_into(&mut buf), ReadOutcome::Closed);
     }
 }

@@ -108,6 +108,11 @@ impl SchemeConn {
         &self.path
     }
 
+    /// The handle's descriptor (a ring client passes its doorbells over it).
+    pub fn raw(&self) -> usize {
+        self.fd.raw()
+    }
+
     fn check_up(&self) -> Result<(), TransportError> {
         if self.down.load(Ordering::Acquire) {
             Err(TransportError::Disconnected)

@@ -66,6 +66,9 @@ usage: igcd [options]
                           (without it igcd takes MSI-X, else MSI, else the legacy line, and
                           polls only when interrupts do not arrive)
   --irq-poll-us US        poll interval when polling, 50..=100000 (default 1000)
+  --ring-segments N       Redox: shared-memory ring segments for driver-channel clients,
+                          0..=16 (default 4); 0: no rings, every client uses the scheme
+                          channel. Linux hosts make one ring per connection and ignore it
   --irq-mode MODE         plain (default): an IRQ thread handles its causes once per
                           interrupt; napi: after an interrupt it keeps polling while work keeps
                           coming (and spins up to --napi-spin-us while a stamp it asked for is
@@ -125,6 +128,12 @@ pub enum EmuTx {
 /// Largest `--stamp-quantum-ns` / `--stamp-jitter-ns`: 1 ms, far beyond any real part.
 const MAX_STAMP_NOISE_NS: u32 = 1_000_000;
 
+/// Ring segments a Redox driver makes before its sandbox by default: enough for ptpd and a tool
+/// such as tsperf at once, with a spare while a replaced client lets go.
+pub const RING_SEGMENTS: usize = 4;
+/// The most `--ring-segments` takes (each is about 2 MB of shared memory and a sleeping thread).
+pub const MAX_RING_SEGMENTS: usize = 16;
+
 /// The options of `Fam`'s daemon.
 #[derive(Debug, Clone)]
 pub struct Options<Fam> {
@@ -162,6 +171,8 @@ pub struct Options<Fam> {
     pub poll_irq: bool,
     /// Poll interval when polling.
     pub irq_poll: Duration,
+    /// Redox: ring segments made for driver-channel clients (`--ring-segments`; 0: none).
+    pub ring_segments: usize,
     /// What an IRQ thread does after an interrupt (`--irq-mode`, `--napi-spin-us`).
     pub irq_style: IrqStyle,
     /// Where the emulated NIC runs its TX engine (`--emu-tx`).
@@ -206,6 +217,7 @@ impl<Fam: Family> Options<Fam> {
             irq_priority: None,
             poll_irq: false,
             irq_poll: Duration::from_millis(1),
+            ring_segments: RING_SEGMENTS,
             // NAPI measured no better on the 2-core development machine (its spins and polls
             // compete for the cores the stamps' consumers need): opt-in.
             irq_style: IrqStyle::Plain,
@@ -329,6 +341,15 @@ impl<Fam: Family> Options<Fam> {
                         return Err(Error::Usage("--irq-poll-us must be 50..=100000".into()));
                     }
                     o.irq_poll = Duration::from_micros(us);
+                }
+                Long("ring-segments") => {
+                    let n: usize = p.value().map_err(bad)?.parse().map_err(bad)?;
+                    if n > MAX_RING_SEGMENTS {
+                        return Err(Error::Usage(format!(
+                            "--ring-segments must be 0..={MAX_RING_SEGMENTS}"
+                        )));
+                    }
+                    o.ring_segments = n;
                 }
                 Long("irq-mode") => {
                     let m = p.value().map_err(bad)?.string().map_err(bad)?;

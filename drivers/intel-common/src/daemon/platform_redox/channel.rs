@@ -43,15 +43,17 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path};
-use ptp_ipc::ring::{Lent, RingEndpoint, RingPool, named_offer};
+use ptp_ipc::ring::{DOORBELL_FDS, DOORBELL_TAG, Lent, RingEndpoint, RingPool, named_offer};
 use ptp_ipc::transport::DRIVER_RING_SPIN;
 use ptp_ipc::transport::mailbox::{Mailbox, ReadOutcome};
 use ptp_ipc::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver, Wire};
 use ptp_pci::PciFunction;
 use redox_scheme::scheme::SchemeSync;
-use redox_scheme::{CallerCtx, OpenResult};
-use syscall::error::{EAGAIN, EBADF, EMSGSIZE, ENOENT, EPERM, EPIPE, EWOULDBLOCK, Error, Result};
-use syscall::flag::{EventFlags, O_NONBLOCK};
+use redox_scheme::{CallerCtx, OpenResult, SendFdRequest, Socket};
+use syscall::error::{
+    EAGAIN, EBADF, EINVAL, EMSGSIZE, ENOENT, EOPNOTSUPP, EPERM, EPIPE, EWOULDBLOCK, Error, Result,
+};
+use syscall::flag::{EventFlags, FobtainFdFlags, O_NONBLOCK};
 use syscall::schemev2::NewFdFlags;
 
 use super::super::access::ChannelAccess;
@@ -59,9 +61,6 @@ use super::super::requests::{DriverEnd, SEND_TIMEOUT, Step, answer, ring_geometr
 use super::super::{Device, EventSink};
 use crate::family::Family;
 
-/// Ring segments a driver makes before its sandbox (and threads serving them): enough for
-/// ptpd and a tool such as tsperf at once, with a spare while a replaced client lets go.
-pub const RING_SEGMENTS: usize = 4;
 /// The longest a ring worker waits (for a request, or for the loop to drain the ring) before
 /// it checks that its connection is still the current one.
 const RING_IDLE: Duration = Duration::from_secs(1);
@@ -262,10 +261,12 @@ impl EventSink for Sink {
     }
 }
 
-/// Queues the reason on `mb`, then ends it (its reads see the reason, then end of file).
+/// Queues the reason on `mb`, then ends it (its reads see the reason, then end of file: a
+/// `close` would discard it, and a client refused a ring would read only the end of file and
+/// never learn to say the plain hello — issue 22, failure 3).
 fn close(sink: &Sink, mb: &Mailbox, reason: CloseReason) {
     sink.push(mb, &DriverToPtpd::Event(DriverEvent::Closed { reason }));
-    mb.close();
+    mb.finish();
 }
 
 /// Ends connection `c` with `reason`: over its ring when it has one (then the ring is shut,
@@ -377,6 +378,8 @@ pub struct ChannelScheme<F: PciFunction, Fam: Family> {
     handles: Handles<Handle>,
     rings: SharedPool,
     workers: RingWorkers,
+    /// The scheme socket, to take the descriptors a ring client passes (set once registered).
+    socket: Option<&'static Socket>,
 }
 
 impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
@@ -397,6 +400,25 @@ impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
             handles: Handles::default(),
             rings: rings.0,
             workers: rings.1,
+            socket: None,
+        }
+    }
+
+    pub fn set_socket(&mut self, socket: &'static Socket) {
+        self.socket = Some(socket);
+    }
+
+    /// The ring of handle `id`'s connection, if it is the current one and has a ring.
+    fn ring_of(&self, id: usize) -> Result<Arc<RingConn>> {
+        let Some(Handle::Ptp { mb, lent }) = self.handles.get(id) else {
+            return Err(Error::new(EBADF));
+        };
+        match self.sink.current().clone() {
+            Some(Current {
+                mb: m,
+                ring: Some(r),
+            }) if lent.get().is_some() && Arc::ptr_eq(&m, mb) => Ok(r),
+            _ => Err(Error::new(EPIPE)),
         }
     }
 
@@ -652,6 +674,33 @@ impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
             Err(e) => log::warn!("malformed request dropped: {e}"),
         }
         Ok(buf.len())
+    }
+
+    /// A ring client's doorbells ([`DOORBELL_FDS`] pipe ends tagged [`DOORBELL_TAG`]), passed
+    /// right after it attached the segment its handle was lent. Anything else is refused; the
+    /// descriptors of a refused call are closed.
+    fn on_sendfd(&mut self, req: &SendFdRequest) -> Result<usize> {
+        let socket = self.socket.ok_or(Error::new(EOPNOTSUPP))?;
+        let n = req.num_fds();
+        if req.arg() != DOORBELL_TAG || n != DOORBELL_FDS {
+            log::warn!(
+                "driver channel: {n} descriptors with tag {:#x} refused",
+                req.arg()
+            );
+            return Err(Error::new(EINVAL));
+        }
+        let mut fds = [0usize; DOORBELL_FDS];
+        req.obtain_fd(socket, FobtainFdFlags::empty(), &mut fds)?;
+        let ring = self.ring_of(req.id()).inspect_err(|_| {
+            fds.into_iter().for_each(|fd| drop(libredox::Fd::new(fd)));
+        })?;
+        // Taken by the bell either way (closed by it on failure).
+        ring.chan.transport().adopt_doorbells(&fds).map_err(|e| {
+            log::warn!("driver channel: doorbells not taken: {e}");
+            Error::new(EINVAL)
+        })?;
+        log::debug!("driver channel: ring doorbells taken");
+        Ok(n)
     }
 
     fn fevent(&mut self, id: usize, _flags: EventFlags, _ctx: &CallerCtx) -> Result<EventFlags> {
