@@ -44,6 +44,11 @@ pub trait Connector: Send + Sync + 'static {
     }
     /// For logs.
     fn describe(&self) -> String;
+    /// For logs, once connected: what the connection is (a ring asked for may have become the
+    /// socket when the driver refused it).
+    fn describe_connected(&self, _t: &Self::T) -> String {
+        self.describe()
+    }
 }
 
 /// What ptpd knows about the driver.
@@ -246,8 +251,9 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
         logged = None;
         // The session counts as up only when the driver's hello (`Restarted`) arrives: a dying
         // driver's listener can still accept a connection it will never serve.
+        let describe = connector.describe_connected(&t);
         let chan = Arc::new(Chan::new(t));
-        let closed = read_loop(s, &chan, &connector.describe());
+        let closed = read_loop(s, &chan, &describe);
         *lock(&s.conn) = None;
         lock(&s.status).connected = false;
         // Dropping the senders wakes every waiter at once.

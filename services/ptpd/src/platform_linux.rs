@@ -39,6 +39,9 @@ impl Connector for UnixConnector {
     fn describe(&self) -> String {
         format!("{} ({})", self.path.display(), self.mode.name())
     }
+    fn describe_connected(&self, t: &DriverTransport) -> String {
+        format!("{} ({})", self.path.display(), t.mode().name())
+    }
 }
 
 /// Concurrent clients other than root beyond this are refused (each has a thread).

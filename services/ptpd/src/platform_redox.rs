@@ -77,6 +77,9 @@ impl Connector for SchemeConnector {
     fn describe(&self) -> String {
         format!("{} ({})", self.path, self.mode.name())
     }
+    fn describe_connected(&self, t: &DriverTransport) -> String {
+        format!("{} ({})", self.path, t.mode().name())
+    }
 }
 
 /// The errno of a clock error (DESIGN.md §2: EINVAL, EPERM, ENODEV, restarted, timeout).

@@ -467,7 +467,7 @@ impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
         let mut rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
         let pool = rings
             .as_mut()
-            .ok_or("no ring segments (no /scheme/shm before the sandbox)")?;
+            .ok_or("no ring segments (--ring-segments 0, or no /scheme/shm before the sandbox)")?;
         pool.lend(g, DRIVER_RING_SPIN)
             .map_err(|e| format!("no ring segment: {e}"))
     }
