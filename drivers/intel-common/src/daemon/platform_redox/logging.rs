@@ -1,8 +1,9 @@
 //! Log output on Redox: stderr, plus a file in the `logging` scheme once the PCI name is known
 //! (`/scheme/logging/net/pci/<name>_<family>.log`, the category NIC drivers use, reference §11).
 //! The file must be opened before `setrens` (§10). `/scheme/logging` may appear after igcd starts,
-//! so opening is retried until the sandbox is entered (`startup::Deferred`); without it, stderr
-//! alone remains.
+//! so opening is retried until the sandbox is entered (`startup::Deferred`, on the sandbox
+//! thread); without it, stderr alone remains. A fresh ramfs@logging has no `net/pci/`: it is
+//! created.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -27,24 +28,20 @@ impl Write for Tee {
     }
 }
 
-/// Opens the log file for function `name`; false (retried from the serve loop's timer) while
-/// the logging scheme is not there. `first` logs the failure, later attempts stay quiet.
-pub fn open(name: &str, short: &str, first: bool) -> bool {
+/// Opens the log file for function `name` (creating its directory), and returns its path; the
+/// error names what failed, for the log line of the attempt that gives up.
+pub fn open(name: &str, short: &str) -> Result<String, String> {
+    const DIR: &str = "/scheme/logging/net/pci";
+    let path = format!("{DIR}/{name}_{short}.log");
     if FILE.get().is_some() {
-        return true;
+        return Ok(path);
     }
-    let path = format!("/scheme/logging/net/pci/{name}_{short}.log");
-    match OpenOptions::new().create(true).append(true).open(&path) {
-        Ok(f) => {
-            let _ = FILE.set(Mutex::new(f));
-            log::info!("logging to {path}");
-            true
-        }
-        Err(e) => {
-            if first {
-                log::info!("no log file {path} yet ({e}); retrying");
-            }
-            false
-        }
-    }
+    std::fs::create_dir_all(DIR).map_err(|e| format!("{DIR}: {e}"))?;
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| format!("{path}: {e}"))?;
+    let _ = FILE.set(Mutex::new(f));
+    Ok(path)
 }

@@ -3,18 +3,20 @@
 //! (shared/reference/redox-platform.md). Scheme, clock page and log names carry the family's
 //! short name ([`Family::SHORT`]): `ptpdrv.<name>_igc`, `ptpdrv.<name>_igb`.
 //!
-//! Start-up is [`super::startup::start`] over [`RedoxPlatform`]: readiness, the function, log
-//! file and clock page (retried until their schemes exist), bring-up, the scheme sockets with
-//! their request queues, event queue, timer and wake pipe, the driver threads, then
-//! `setrens(0, 0)` once nothing is missing (or after the grace period), and readiness. After
-//! `setrens` no scheme can be opened, including `/scheme/rand`, which a std `HashMap` needs
-//! (§14: `ReadinessBased` built after it aborted igcd).
+//! Start-up is [`super::startup::start`] over [`RedoxPlatform`]: readiness, the function, the
+//! scheme names (a dead instance's taken back), log file and clock page (first try), bring-up,
+//! the scheme sockets with their request queues, event queue, timer and wake pipe, the driver
+//! threads, the sandbox thread (retries the log file and clock page until their schemes exist,
+//! then `setrens(0, 0)`, or after the grace period), and readiness. After `setrens` no scheme
+//! can be opened, including `/scheme/rand`, which a std `HashMap` needs (§14: `ReadinessBased`
+//! built after it aborted igcd). Once a scheme of ours is registered, the serving thread makes
+//! no call that goes through the namespace manager (startup's module documentation).
 //!
 //! Threads: the IRQ threads and the watchdog are [`Device::start_threads`]'s, as on Linux (the
 //! time-sync causes are handled on the IRQ thread, DESIGN.md §5), so the irq fds belong to them
 //! and not to the main loop. The main loop is one `redox_event` queue over the scheme sockets,
 //! the wake pipe (events from the IRQ threads) and a time-scheme timer (periodic retry of
-//! parked reads, event posting, and the deferred opens).
+//! parked reads, event posting, and the sandbox thread's outcome).
 
 mod channel;
 mod logging;
@@ -37,10 +39,10 @@ use redox_scheme::{Response, SignalBehavior, Socket};
 pub use logging::Tee as LogTarget;
 pub use net::{NetAdapter, NetError, NetScheme, PortNet};
 
-use super::startup::{self, Platform};
+use super::startup::{self, Namespace, Platform, RealClock};
 use super::{Device, Error, Options, WATCHDOG_PERIOD};
 use crate::family::Family;
-use channel::{ChannelScheme, RING_SEGMENTS, RingWorkers, SharedPool, Sink, WakePipe};
+use channel::{ChannelScheme, RingWorkers, SharedPool, Sink, WakePipe};
 
 /// Requests read from a scheme socket per pass.
 const QUEUE: usize = 32;
@@ -72,18 +74,19 @@ struct Served<S> {
 }
 
 impl<S: SchemeSync> Served<S> {
-    /// Creates the socket, registers `name` in the current namespace and builds the queue:
-    /// all of it before `setrens`.
+    /// Creates the socket and the queue (its `HashMap` may open `/scheme/rand`), then
+    /// registers `name` in the current namespace: all of it before `setrens`.
     fn register(name: &str, scheme: S) -> Result<Self, Error> {
         let socket: &'static Socket = Box::leak(Box::new(
             scheme_socket(true).map_err(|e| os("scheme socket", e))?,
         ));
+        let queue = ReadinessBased::new(socket, QUEUE);
         let scheme = RefCell::new(scheme);
         register_sync_scheme(socket, name, &mut *scheme.borrow_mut())
             .map_err(|e| os(&format!("register scheme {name}"), e))?;
         Ok(Self {
             socket,
-            queue: ReadinessBased::new(socket, QUEUE),
+            queue,
             scheme,
         })
     }
@@ -145,26 +148,50 @@ pub struct RedoxPlatform<F, Fam> {
     /// Register `network.<name>_igc` for smolnetd (not for an emulated NIC: smolnetd takes the
     /// first `network*` scheme, which must stay the real one).
     netstack: bool,
-    tries: u32,
     /// The ring segments of the driver channel, made with the clock page (`/scheme/shm` is up
-    /// then, and it is before the sandbox); tried once.
+    /// then, and it is before the sandbox).
     rings: SharedPool,
-    rings_tried: bool,
 }
 
-impl<F, Fam> RedoxPlatform<F, Fam> {
+impl<F, Fam: Family> RedoxPlatform<F, Fam> {
+    fn chan_name(&self) -> String {
+        format!("ptpdrv.{}_{}", self.name, Fam::SHORT)
+    }
+    fn net_name(&self) -> String {
+        format!("network.{}_{}", self.name, Fam::SHORT)
+    }
+}
+
+/// The log file, clock page and sandbox, opened from the sandbox thread.
+pub struct RedoxNs {
+    name: String,
+    short: &'static str,
+    page: String,
+    rings: SharedPool,
+    rings_tried: bool,
+    /// `--ring-segments`: how many to make (0: none).
+    ring_segments: usize,
+}
+
+impl RedoxNs {
     /// Makes the driver channel's ring segments (`/scheme/shm/ptp-ring-<pid>-<k>`), each sized
     /// for the ring a client asks by default; without them clients get the plain channel.
+    /// Tried once, when the clock page was created.
     fn make_rings(&mut self) {
         if std::mem::replace(&mut self.rings_tried, true) {
             return;
         }
+        let n = self.ring_segments;
+        if n == 0 {
+            log::info!("ring channel: none (--ring-segments 0): clients get the plain channel");
+            return;
+        }
         let prefix = format!("ptp-ring-{}", std::process::id());
         let g = ptp_ipc::transport::client_ring().geometry;
-        match ptp_ipc::ring::create_ring_pool(&prefix, RING_SEGMENTS, g) {
+        match ptp_ipc::ring::create_ring_pool(&prefix, n, g) {
             Ok(pool) => {
                 log::info!(
-                    "ring channel: {RING_SEGMENTS} segments /scheme/shm/{prefix}-* of {} B",
+                    "ring channel: {n} segments /scheme/shm/{prefix}-* of {} B",
                     g.region_len()
                 );
                 *self.rings.lock().unwrap_or_else(|e| e.into_inner()) = Some(pool);
@@ -174,12 +201,65 @@ impl<F, Fam> RedoxPlatform<F, Fam> {
     }
 }
 
+impl Namespace for RedoxNs {
+    fn open_log(&mut self) -> Result<String, String> {
+        logging::open(&self.name, self.short)
+    }
+
+    fn open_clock_page(&mut self) -> Result<(Arc<ClockPageWriter>, String), String> {
+        let w = ClockPageWriter::create(&self.page).map_err(|e| format!("{}: {e}", self.page))?;
+        self.make_rings();
+        Ok((Arc::new(w), self.page.clone()))
+    }
+
+    fn enter_sandbox(&mut self) -> Result<(), Error> {
+        libredox::call::setrens(0, 0)
+            .map(|_| ())
+            .map_err(|e| os("setrens", e))
+    }
+}
+
+/// Makes sure scheme `name` can be registered (issue 22, failure 5). A name stays in the
+/// namespace manager's table after its server died: listed in `/scheme`, an open of it fails
+/// with ENODEV, and registering it again with EEXIST, until someone unlinks `/scheme/<name>`
+/// (base's namespace manager grants that to any process of the namespace). So: a name not
+/// listed is free; a listed one whose open is answered (whatever the answer) has a running
+/// server, an error before bring-up touches the NIC; a listed one that gives ENODEV is a dead
+/// server's, and is unlinked.
+fn claim(name: &str) -> Result<(), Error> {
+    const ENODEV: i32 = syscall::error::ENODEV;
+    let listed = std::fs::read_dir("/scheme")
+        .map_err(|e| os("/scheme", e))?
+        .filter_map(Result::ok)
+        .any(|d| d.file_name() == name);
+    if !listed {
+        return Ok(());
+    }
+    let path = format!("/scheme/{name}");
+    match std::fs::File::open(&path) {
+        Ok(_) => return Err(running(&path, "opened")),
+        Err(e) if e.raw_os_error() != Some(ENODEV) => return Err(running(&path, &e.to_string())),
+        Err(_) => {}
+    }
+    std::fs::remove_file(&path).map_err(|e| os(&format!("unlink a dead server's {path}"), e))?;
+    log::info!("{path}: left by a server that is gone; name taken back");
+    Ok(())
+}
+
+fn running(path: &str, answer: &str) -> Error {
+    Error::Other(format!(
+        "{path} is served by a running process (it answered: {answer}); not starting a second \
+         driver for this NIC"
+    ))
+}
+
 impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
     type Func = F;
     type Readiness = Readiness;
     type Sink = Sink;
     type Serving = Serving<F, Fam>;
     type Fam = Fam;
+    type Ns = RedoxNs;
 
     fn readiness(&mut self) -> Result<Readiness, Error> {
         Readiness::start(self.waits_for_exit).map_err(|e| os("readiness", e))
@@ -195,28 +275,25 @@ impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
         Ok(func)
     }
 
-    fn open_log(&mut self) -> bool {
-        logging::open(&self.name, Fam::SHORT, self.tries == 0)
+    fn claim_names(&mut self) -> Result<(), Error> {
+        claim(&self.chan_name())?;
+        if self.netstack {
+            claim(&self.net_name())?;
+        }
+        Ok(())
     }
 
-    fn open_clock_page(&mut self) -> Option<(Arc<ClockPageWriter>, String)> {
-        let path = match &self.opts.clock_page {
-            Some(p) => p.display().to_string(),
-            None => format!("/scheme/shm/ptp-{}-{}", Fam::SHORT, self.name),
-        };
-        let first = self.tries == 0;
-        self.tries = self.tries.saturating_add(1);
-        match ClockPageWriter::create(&path) {
-            Ok(w) => {
-                self.make_rings();
-                Some((Arc::new(w), path))
-            }
-            Err(e) => {
-                if first {
-                    log::info!("no clock page at {path} yet ({e}); retrying");
-                }
-                None
-            }
+    fn namespace(&mut self) -> RedoxNs {
+        RedoxNs {
+            name: self.name.clone(),
+            short: Fam::SHORT,
+            page: match &self.opts.clock_page {
+                Some(p) => p.display().to_string(),
+                None => format!("/scheme/shm/ptp-{}-{}", Fam::SHORT, self.name),
+            },
+            rings: self.rings.clone(),
+            rings_tried: false,
+            ring_segments: self.opts.ring_segments,
         }
     }
 
@@ -224,12 +301,16 @@ impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
         &mut self,
         dev: &Arc<Device<F, Fam>>,
     ) -> Result<(Serving<F, Fam>, Arc<Sink>), Error> {
+        // Every descriptor that needs the namespace first: once a scheme is registered a client
+        // may open it, and the namespace manager waits on us until we answer.
         let sink = Arc::new(Sink::new(WakePipe::new().map_err(|e| os("pipe", e))?));
-        let chan_name = format!("ptpdrv.{}_{}", self.name, Fam::SHORT);
+        let timer = Timer::open().map_err(|e| os("/scheme/time", e))?;
+        let queue = EventQueue::<Source>::new().map_err(|e| os("event queue", e))?;
+        let chan_name = self.chan_name();
         let access = super::access::ChannelAccess::for_this_process(&self.opts);
         // Threads cannot be relied on to start inside the sandbox: made now, idle until a ring.
-        let workers =
-            RingWorkers::start(&sink, RING_SEGMENTS).map_err(|e| os("ring workers", e))?;
+        let workers = RingWorkers::start(&sink, self.opts.ring_segments)
+            .map_err(|e| os("ring workers", e))?;
         let chan = ChannelScheme::new(
             dev.clone(),
             sink.clone(),
@@ -238,9 +319,9 @@ impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
             access,
             (self.rings.clone(), workers),
         );
-        let chan = Served::register(&chan_name, chan)?;
+        // The network scheme before the channel: ptpd retries the channel's name all the time.
         let net = if self.netstack {
-            let net_name = format!("network.{}_{}", self.name, Fam::SHORT);
+            let net_name = self.net_name();
             // Non-PTP frames go to smolnetd through this scheme; each one wakes the loop.
             let waker = sink.clone();
             let port = dev
@@ -255,8 +336,9 @@ impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
             log::info!("no network scheme: an emulated NIC is not offered to smolnetd");
             None
         };
-        let timer = Timer::open().map_err(|e| os("/scheme/time", e))?;
-        let queue = EventQueue::<Source>::new().map_err(|e| os("event queue", e))?;
+        let chan = Served::register(&chan_name, chan)?;
+        // Ring clients pass their doorbells with sendfd: taking them needs the socket.
+        chan.scheme.borrow_mut().set_socket(chan.socket);
         let sub = |fd: usize, src: Source| {
             queue
                 .subscribe(fd, src, EventFlags::READ)
@@ -276,12 +358,6 @@ impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
             timer,
         };
         Ok((serving, sink))
-    }
-
-    fn enter_sandbox(&mut self) -> Result<(), Error> {
-        libredox::call::setrens(0, 0)
-            .map(|_| ())
-            .map_err(|e| os("setrens", e))
     }
 
     fn ready(&mut self, r: Readiness) -> Result<(), Error> {
@@ -336,11 +412,9 @@ fn serve<F: PciFunction, Fam: Family>(
         generation,
         waits_for_exit,
         netstack,
-        tries: 0,
         rings: SharedPool::default(),
-        rings_tried: false,
     };
-    let mut s = startup::start(&mut p, &opts, generation, mono_ns)?;
+    let mut s = startup::start(&mut p, &opts, generation, RealClock(mono_ns))?;
     let period = u64::try_from(WATCHDOG_PERIOD.as_nanos()).unwrap_or(u64::MAX);
     let serving = &mut s.serving;
     serving
@@ -364,7 +438,7 @@ fn serve<F: PciFunction, Fam: Family>(
                     .timer
                     .arm_at(mono_ns().saturating_add(period))
                     .map_err(|e| os("timer", e))?;
-                s.deferred.tick(&mut p, mono_ns())?;
+                s.sandbox.check()?;
                 (false, false)
             }
         };
