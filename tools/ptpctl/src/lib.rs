@@ -56,8 +56,10 @@ options:
     ")
   --clock N           which clock (default 0)
   --json              one JSON object per command
-  --output PATH       append the output (and any error) to PATH instead of stdout, e.g.
-                      /scheme/debug on Redox, so a boot script can read it without a shell
+  --output PATH       append the output (and any error, then not also on stderr) to PATH
+                      instead of stdout, e.g. /scheme/debug on Redox, so a boot script can
+                      read it without a shell; a PATH this uid may not open (Redox's
+                      /scheme/debug for any uid but 0) is replaced by stdout, with a warning
 "
 );
 
@@ -260,58 +262,87 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             }
         }
         Err(e) => {
-            if args.json {
-                let code = match &e {
-                    Error::Client(c) => c.clock_error().map(|c| format!("{c:?}")),
-                    _ => None,
-                };
-                out.line(&json!({"ok": false, "error": e.to_string(), "code": code}).to_string());
-            } else if out.is_file() {
-                out.line(&format!("ptpctl: {e}"));
-            }
-            eprintln!("ptpctl: {e}");
+            report(&mut out, args.json, &e);
             ExitCode::FAILURE
         }
     }
 }
 
-/// Where results go: stdout, or a file (`--output`) opened for appending.
-enum Output {
-    Stdout,
-    File(std::fs::File),
+/// Writes a command's error once: with `--output`, to the output only (on Redox both it and
+/// stderr usually end on the serial console, which showed every error twice); without, as JSON
+/// on stdout (`--json`) and as text on stderr.
+fn report(out: &mut Output, json: bool, e: &Error) {
+    let text = format!("ptpctl: {e}");
+    if json {
+        let code = match e {
+            Error::Client(c) => c.clock_error().map(|c| format!("{c:?}")),
+            _ => None,
+        };
+        out.line(&json!({"ok": false, "error": e.to_string(), "code": code}).to_string());
+    } else if out.chosen {
+        out.line(&text);
+    }
+    if !out.chosen {
+        eprintln!("{text}");
+    }
+}
+
+/// Where results go: stdout, or the `--output` file opened for appending.
+struct Output {
+    file: Option<std::fs::File>,
+    /// `--output` was given: errors go there, not also to stderr.
+    chosen: bool,
 }
 
 impl Output {
     fn open(path: Option<&std::path::Path>) -> Result<Self, Error> {
         use std::fs::OpenOptions;
         let Some(p) = path else {
-            return Ok(Output::Stdout);
+            return Ok(Output {
+                file: None,
+                chosen: false,
+            });
         };
         // Opening without O_CREAT first: a scheme such as /scheme/debug takes writes but
         // need not accept creation.
-        let f = OpenOptions::new()
+        let opened = OpenOptions::new()
             .append(true)
             .open(p)
-            .or_else(|_| OpenOptions::new().append(true).create(true).open(p))
-            .map_err(|e| Error::Other(format!("--output {}: {e}", p.display())))?;
-        Ok(Output::File(f))
-    }
-
-    fn is_file(&self) -> bool {
-        matches!(self, Output::File(_))
+            .or_else(|_| OpenOptions::new().append(true).create(true).open(p));
+        let file = match opened {
+            Ok(f) => Some(f),
+            Err(e) if stdout_instead(&e) => {
+                eprintln!(
+                    "ptpctl: --output {}: {e}; writing to stdout instead",
+                    p.display()
+                );
+                None
+            }
+            Err(e) => return Err(Error::Other(format!("--output {}: {e}", p.display()))),
+        };
+        Ok(Output { file, chosen: true })
     }
 
     /// Writes one line in a single write, so lines of concurrent writers do not interleave;
     /// false (reported on stderr) if it could not be written.
     fn line(&mut self, text: &str) -> bool {
         use std::io::Write;
-        let r = match self {
-            Output::Stdout => writeln!(std::io::stdout(), "{text}"),
-            Output::File(f) => f.write_all(format!("{text}\n").as_bytes()),
+        let r = match &mut self.file {
+            None => writeln!(std::io::stdout(), "{text}"),
+            Some(f) => f.write_all(format!("{text}\n").as_bytes()),
         };
         r.map_err(|e| eprintln!("ptpctl: writing the output: {e}"))
             .is_ok()
     }
+}
+
+/// Whether an `--output` path this process may not open is replaced by stdout rather than
+/// refused: Redox's kernel debug scheme (`/scheme/debug`, the serial console) refuses every
+/// open by a uid other than 0 with EPERM, whatever the flags, so an unprivileged ptpctl started
+/// by init (whose stdout is logd's `/scheme/log`, the same console) could not report at all.
+/// A path that does not exist or cannot be created stays a usage error.
+pub fn stdout_instead(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::PermissionDenied
 }
 
 /// Runs one command; returns the human line and the JSON object.
