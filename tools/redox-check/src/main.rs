@@ -1,0 +1,29 @@
+//! `ptp-redox-check [BIN_DIR [PTPD_CONFIG]]`: see the library. Defaults to the initfs paths of
+//! the test image (`/scheme/initfs/bin`, `/scheme/initfs/etc/ptpd.toml`).
+
+use ptp_redox_check::{guest, run, scenarios::Plan};
+
+fn main() -> std::process::ExitCode {
+    let mut args = std::env::args().skip(1);
+    let bin = args.next().unwrap_or_else(|| "/scheme/initfs/bin".into());
+    let config = args
+        .next()
+        .unwrap_or_else(|| "/scheme/initfs/etc/ptpd.toml".into());
+    let console = guest::Console::open("/scheme/debug");
+    let mut g = guest::System::new(bin, console.clone());
+    let plan = Plan {
+        ptpd_config: config,
+        bench_n: 1000,
+    };
+    let failed = run(&mut g, plan);
+    if cfg!(target_os = "redox") {
+        if let Err(e) = guest::power_off() {
+            console.line(&format!("ptp-redox-check: power off: {e}"));
+        }
+    }
+    if failed == 0 {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
