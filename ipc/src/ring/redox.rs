@@ -23,7 +23,11 @@
 //! word every millisecond (rare: two threads of one side blocked on a full ring).
 //!
 //! There is no hang-up to poll for, so a waiting side wakes at least every [`SLICE`] to check
-//! that the peer process still exists (`kill(pid, 0)` on the pid it published in the region).
+//! that the peer is still there: `kill(pid, 0)` on the pid it published in the region, and on
+//! the client side also a non-blocking read of the driver handle, which fails (ENODEV) or reads
+//! end of file once the driver is gone or ended the conversation. `kill` alone was not enough:
+//! a killed igcd that init had not reaped yet still answered it, and ptpd took seconds to
+//! notice (the driver side needs no probe: a dead client's handle is closed, `on_close`).
 //! The `shm` scheme has no permissions and no seals: any process that knows the name can map
 //! the segment and scribble on it, which the ring's bound checks turn into typed errors; it
 //! cannot shrink it under us (ipcd keeps the size given at creation) **[I]**.
@@ -255,6 +259,8 @@ struct PipeBell {
     /// Our bell words' values when we last consumed a signal on them.
     seen: [AtomicU32; 2],
     doors: Arc<Doorbells>,
+    /// Client side: the driver handle the ring came on, probed for the driver's liveness.
+    probe: Option<usize>,
     /// The segment's file, for an endpoint that owns its segment alone (a pool keeps its own).
     _file: Option<File>,
 }
@@ -283,7 +289,8 @@ impl PipeBell {
         }
         // Safety: signal 0 only checks that the process exists; nothing is delivered.
         let rc = unsafe { libc::kill(pid, 0) };
-        rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+        let exists = rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+        exists && self.probe.is_none_or(handle_open)
     }
 
     /// Consumes a signal on our bell `w` if its word moved since we last looked.
@@ -340,7 +347,28 @@ impl Bell for PipeBell {
     }
 }
 
-fn bell(map: &Mapping, side: usize, file: Option<File>, doors: Arc<Doorbells>) -> PipeBell {
+/// Whether the driver still serves the (non-blocking) handle `fd`: a one-byte read is refused
+/// with EAGAIN (nothing queued) or EMSGSIZE (a message, which no read this short takes) while
+/// it does; end of file or an error such as ENODEV (its scheme is gone) means it does not.
+fn handle_open(fd: usize) -> bool {
+    let mut b = [0u8; 1];
+    match libredox::call::read(fd, &mut b) {
+        Ok(0) => false,
+        Ok(_) => true,
+        Err(e) => matches!(
+            e.errno(),
+            libredox::errno::EAGAIN | libredox::errno::EMSGSIZE | libredox::errno::EINTR
+        ),
+    }
+}
+
+fn bell(
+    map: &Mapping,
+    side: usize,
+    file: Option<File>,
+    doors: Arc<Doorbells>,
+    probe: Option<usize>,
+) -> PipeBell {
     let ctl = map.control();
     let words =
         |s: usize| -> [*const AtomicU32; 2] { [&ctl.bell.0[2 * s], &ctl.bell.0[2 * s + 1]] };
@@ -351,6 +379,7 @@ fn bell(map: &Mapping, side: usize, file: Option<File>, doors: Arc<Doorbells>) -
         peer_pid: &ctl.pid.0[1 - side],
         seen: [seen(0), seen(1)],
         doors,
+        probe,
         _file: file,
     }
 }
@@ -388,7 +417,7 @@ pub fn create_ring_pool(
         let d = doors[k].clone();
         // A new connection: the former one's pipes go (its endpoint is gone, see `renew`).
         d.reset();
-        Box::new(bell(map, 0, None, d)) as Box<dyn Bell>
+        Box::new(bell(map, 0, None, d, None)) as Box<dyn Bell>
     }));
     let len = largest.region_len();
     for k in 0..count {
@@ -424,7 +453,9 @@ pub fn attach_ring_named(
     let [(b_data_rd, b_data_wr), (b_space_rd, b_space_wr)] = [pipe()?, pipe()?];
     doors.adopt([b_data_rd, b_space_rd], [a_data_wr, a_space_wr])?;
     // Checked with its generation: a driver's pool segment serves one connection after another.
-    let ring = Segment::attach(map, spin, |m| Box::new(bell(m, 1, Some(file), doors)))?;
+    let ring = Segment::attach(map, spin, |m| {
+        Box::new(bell(m, 1, Some(file), doors, Some(driver_fd)))
+    })?;
     send_doorbells(driver_fd, [a_data_rd, a_space_rd, b_data_wr, b_space_wr])?;
     Ok(ring)
 }
