@@ -567,3 +567,31 @@ fn shipped_units_get_initfs_paths_and_keep_their_comments() {
         "{out}"
     );
 }
+
+#[test]
+fn a_boot_that_hangs_after_the_ring_connection_says_so() {
+    // The shipped stack at e960b12 (issue 22, failures 1-2): ptpd connects over the ring and
+    // never writes its readiness byte, so init never starts the check.
+    let log = "kernel::arch::x86_shared::start:INFO -- Redox OS starting...\r\n\
+        igcd[emu0]: INFO: serving ptpd on /scheme/ptpdrv.emu0_igc/ptp\r\n\
+        \u{1b}[32mptpd: INFO: emu0: connected to driver at /scheme/ptpdrv.emu0_igc/ptp (ring)\r\n";
+    let serial = Serial::parse(log);
+    let end = End::Stalled(STALL_BEFORE_CHECK);
+    let why = stack_came_up(&serial, &end).unwrap_err();
+    assert!(
+        why.contains("over the ring") && why.contains("never became ready"),
+        "{why}"
+    );
+    let a = judge(&serial, &end);
+    let failed: Vec<_> = a
+        .iter()
+        .filter(|(_, r)| r.is_err())
+        .map(|(n, _)| *n)
+        .collect();
+    assert_eq!(failed[0], "stack up, check program started");
+    assert!(
+        !failed.contains(&"default config: ptpd on the ring channel"),
+        "{failed:?}"
+    );
+    assert!(failed.contains(&"check finished"), "{failed:?}");
+}

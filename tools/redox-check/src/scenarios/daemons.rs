@@ -67,7 +67,9 @@ impl<G: Guest> Checker<'_, G> {
         let connects = self.connects();
         let before = self.get();
         let r = self.kill_program(Daemon::Igcd.program()).and_then(|(pid, t)| {
-            let (v, t2) = self.wait_driver(false, GONE_WITHIN)?;
+            let (v, t2) = self.wait_driver(false, GONE_WITHIN).map_err(|e| {
+                format!("pid {pid} killed, gone after {t:?}, but ptpd did not see it: {e}")
+            })?;
             Ok(format!(
                 "pid {pid} killed, gone after {t:?}; ptpd saw the driver down after {t2:?} ({})",
                 judge::status_up(&v).unwrap_err()
