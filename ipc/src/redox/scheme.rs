@@ -1,6 +1,6 @@
 //! Bookkeeping every scheme server here shares (igcd's driver channel and network schemes,
-//! ptpd's `/scheme/ptp`): the table of open handles with the scheme root in it, and `fpath`'s
-//! copy-out.
+//! ptpd's `/scheme/ptp`): the table of open handles with the scheme root in it, `fpath`'s
+//! copy-out, and taking back the name a dead server left registered ([`claim_scheme_name`]).
 
 use std::collections::BTreeMap;
 
@@ -100,4 +100,43 @@ pub fn scheme_socket(nonblock: bool) -> std::io::Result<redox_scheme::Socket> {
     // Safety: `owned` is a scheme socket made exactly as `Socket::create_inner` makes one, and
     // nothing else owns the descriptor.
     Ok(unsafe { redox_scheme::Socket::from_fd(owned) })
+}
+
+/// Why a scheme name could not be claimed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    /// A live server answers on the name: a second instance must not start.
+    #[error("{path} is served by a running process (it answered: {answer})")]
+    Running { path: String, answer: String },
+    #[error("{op}: {err}")]
+    Io { op: String, err: std::io::Error },
+}
+
+/// Makes sure scheme `name` can be registered (issue 22, failure 5). A name stays in the
+/// namespace manager's table after its server died: listed in `/scheme`, an open of it fails
+/// with ENODEV, and registering it again with EEXIST, until someone unlinks `/scheme/<name>`
+/// (base 9dd6901d's namespace manager grants that to any process of the namespace). So: a name
+/// not listed is free; a listed one whose open is answered (whatever the answer) has a running
+/// server, [`ClaimError::Running`]; a listed one that gives ENODEV is a dead server's, and is
+/// unlinked (`Ok(true)`: taken back). igcd claims before bring-up touches the NIC, ptpd before
+/// it starts its engine.
+pub fn claim_scheme_name(name: &str) -> std::result::Result<bool, ClaimError> {
+    let io = |op: String| move |err| ClaimError::Io { op, err };
+    let listed = std::fs::read_dir("/scheme")
+        .map_err(io("list /scheme".into()))?
+        .filter_map(std::result::Result::ok)
+        .any(|d| d.file_name() == name);
+    if !listed {
+        return Ok(false);
+    }
+    let path = format!("/scheme/{name}");
+    let answer = match std::fs::File::open(&path) {
+        Ok(_) => "opened".to_string(),
+        Err(e) if e.raw_os_error() != Some(syscall::error::ENODEV) => e.to_string(),
+        Err(_) => {
+            std::fs::remove_file(&path).map_err(io(format!("unlink a dead server's {path}")))?;
+            return Ok(true);
+        }
+    };
+    Err(ClaimError::Running { path, answer })
 }

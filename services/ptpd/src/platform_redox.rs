@@ -28,7 +28,7 @@
 //! its engine and link threads draw random keys and seeds (`/scheme/rand`) as they go.
 
 use ptp_ipc::redox::daemon::Readiness;
-use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path, scheme_socket};
+use ptp_ipc::redox::scheme::{Handles, SchemeHandle, claim_scheme_name, copy_path, scheme_socket};
 use ptp_ipc::transport::{
     ChannelMode, DriverTransport, SchemeConn, TransportError, connect_driver,
 };
@@ -337,6 +337,13 @@ pub fn run(config: Config) -> std::result::Result<(), String> {
     // First, before the driver link threads: the fork fallback must not copy a running thread.
     // init starts ptpd as a `notify` unit; run by hand it stays in the foreground.
     let readiness = Readiness::start(false).map_err(|e| os("readiness", e))?;
+    // A killed ptpd's name stays registered (issue 22): taken back before anything starts; a
+    // running ptpd's is an error (a second one must not steer the same clocks).
+    match claim_scheme_name(SCHEME) {
+        Ok(true) => log::info!("/scheme/{SCHEME}: left by a ptpd that is gone; name taken back"),
+        Ok(false) => {}
+        Err(e) => return Err(format!("{e}; not starting a second ptpd")),
+    }
     // The PTP engine runs beside the scheme for the life of the process, as on Linux.
     let (clocks, engine) = crate::service::start(&config, |c| SchemeConnector {
         path: c.channel.display().to_string(),

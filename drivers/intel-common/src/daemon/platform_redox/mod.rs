@@ -28,7 +28,7 @@ use std::sync::Arc;
 use event::{EventFlags, EventQueue};
 use ptp_ipc::clockpage::ClockPageWriter;
 use ptp_ipc::redox::daemon::Readiness;
-use ptp_ipc::redox::scheme::scheme_socket;
+use ptp_ipc::redox::scheme::{ClaimError, claim_scheme_name, scheme_socket};
 use ptp_ipc::redox::timer::{Timer, mono_ns};
 use ptp_pci::PciFunction;
 use ptp_pci::redox::RedoxPciFunction;
@@ -219,38 +219,20 @@ impl Namespace for RedoxNs {
     }
 }
 
-/// Makes sure scheme `name` can be registered (issue 22, failure 5). A name stays in the
-/// namespace manager's table after its server died: listed in `/scheme`, an open of it fails
-/// with ENODEV, and registering it again with EEXIST, until someone unlinks `/scheme/<name>`
-/// (base's namespace manager grants that to any process of the namespace). So: a name not
-/// listed is free; a listed one whose open is answered (whatever the answer) has a running
-/// server, an error before bring-up touches the NIC; a listed one that gives ENODEV is a dead
-/// server's, and is unlinked.
+/// Makes sure scheme `name` can be registered: a dead instance's name is taken back, a live
+/// one's is an error before bring-up touches the NIC (`ptp_ipc::redox::scheme`).
 fn claim(name: &str) -> Result<(), Error> {
-    const ENODEV: i32 = syscall::error::ENODEV;
-    let listed = std::fs::read_dir("/scheme")
-        .map_err(|e| os("/scheme", e))?
-        .filter_map(Result::ok)
-        .any(|d| d.file_name() == name);
-    if !listed {
-        return Ok(());
+    match claim_scheme_name(name) {
+        Ok(true) => {
+            log::info!("/scheme/{name}: left by a server that is gone; name taken back");
+            Ok(())
+        }
+        Ok(false) => Ok(()),
+        Err(e @ ClaimError::Running { .. }) => Err(Error::Other(format!(
+            "{e}; not starting a second driver for this NIC"
+        ))),
+        Err(e) => Err(Error::Other(e.to_string())),
     }
-    let path = format!("/scheme/{name}");
-    match std::fs::File::open(&path) {
-        Ok(_) => return Err(running(&path, "opened")),
-        Err(e) if e.raw_os_error() != Some(ENODEV) => return Err(running(&path, &e.to_string())),
-        Err(_) => {}
-    }
-    std::fs::remove_file(&path).map_err(|e| os(&format!("unlink a dead server's {path}"), e))?;
-    log::info!("{path}: left by a server that is gone; name taken back");
-    Ok(())
-}
-
-fn running(path: &str, answer: &str) -> Error {
-    Error::Other(format!(
-        "{path} is served by a running process (it answered: {answer}); not starting a second \
-         driver for this NIC"
-    ))
 }
 
 impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
