@@ -8,12 +8,18 @@
 //! boots it under QEMU (TCG, as the kit's `run-qemu`) and judges the serial console: one named
 //! assertion per scenario; the bench figures are printed.
 //!
+//! A second boot (`redox_boot_igcd_before_ipcd`) starts the shipped igcd-emu unit before ipcd
+//! (`/scheme/shm`) and ramfs@logging (`/scheme/logging`), then ptpd and the shipped
+//! 29_ptp_emu_check oneshot, and judges from the serial log that nothing deadlocks and that igcd
+//! publishes its clock page, opens its log file and enters its sandbox once those schemes exist.
+//!
 //! Needs the kit, `ld.lld`, `redoxfs-ar`, `qemu-system-x86_64`, libgcc and the Redox target;
 //! without one it says which and how to install it, and is skipped — unless
 //! `REDOX_PTP_REQUIRE_REDOX=1` (CI), where that is a failure.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ptp_redox_check::report::{Check, Serial, Verdict};
@@ -25,6 +31,10 @@ const BOOT_BOUND: Duration = Duration::from_secs(420);
 const STALL_BEFORE_CHECK: Duration = Duration::from_secs(90);
 /// Silence once it runs: its longest step is a bench bounded at 150 s in the guest.
 const STALL_IN_CHECK: Duration = Duration::from_secs(200);
+/// The igcd-before-ipcd boot, from QEMU's start to the shipped check's status line.
+const IGCD_FIRST_BOUND: Duration = Duration::from_secs(150);
+/// Silence on the console in the igcd-before-ipcd boot (a deadlock is silent).
+const IGCD_FIRST_STALL: Duration = Duration::from_secs(60);
 /// The Redox build (cold: about 1.5 min on 2 cores).
 const BUILD_BOUND: Duration = Duration::from_secs(1200);
 const MKIMAGE_BOUND: Duration = Duration::from_secs(180);
@@ -153,6 +163,28 @@ fn run_bounded(cmd: &mut Command, bound: Duration, what: &str) -> Result<String,
     }
 }
 
+/// The staged Redox binaries, built once for every boot of this test process.
+static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
+/// One QEMU at a time: two TCG guests on a small host would skew each other's timings.
+static BOOTING: Mutex<()> = Mutex::new(());
+
+/// The binaries for Redox (built by the first caller), under the names the units use.
+fn built(tools: &Tools) -> Result<PathBuf, String> {
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(bins) = built.as_ref() {
+        return Ok(bins.clone());
+    }
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("redox-boot");
+    let t = Instant::now();
+    let bins = build(tools, &work)?;
+    eprintln!(
+        "redox_boot: built for Redox in {:.0} s",
+        t.elapsed().as_secs_f64()
+    );
+    *built = Some(bins.clone());
+    Ok(bins)
+}
+
 /// Builds the four programs for Redox in a target dir of their own (never the outer cargo's
 /// lock) and stages them under the names the units use.
 fn build(tools: &Tools, work: &Path) -> Result<PathBuf, String> {
@@ -208,35 +240,59 @@ fn initfs_paths(text: &str) -> String {
         + "\n"
 }
 
-/// The units from recipes/ as shipped (paths rewritten), the check's unit, ptpd's config.
-fn stage_units(work: &Path) -> Result<PathBuf, String> {
+/// The shipped units and config of the emulated stack: (workspace path, name in the image).
+const SHIPPED: [(&str, &str); 4] = [
+    ("recipes/ptp-emu/igcd-emu.service", "19_igcd_emu.service"),
+    ("recipes/ptpd/ptpd.service", "20_ptpd.service"),
+    (
+        "recipes/ptp-emu/ptp-emu-check.service",
+        "29_ptp_emu_check.service",
+    ),
+    ("recipes/ptp-emu/ptpd-emu.toml", "ptpd.toml"),
+];
+
+/// `work/units`: the units from recipes/ as shipped (paths rewritten), ptpd's config, the files
+/// of `from` (workspace paths, rewritten the same way) and `own` (name, text) as given.
+fn stage_units(
+    work: &Path,
+    from: &[(&str, &str)],
+    own: &[(&str, String)],
+) -> Result<PathBuf, String> {
     let units = work.join("units");
     let _ = std::fs::remove_dir_all(&units);
     std::fs::create_dir_all(&units).map_err(|e| format!("{}: {e}", units.display()))?;
     let ws = workspace();
-    for (from, to) in [
-        ("recipes/ptp-emu/igcd-emu.service", "19_igcd_emu.service"),
-        ("recipes/ptpd/ptpd.service", "20_ptpd.service"),
-        (
-            "recipes/ptp-emu/ptp-emu-check.service",
-            "29_ptp_emu_check.service",
-        ),
-        ("recipes/ptp-emu/ptpd-emu.toml", "ptpd.toml"),
-        (
-            "tools/redox-check/40_ptp_redox_check.service",
-            "40_ptp_redox_check.service",
-        ),
-    ] {
+    for (from, to) in SHIPPED.iter().chain(from) {
         let text = std::fs::read_to_string(ws.join(from)).map_err(|e| format!("{from}: {e}"))?;
         std::fs::write(units.join(to), initfs_paths(&text)).map_err(|e| format!("{to}: {e}"))?;
     }
+    for (to, text) in own {
+        std::fs::write(units.join(to), text).map_err(|e| format!("{to}: {e}"))?;
+    }
     Ok(units)
+}
+
+/// The kit's `mkimage`: the kit's daemons and base units, `bins`, `units` (over the kit's).
+fn make_image(tools: &Tools, bins: &Path, units: &Path, img: &Path) -> Result<(), String> {
+    let t = Instant::now();
+    let mut mk = Command::new(tools.kit.join("mkimage"));
+    mk.args([
+        "-o".as_ref(),
+        img.as_os_str(),
+        "-b".as_ref(),
+        bins.as_os_str(),
+    ])
+    .args(["-u".as_ref(), units.as_os_str()])
+    .env("REDOXFS_AR", &tools.redoxfs_ar);
+    run_bounded(&mut mk, MKIMAGE_BOUND, "mkimage")?;
+    eprintln!("redox_boot: image in {:.0} s", t.elapsed().as_secs_f64());
+    Ok(())
 }
 
 /// How the boot ended.
 #[derive(Debug, PartialEq)]
 enum End {
-    /// The check printed REDOX-CHECK-DONE.
+    /// The boot's end marker appeared (the check's REDOX-CHECK-DONE, or the status line).
     Done,
     /// QEMU exited by itself (the guest powered off before DONE, or crashed).
     Exited(String),
@@ -254,9 +310,49 @@ fn sendkey(mon: &Path) {
     }
 }
 
-/// Boots `img` under QEMU with the kit's run-qemu flags, the serial console to `log`, until the
-/// check is done, the console stalls, or the bound.
-fn boot(img: &Path, log: &Path) -> Result<(End, Duration), String> {
+/// When a boot ends.
+struct Until {
+    /// The serial text so far holds the boot's end marker.
+    done: fn(&str) -> bool,
+    /// The silence on the console allowed, given the text so far.
+    stall: fn(&str) -> Duration,
+    bound: Duration,
+}
+
+/// The full boot: until the check program is done.
+const CHECK_DONE: Until = Until {
+    done: check_done,
+    stall: check_stall,
+    bound: BOOT_BOUND,
+};
+
+fn check_done(text: &str) -> bool {
+    text.contains(ptp_redox_check::report::DONE)
+}
+
+fn check_stall(text: &str) -> Duration {
+    if text.contains(ptp_redox_check::report::STEP) {
+        STALL_IN_CHECK
+    } else {
+        STALL_BEFORE_CHECK
+    }
+}
+
+/// The igcd-before-ipcd boot: until the shipped 29_ptp_emu_check's status line.
+const STATUS_LINE: Until = Until {
+    done: status_line_printed,
+    stall: |_| IGCD_FIRST_STALL,
+    bound: IGCD_FIRST_BOUND,
+};
+
+fn status_line_printed(text: &str) -> bool {
+    text.contains("\"driver_up\":")
+}
+
+/// Boots `img` under QEMU with the kit's run-qemu flags, the serial console to `log`, until
+/// `until.done`, the console stalls, or the bound (one boot at a time in this process).
+fn boot(img: &Path, log: &Path, until: &Until) -> Result<(End, Duration), String> {
+    let _one = BOOTING.lock().unwrap_or_else(|e| e.into_inner());
     let mon = log.with_extension("mon");
     let _ = std::fs::remove_file(&mon);
     std::fs::write(log, b"").map_err(|e| format!("{}: {e}", log.display()))?;
@@ -287,7 +383,7 @@ fn boot(img: &Path, log: &Path) -> Result<(End, Duration), String> {
             sendkey(&mon);
             keys += 1;
         }
-        if text.contains(ptp_redox_check::report::DONE) {
+        if (until.done)(&text) {
             break End::Done;
         }
         if let Ok(Some(st)) = qemu.try_wait() {
@@ -296,15 +392,11 @@ fn boot(img: &Path, log: &Path) -> Result<(End, Duration), String> {
         if text.len() != seen {
             (seen, changed) = (text.len(), Instant::now());
         }
-        let stall = if text.contains(ptp_redox_check::report::STEP) {
-            STALL_IN_CHECK
-        } else {
-            STALL_BEFORE_CHECK
-        };
+        let stall = (until.stall)(&text);
         if changed.elapsed() > stall {
             break End::Stalled(stall);
         }
-        if el > BOOT_BOUND {
+        if el > until.bound {
             break End::TimedOut;
         }
     };
@@ -481,78 +573,227 @@ fn figures(serial: &Serial) -> Vec<String> {
         .collect()
 }
 
-/// Builds, boots and judges; returns the serial log's path and the assertions.
-fn boot_and_judge(tools: &Tools) -> Result<(PathBuf, Vec<Assertion>), String> {
-    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("redox-boot");
+/// Builds (once), stages the units in `CARGO_TARGET_TMPDIR/<dir>`, makes the image and boots it
+/// until `until`: the serial log's path, how the boot ended and the log read back.
+fn build_and_boot(
+    tools: &Tools,
+    dir: &str,
+    from: &[(&str, &str)],
+    own: &[(&str, String)],
+    until: &Until,
+) -> Result<(PathBuf, End, Serial), String> {
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(dir);
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
-    let t = Instant::now();
-    let bins = build(tools, &work)?;
-    eprintln!(
-        "redox_boot: built for Redox in {:.0} s",
-        t.elapsed().as_secs_f64()
-    );
-    let units = stage_units(&work)?;
+    let bins = built(tools)?;
+    let units = stage_units(&work, from, own)?;
     let img = work.join("ptp.img");
-    let t = Instant::now();
-    let mut mk = Command::new(tools.kit.join("mkimage"));
-    mk.args([
-        "-o".as_ref(),
-        img.as_os_str(),
-        "-b".as_ref(),
-        bins.as_os_str(),
-    ])
-    .args(["-u".as_ref(), units.as_os_str()])
-    .env("REDOXFS_AR", &tools.redoxfs_ar);
-    run_bounded(&mut mk, MKIMAGE_BOUND, "mkimage")?;
-    eprintln!("redox_boot: image in {:.0} s", t.elapsed().as_secs_f64());
+    make_image(tools, &bins, &units, &img)?;
     let log = work.join("serial.log");
-    let (end, took) = boot(&img, &log)?;
+    let (end, took) = boot(&img, &log, until)?;
     eprintln!(
-        "redox_boot: booted and checked in {:.0} s ({end:?}); serial log {}",
+        "redox_boot: {dir}: booted in {:.0} s ({end:?}); serial log {}",
         took.as_secs_f64(),
         log.display()
     );
     let text = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
-    let serial = Serial::parse(&text);
+    Ok((log, end, Serial::parse(&text)))
+}
+
+/// Builds, boots and judges; returns the serial log's path and the assertions.
+fn boot_and_judge(tools: &Tools) -> Result<(PathBuf, Vec<Assertion>), String> {
+    let check = [(
+        "tools/redox-check/40_ptp_redox_check.service",
+        "40_ptp_redox_check.service",
+    )];
+    let (log, end, serial) = build_and_boot(tools, "redox-boot", &check, &[], &CHECK_DONE)?;
     for f in figures(&serial) {
         eprintln!("redox_boot: figure {f}");
     }
     Ok((log, judge(&serial, &end)))
 }
 
-#[test]
-fn redox_boot() {
-    let t0 = Instant::now();
-    let tools = match prerequisites() {
-        Ok(t) => t,
+/// The kit's base `00_runtime.target` without `ramfs@logging.service` (started later here).
+fn runtime_without_logging(tools: &Tools) -> Result<String, String> {
+    let path = tools.kit.join("initfs-units/lib/init.d/00_runtime.target");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("\"ramfs@logging.service\""))
+        .collect();
+    if kept.len() == text.lines().count() {
+        return Err(format!(
+            "{} does not start ramfs@logging.service: the kit changed",
+            path.display()
+        ));
+    }
+    Ok(format!(
+        "# issue 22 failure 4: the kit's runtime without ramfs@logging (started after igcd)\n{}\n",
+        kept.join("\n")
+    ))
+}
+
+/// init starts igcd-emu, then ipcd, ramfs@logging, ptpd and 29_ptp_emu_check: its
+/// `requires_weak` entries go on a stack, so the last listed starts first.
+const IGCD_FIRST_TARGET: &str = "\
+# igcd first, then ipcd and ramfs@logging, then ptpd and the check (the LAST listed starts first).
+[unit]
+description = \"igcd before ipcd and ramfs@logging\"
+requires_weak = [
+    \"29_ptp_emu_check.service\",
+    \"20_ptpd.service\",
+    \"ramfs@logging.service\",
+    \"00_ipcd.service\",
+    \"19_igcd_emu.service\",
+]
+";
+
+/// Builds, boots igcd before ipcd and ramfs@logging, and judges.
+fn boot_igcd_first(tools: &Tools) -> Result<(PathBuf, Vec<Assertion>), String> {
+    let own = [
+        ("00_runtime.target", runtime_without_logging(tools)?),
+        ("90_initfs.target", IGCD_FIRST_TARGET.to_string()),
+    ];
+    let (log, end, serial) =
+        build_and_boot(tools, "redox-boot-igcd-first", &[], &own, &STATUS_LINE)?;
+    eprintln!(
+        "redox_boot: igcd before ipcd: ptpd's channel: {}",
+        init_ptpd_channel(&serial)
+            .map(|c| format!("{c} (either is fine: the ring needs igcd's segments in time)"))
+            .unwrap_or_else(|| "none (ptpd never connected)".into())
+    );
+    Ok((log, judge_igcd_first(&serial, &end)))
+}
+
+/// The igcd-before-ipcd boot, one named assertion per claim.
+fn judge_igcd_first(serial: &Serial, end: &End) -> Vec<Assertion> {
+    let igcd = |needle: &'static str| {
+        serial
+            .lines
+            .iter()
+            .position(|l| l.contains("igcd[") && l.contains(needle))
+    };
+    let status = serial
+        .lines
+        .iter()
+        .find(|l| l.trim_start().starts_with('{') && l.contains("\"driver_up\":"));
+    let last_daemon_line = serial
+        .lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("igcd[") || l.starts_with("ptpd:"))
+        .cloned()
+        .unwrap_or_default();
+    let ptpd_ready = serial
+        .lines
+        .iter()
+        .position(|l| l.starts_with("ptpd:") && l.contains("readiness:"));
+    let page = "clock page at /scheme/shm/ptp-igc-emu0";
+    let log_file = "logging to /scheme/logging/net/pci/emu0_igc.log";
+    vec![
+        (
+            "no deadlock: 29_ptp_emu_check reports the driver up",
+            match status {
+                Some(l) if l.contains("\"driver_up\":true") => Ok(l.clone()),
+                Some(l) => Err(format!("the status line says the driver is not up: {l}")),
+                None => Err(format!(
+                    "no status line from 29_ptp_emu_check within {IGCD_FIRST_BOUND:?} \
+                     ({end:?}): the boot hung after {last_daemon_line:?} (igcd at e960b12 hung \
+                     after `ptpd: INFO: readiness: INIT_NOTIFY`: igcd's clock page and log file \
+                     opens, retried from its scheme loop, and the namespace manager waited on each \
+                     other; issue 22 failure 4)"
+                )),
+            },
+        ),
+        (
+            "clock page published once /scheme/shm exists",
+            match (igcd("no clock page"), igcd(page)) {
+                (Some(before), Some(at)) if before < at => Ok(format!(
+                    "{:?} after {:?}{}",
+                    serial.lines[at],
+                    serial.lines[before],
+                    match ptpd_ready {
+                        Some(r) if r < at => " (and after ptpd, started after ipcd, was)",
+                        _ => "",
+                    }
+                )),
+                (None, Some(at)) => Err(format!(
+                    "igcd found /scheme/shm at its first try ({:?}): it did not start before ipcd",
+                    serial.lines[at]
+                )),
+                (_, _) => Err(format!("igcd never logged `{page}` ({end:?})")),
+            },
+        ),
+        (
+            "igcd entered its sandbox",
+            igcd("sandboxed:")
+                .map(|i| serial.lines[i].clone())
+                .ok_or_else(|| format!("igcd never logged `sandboxed:` ({end:?})")),
+        ),
+        (
+            "igcd's log file opened on the late /scheme/logging",
+            igcd(log_file)
+                .map(|i| serial.lines[i].clone())
+                .ok_or_else(|| format!("igcd never logged `{log_file}` ({end:?})")),
+        ),
+    ]
+}
+
+/// The Redox tools, or None when the test is skipped (a failure under REDOX_PTP_REQUIRE_REDOX=1).
+fn tools_or_skip(test: &str) -> Option<Tools> {
+    match prerequisites() {
+        Ok(t) => Some(t),
         Err(missing) if std::env::var("REDOX_PTP_REQUIRE_REDOX").as_deref() == Ok("1") => {
             panic!("REDOX_PTP_REQUIRE_REDOX=1 and {missing}")
         }
         Err(missing) => {
-            eprintln!("redox_boot: SKIPPED: {missing}");
-            return;
+            eprintln!("{test}: SKIPPED: {missing}");
+            None
         }
-    };
-    let (log, assertions) = boot_and_judge(&tools).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// Prints every assertion and fails the test on any failed one, with the serial log's path.
+fn verdict(test: &str, t0: Instant, log: &Path, assertions: &[Assertion]) {
     let mut failed = Vec::new();
-    for (name, r) in &assertions {
+    for (name, r) in assertions {
         match r {
-            Ok(d) => eprintln!("redox_boot: ok   {name}\n      {d}"),
+            Ok(d) => eprintln!("{test}: ok   {name}\n      {d}"),
             Err(e) => {
-                eprintln!("redox_boot: FAIL {name}\n      {e}");
+                eprintln!("{test}: FAIL {name}\n      {e}");
                 failed.push(*name);
             }
         }
     }
-    eprintln!("redox_boot: {:.0} s in all", t0.elapsed().as_secs_f64());
+    eprintln!("{test}: {:.0} s in all", t0.elapsed().as_secs_f64());
     assert!(
         failed.is_empty(),
-        "Redox boot: {} of {} assertions failed: {}; serial log: {}",
+        "{test}: {} of {} assertions failed: {}; serial log: {}",
         failed.len(),
         assertions.len(),
         failed.join("; "),
         log.display()
     );
+}
+
+#[test]
+fn redox_boot() {
+    let t0 = Instant::now();
+    let Some(tools) = tools_or_skip("redox_boot") else {
+        return;
+    };
+    let (log, assertions) = boot_and_judge(&tools).unwrap_or_else(|e| panic!("{e}"));
+    verdict("redox_boot", t0, &log, &assertions);
+}
+
+/// Issue 22 failure 4: igcd started before ipcd and ramfs@logging.
+#[test]
+fn redox_boot_igcd_before_ipcd() {
+    let t0 = Instant::now();
+    let Some(tools) = tools_or_skip("redox_boot_igcd_before_ipcd") else {
+        return;
+    };
+    let (log, assertions) = boot_igcd_first(&tools).unwrap_or_else(|e| panic!("{e}"));
+    verdict("redox_boot_igcd_before_ipcd", t0, &log, &assertions);
 }
 
 #[test]
@@ -594,4 +835,33 @@ fn a_boot_that_hangs_after_the_ring_connection_says_so() {
         "{failed:?}"
     );
     assert!(failed.contains(&"check finished"), "{failed:?}");
+}
+
+#[test]
+fn igcd_before_ipcd_judged_from_the_serial_log() {
+    // igcd at e960b12, started before ipcd and ramfs@logging: the boot hangs after ptpd starts.
+    let hung = "kernel::arch::x86_shared::start:INFO -- Redox OS starting...\r\n\
+        igcd[emu0]: INFO: no clock page at /scheme/shm/ptp-igc-emu0 yet (No such device); retrying\r\n\
+        igcd[emu0]: INFO: serving ptpd on /scheme/ptpdrv.emu0_igc/ptp\r\n\
+        \u{1b}[32mptpd: INFO: readiness: INIT_NOTIFY (fd 5)\r\n";
+    let a = judge_igcd_first(&Serial::parse(hung), &End::Stalled(IGCD_FIRST_STALL));
+    let why = a[0].1.as_ref().unwrap_err();
+    assert!(
+        why.contains("hung after \"ptpd: INFO: readiness: INIT_NOTIFY (fd 5)\""),
+        "{why}"
+    );
+    assert!(a.iter().all(|(_, r)| r.is_err()), "{a:?}");
+    // The fixed igcd: the page once shm exists, the log file, the sandbox, the status line.
+    let up = "igcd[emu0]: INFO: logging to /scheme/logging/net/pci/emu0_igc.log\r\n\
+        igcd[emu0]: INFO: no clock page yet (create clock page /scheme/shm/ptp-igc-emu0: No such device (os error 19)); retrying\r\n\
+        ptpd: INFO: readiness: INIT_NOTIFY (fd 5)\r\n\
+        igcd[emu0]: INFO: clock page at /scheme/shm/ptp-igc-emu0\r\n\
+        igcd[emu0]: INFO: sandboxed: only the memory and pipe schemes remain\r\n\
+        {\"clock\":0,\"driver_up\":true,\"ok\":true}\r\n";
+    let a = judge_igcd_first(&Serial::parse(up), &End::Done);
+    assert!(a.iter().all(|(_, r)| r.is_ok()), "{a:?}");
+    // A page created at the first try means igcd did not start before ipcd.
+    let early = "igcd[emu0]: INFO: clock page at /scheme/shm/ptp-igc-emu0\r\n";
+    let a = judge_igcd_first(&Serial::parse(early), &End::Done);
+    assert!(a[1].1.as_ref().unwrap_err().contains("first try"), "{a:?}");
 }
