@@ -20,6 +20,7 @@ pub mod readiness;
 pub mod redox;
 #[cfg(unix)]
 pub mod ring;
+pub mod sys_context;
 #[cfg(target_os = "linux")]
 #[doc(hidden)]
 pub mod testing;

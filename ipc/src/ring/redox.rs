@@ -24,10 +24,11 @@
 //!
 //! There is no hang-up to poll for, so a waiting side wakes at least every [`SLICE`] to check
 //! that the peer is still there: `kill(pid, 0)` on the pid it published in the region, and on
-//! the client side also a non-blocking read of the driver handle, which fails (ENODEV) or reads
-//! end of file once the driver is gone or ended the conversation. `kill` alone was not enough:
-//! a killed igcd that init had not reaped yet still answered it, and ptpd took seconds to
-//! notice (the driver side needs no probe: a dead client's handle is closed, `on_close`).
+//! the client side also the kernel's context table (`/scheme/sys/context`, [`crate::sys_context`]):
+//! a killed igcd that nobody has reaped yet still answers `kill`, but has left the table. The
+//! driver handle cannot be asked instead: a read sent to igcd's scheme just as igcd was killed
+//! never returned on this kernel (the boot test's ptpd hung so under load, 2 runs in 3). The
+//! driver side needs neither: a dead client's handle is closed (`on_close`).
 //! The `shm` scheme has no permissions and no seals: any process that knows the name can map
 //! the segment and scribble on it, which the ring's bound checks turn into typed errors; it
 //! cannot shrink it under us (ipcd keeps the size given at creation) **[I]**.
@@ -259,8 +260,8 @@ struct PipeBell {
     /// Our bell words' values when we last consumed a signal on them.
     seen: [AtomicU32; 2],
     doors: Arc<Doorbells>,
-    /// Client side: the driver handle the ring came on, probed for the driver's liveness.
-    probe: Option<usize>,
+    /// Client side: look the driver's pid up in the kernel's context table too.
+    probe: bool,
     /// The segment's file, for an endpoint that owns its segment alone (a pool keeps its own).
     _file: Option<File>,
 }
@@ -290,7 +291,7 @@ impl PipeBell {
         // Safety: signal 0 only checks that the process exists; nothing is delivered.
         let rc = unsafe { libc::kill(pid, 0) };
         let exists = rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
-        exists && self.probe.is_none_or(handle_open)
+        exists && (!self.probe || context_lists(pid as u32))
     }
 
     /// Consumes a signal on our bell `w` if its word moved since we last looked.
@@ -347,18 +348,12 @@ impl Bell for PipeBell {
     }
 }
 
-/// Whether the driver still serves the (non-blocking) handle `fd`: a one-byte read is refused
-/// with EAGAIN (nothing queued) or EMSGSIZE (a message, which no read this short takes) while
-/// it does; end of file or an error such as ENODEV (its scheme is gone) means it does not.
-fn handle_open(fd: usize) -> bool {
-    let mut b = [0u8; 1];
-    match libredox::call::read(fd, &mut b) {
-        Ok(0) => false,
-        Ok(_) => true,
-        Err(e) => matches!(
-            e.errno(),
-            libredox::errno::EAGAIN | libredox::errno::EMSGSIZE | libredox::errno::EINTR
-        ),
+/// Whether `pid` has a live context in the kernel's table (`true` when the table cannot be
+/// read: then `kill` alone decides, as before).
+fn context_lists(pid: u32) -> bool {
+    match std::fs::read_to_string("/scheme/sys/context") {
+        Ok(text) => crate::sys_context::is_live(&crate::sys_context::parse(&text), pid),
+        Err(_) => true,
     }
 }
 
@@ -367,7 +362,7 @@ fn bell(
     side: usize,
     file: Option<File>,
     doors: Arc<Doorbells>,
-    probe: Option<usize>,
+    probe: bool,
 ) -> PipeBell {
     let ctl = map.control();
     let words =
@@ -417,7 +412,7 @@ pub fn create_ring_pool(
         let d = doors[k].clone();
         // A new connection: the former one's pipes go (its endpoint is gone, see `renew`).
         d.reset();
-        Box::new(bell(map, 0, None, d, None)) as Box<dyn Bell>
+        Box::new(bell(map, 0, None, d, false)) as Box<dyn Bell>
     }));
     let len = largest.region_len();
     for k in 0..count {
@@ -453,9 +448,7 @@ pub fn attach_ring_named(
     let [(b_data_rd, b_data_wr), (b_space_rd, b_space_wr)] = [pipe()?, pipe()?];
     doors.adopt([b_data_rd, b_space_rd], [a_data_wr, a_space_wr])?;
     // Checked with its generation: a driver's pool segment serves one connection after another.
-    let ring = Segment::attach(map, spin, |m| {
-        Box::new(bell(m, 1, Some(file), doors, Some(driver_fd)))
-    })?;
+    let ring = Segment::attach(map, spin, |m| Box::new(bell(m, 1, Some(file), doors, true)))?;
     send_doorbells(driver_fd, [a_data_rd, a_space_rd, b_data_wr, b_space_wr])?;
     Ok(ring)
 }

@@ -15,7 +15,6 @@
 //! The host test reads them back with [`report::Serial`]. The sequencing is in [`scenarios`],
 //! the rules in [`judge`] (pure, unit-tested here), the processes in [`guest`].
 
-pub mod context;
 pub mod guest;
 pub mod judge;
 pub mod report;

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::context;
 use crate::guest::{Exit, Guest, Ran, User};
 use crate::judge::{self, Judged};
 use crate::report::{Check, FIGURE, STEP, Verdict};
+use ptp_ipc::sys_context as context;
 
 /// What the check needs to know about the image.
 #[derive(Debug, Clone)]

@@ -1,4 +1,7 @@
-//! `/scheme/sys/context`: the kernel's table of contexts (threads), one row each.
+//! `/scheme/sys/context`: the kernel's table of contexts (threads), one row each. Read by the
+//! Redox ring client to tell whether its driver's process still lives (`ring/redox.rs`: a call
+//! into a dead server's scheme can block for ever) and by the in-guest check of the Redox boot
+//! test (`tools/redox-check`) to find the daemons it kills. Plain parsing, tested on every host.
 //!
 //! Header and rows as the kit's kernel (56947e1a, `src/scheme/sys/context.rs`) writes them:
 //!
@@ -70,6 +73,11 @@ fn is_cpu_time(f: &str) -> bool {
             .all(|c| c.is_ascii_digit() || c == ':' || c == '.')
 }
 
+/// Whether `pid` has a live (not dead) context in the table.
+pub fn is_live(rows: &[Context], pid: u32) -> bool {
+    rows.iter().any(|c| c.pid == pid && !c.is_dead())
+}
+
 /// The live processes (distinct PIDs, threads folded) running `program`.
 pub fn pids_of(rows: &[Context], program: &str) -> Vec<u32> {
     let mut pids: Vec<u32> = rows
@@ -105,6 +113,14 @@ PID   EUID  EGID  STAT  CPU   AFFINITY   TIME        PRIVATE SHARED  NAME
         assert_eq!(rows[3].program(), "ptpd");
         assert_eq!(rows[0].name, "[kmain]");
         assert!(rows[4].is_dead());
+    }
+
+    #[test]
+    fn a_pid_is_live_while_a_context_of_it_is_not_dead() {
+        let rows = parse(TABLE);
+        assert!(is_live(&rows, 8) && is_live(&rows, 9));
+        assert!(!is_live(&rows, 12), "dead, not yet reaped");
+        assert!(!is_live(&rows, 13), "not listed");
     }
 
     #[test]
