@@ -647,14 +647,36 @@ requires_weak = [
 ]
 ";
 
-/// Builds, boots igcd before ipcd and ramfs@logging, and judges.
-fn boot_igcd_first(tools: &Tools) -> Result<(PathBuf, Vec<Assertion>), String> {
-    let own = [
+/// ptpd's shipped emulated-stack config with the scheme channel: the form in which igcd at
+/// e960b12 deadlocked the igcd-first boot 3 times in 3 (with the ring, that igcd hung earlier,
+/// in failures 1-2, and with the fixed ptpd it came up).
+fn socket_config() -> Result<String, String> {
+    let path = workspace().join("recipes/ptp-emu/ptpd-emu.toml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !text.contains("[[clock]]") {
+        return Err(format!("{}: no [[clock]]", path.display()));
+    }
+    Ok(format!(
+        "{}channel_mode = \"socket\"   # redox_boot: the igcd-first boot's socket variant\n",
+        initfs_paths(&text)
+    ))
+}
+
+/// Builds, boots igcd before ipcd and ramfs@logging (ptpd over the scheme channel if
+/// `socket`, else the shipped default, the ring), and judges.
+fn boot_igcd_first(tools: &Tools, socket: bool) -> Result<(PathBuf, Vec<Assertion>), String> {
+    let mut own = vec![
         ("00_runtime.target", runtime_without_logging(tools)?),
         ("90_initfs.target", IGCD_FIRST_TARGET.to_string()),
     ];
-    let (log, end, serial) =
-        build_and_boot(tools, "redox-boot-igcd-first", &[], &own, &STATUS_LINE)?;
+    if socket {
+        own.push(("ptpd.toml", socket_config()?));
+    }
+    let dir = match socket {
+        true => "redox-boot-igcd-first-socket",
+        false => "redox-boot-igcd-first",
+    };
+    let (log, end, serial) = build_and_boot(tools, dir, &[], &own, &STATUS_LINE)?;
     eprintln!(
         "redox_boot: igcd before ipcd: ptpd's channel: {}",
         init_ptpd_channel(&serial)
@@ -792,8 +814,19 @@ fn redox_boot_igcd_before_ipcd() {
     let Some(tools) = tools_or_skip("redox_boot_igcd_before_ipcd") else {
         return;
     };
-    let (log, assertions) = boot_igcd_first(&tools).unwrap_or_else(|e| panic!("{e}"));
+    let (log, assertions) = boot_igcd_first(&tools, false).unwrap_or_else(|e| panic!("{e}"));
     verdict("redox_boot_igcd_before_ipcd", t0, &log, &assertions);
+}
+
+/// The same over the scheme channel, the form that deadlocked at e960b12 (3 boots in 3).
+#[test]
+fn redox_boot_igcd_before_ipcd_socket() {
+    let t0 = Instant::now();
+    let Some(tools) = tools_or_skip("redox_boot_igcd_before_ipcd_socket") else {
+        return;
+    };
+    let (log, assertions) = boot_igcd_first(&tools, true).unwrap_or_else(|e| panic!("{e}"));
+    verdict("redox_boot_igcd_before_ipcd_socket", t0, &log, &assertions);
 }
 
 #[test]
