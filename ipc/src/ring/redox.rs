@@ -40,7 +40,7 @@
 use std::ffi::c_int;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
@@ -262,6 +262,8 @@ struct PipeBell {
     doors: Arc<Doorbells>,
     /// Client side: look the driver's pid up in the kernel's context table too.
     probe: bool,
+    /// When the peer's liveness was last checked (monotonic ns; 0: never).
+    last_check: AtomicU64,
     /// The segment's file, for an endpoint that owns its segment alone (a pool keeps its own).
     _file: Option<File>,
 }
@@ -292,6 +294,19 @@ impl PipeBell {
         let rc = unsafe { libc::kill(pid, 0) };
         let exists = rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
         exists && (!self.probe || context_lists(pid as u32))
+    }
+
+    /// [`Self::peer_alive`] at most once per [`SLICE`] (across waits and threads): each check
+    /// is a call to procmgr and, client side, a read of the context table, too dear for every
+    /// wait of a request stream (a check per wait doubled the exact read's p50 over the ring).
+    fn peer_alive_checked(&self) -> bool {
+        let now = mono_ns();
+        let last = self.last_check.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < SLICE.as_nanos() as u64 {
+            return true;
+        }
+        self.last_check.store(now, Ordering::Relaxed);
+        self.peer_alive()
     }
 
     /// Consumes a signal on our bell `w` if its word moved since we last looked.
@@ -326,7 +341,7 @@ impl Bell for PipeBell {
             if self.take_signal(w) {
                 return Ok(Woken::Signal);
             }
-            if !self.peer_alive() {
+            if !self.peer_alive_checked() {
                 return Err(RingError::PeerGone);
             }
             let Some(end) = slice_end_ns(mono_ns(), deadline, SLICE) else {
@@ -375,6 +390,7 @@ fn bell(
         seen: [seen(0), seen(1)],
         doors,
         probe,
+        last_check: AtomicU64::new(0),
         _file: file,
     }
 }
