@@ -533,6 +533,10 @@ fn judge(serial: &Serial, end: &End) -> Vec<Assertion> {
             group(serial, &["unpriv-*"]),
         ),
         (
+            "ptpctl --output /scheme/debug: uid 1000 answered, an error written once",
+            group(serial, &["output-*"]),
+        ),
+        (
             "igcd killed and restarted by hand",
             group(serial, &["igcd-*"]),
         ),

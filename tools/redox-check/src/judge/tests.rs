@@ -129,3 +129,17 @@ fn a_phc_across_a_restart_is_kept_reported_or_failed() {
     assert_eq!(v(reset, None), Verdict::Fail);
     assert_eq!(attach_kind(["a", cold_line]), cold);
 }
+
+#[test]
+fn ptpctl_output_as_e960b12_had_it_fails_both_checks() {
+    // uid 1000 could not open /scheme/debug: exit 2, nothing answered.
+    let refused = "ptpctl: --output /scheme/debug: Operation not permitted (os error 1)";
+    assert!(output_unprivileged(&Exit::Code(2), "", refused).is_err());
+    let fallback = "ptpctl: --output /scheme/debug: Operation not permitted; writing to stdout";
+    assert!(output_unprivileged(&Exit::Code(0), "clock time is 1.5\n", fallback).is_ok());
+    // Every error also on stderr: printed twice on the console.
+    let twice = output_error_once(&Exit::Code(2), "ptpctl: no such device");
+    assert!(twice.unwrap_err().contains("stderr as well"));
+    assert!(output_error_once(&Exit::Code(2), "").is_ok());
+    assert!(output_error_once(&Exit::Code(0), "").is_err(), "must fail");
+}

@@ -109,16 +109,52 @@ impl Guest for Fake {
     fn ptpctl(&mut self, user: User, args: &[&str], _t: Duration) -> Result<Ran, GuestError> {
         let (m0, r0) = (self.now, self.real());
         self.now += 5_000_000;
-        let words: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
-        let stdout = match self.ptpd {
-            Some(_) => format!("{}\n", self.reply(user, &words)),
-            None => String::new(),
-        };
+        // ptpctl as fixed for issue 22 failure 6: `--output` carries errors alone, and a path
+        // uid 1000 may not open (/scheme/debug) becomes stdout with a warning.
+        let output = args.iter().position(|a| *a == "--output");
+        let clock = args
+            .iter()
+            .position(|a| *a == "--clock")
+            .map(|i| args[i + 1]);
+        let json = args.contains(&"--json");
+        let mut skip = false;
+        let words: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|a| {
+                let keep = !skip && !matches!(*a, "--json" | "--output" | "--clock");
+                skip = matches!(*a, "--output" | "--clock");
+                keep
+            })
+            .collect();
+        let (mut stdout, mut stderr) = (String::new(), String::new());
+        let mut code = 0;
+        if clock.is_some_and(|c| c != "0") {
+            code = 2;
+            if output.is_none() {
+                stderr = "ptpctl: no such clock\n".into();
+            }
+        } else if self.ptpd.is_some() {
+            let reply = self.reply(user, &words);
+            stdout = match (json, reply["ns"].as_u64()) {
+                (false, Some(ns)) => format!(
+                    "clock time is {}.{:09}\n",
+                    ns / 1_000_000_000,
+                    ns % 1_000_000_000
+                ),
+                _ => format!("{reply}\n"),
+            };
+            if output.is_some() && user == User::Unprivileged {
+                stderr = "ptpctl: --output /scheme/debug: Operation not permitted; writing to stdout instead\n".into();
+            }
+        } else {
+            code = 1;
+        }
         self.now += 5_000_000;
         Ok(Ran {
-            exit: Exit::Code(if stdout.is_empty() { 1 } else { 0 }),
+            exit: Exit::Code(code),
             stdout,
-            stderr: String::new(),
+            stderr,
             mono: (m0, self.now),
             real: (r0, self.real()),
         })

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{BENCH_TIMEOUT, CTL_TIMEOUT, Checker, S, SET_TO_S, STEP_S, figure_line};
-use crate::guest::{Guest, User};
+use crate::guest::{Guest, Ran, User};
 use crate::judge::{self, Judged};
 
 /// One verb's check.
@@ -157,6 +157,35 @@ impl<G: Guest> Checker<'_, G> {
                 .ctl_as(User::Unprivileged, args, CTL_TIMEOUT)
                 .and_then(|(v, _)| judge::eperm(&v));
             self.judged(name, r);
+        }
+        self.output_checks();
+    }
+
+    /// Issue 22 failure 6: `--output /scheme/debug` for uid 1000, and an error written once.
+    fn output_checks(&mut self) {
+        let unpriv = |r: &Ran| judge::output_unprivileged(&r.exit, &r.stdout, &r.stderr);
+        let once = |r: &Ran| judge::output_error_once(&r.exit, &r.stderr);
+        let runs: [(&str, User, &[&str], &dyn Fn(&Ran) -> Judged); 2] = [
+            (
+                "output-unpriv",
+                User::Unprivileged,
+                &["--output", "/scheme/debug", "get"],
+                &unpriv,
+            ),
+            (
+                "output-error-once",
+                User::Root,
+                &["--output", "/scheme/debug", "--clock", "7", "get"],
+                &once,
+            ),
+        ];
+        for (name, user, args, rule) in runs {
+            self.step(name);
+            let r = self
+                .g
+                .ptpctl(user, args, CTL_TIMEOUT)
+                .map_err(|e| e.to_string());
+            self.judged(name, r.and_then(|ran| rule(&ran)));
         }
     }
 }
