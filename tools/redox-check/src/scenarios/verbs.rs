@@ -8,6 +8,8 @@ use crate::judge::{self, Judged};
 
 /// One verb's check.
 type Verb<C> = fn(&mut C) -> Judged;
+/// A rule judging one ptpctl run.
+type Rule<'a> = &'a dyn Fn(&Ran) -> Judged;
 
 /// How long `verb-freq` lets the changed rate run between its two `cmp`s.
 const RATE_INTERVAL: Duration = Duration::from_secs(4);
@@ -165,7 +167,7 @@ impl<G: Guest> Checker<'_, G> {
     fn output_checks(&mut self) {
         let unpriv = |r: &Ran| judge::output_unprivileged(&r.exit, &r.stdout, &r.stderr);
         let once = |r: &Ran| judge::output_error_once(&r.exit, &r.stderr);
-        let runs: [(&str, User, &[&str], &dyn Fn(&Ran) -> Judged); 2] = [
+        let runs: [(&str, User, &[&str], Rule); 2] = [
             (
                 "output-unpriv",
                 User::Unprivileged,
