@@ -238,7 +238,7 @@ pub fn output_unprivileged(exit: &Exit, stdout: &str, stderr: &str) -> Judged {
             stderr.trim()
         )),
         _ => Err(format!(
-            "{exit:?}: stdout {:?}, stderr {:?} (ptpctl at e960b12 exited 2: --output              /scheme/debug: Operation not permitted)",
+            "{exit:?}: stdout {:?}, stderr {:?} (ptpctl at e960b12 exited 2: --output /scheme/debug: Operation not permitted)",
             stdout.trim(),
             stderr.trim()
         )),
