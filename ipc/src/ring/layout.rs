@@ -5,8 +5,8 @@
 //!             creator; a region served to one connection after another, as a Redox driver's
 //!             `shm` segment is, is re-initialised with a new generation for each: `reinit`)
 //! line 1      closed[2]: side A / side B has gone (set on drop or shutdown)
-//! line 2      bell[4]: per-side data/space wake words, index 2*side + kind (the Redox futex
-//!             words; unused on Linux)
+//! line 2      bell[4]: per-side data/space wake words, index 2*side + kind (Redox: the truth
+//!             of "signalled" beside the doorbell pipes; unused on Linux)
 //! line 3      pid[2]: per-side process ids (Redox liveness; informational on Linux)
 //! lines 4-7   ring 0 control (A → B): head | tail | consumer_sleeping | producer_waiting
 //! lines 8-11  ring 1 control (B → A)

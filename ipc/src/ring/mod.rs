@@ -523,7 +523,7 @@ impl RingEndpoint {
     }
 
     /// For a thread that watches the ring while another drains it (a Redox driver, whose main
-    /// loop cannot wait on a futex): waits at most `timeout` (`None`: for ever) until a message
+    /// loop cannot sleep on the ring's doorbell): waits at most `timeout` (`None`: for ever) until a message
     /// is waiting or the peer has closed, without taking anything. `Ok(true)`: the next
     /// `try_recv` has something to say; `Ok(false)`: the timeout passed; `Err(PeerGone)`: this
     /// end is shut, stale, or the peer's process is gone. The same announce-then-recheck
@@ -560,7 +560,8 @@ impl RingEndpoint {
     }
 
     /// The descriptor that turns readable when the peer signals data after
-    /// [`Self::prepare_sleep`] (Linux: the data eventfd); `None` on Redox (futex bells).
+    /// [`Self::prepare_sleep`] (Linux: the data eventfd); `None` on Redox (its doorbells are pipes
+    /// behind an event queue of the bell's own).
     pub fn readable_fd(&self) -> Option<i32> {
         self.bell.readable_fd(Wake::Data)
     }

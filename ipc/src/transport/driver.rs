@@ -9,8 +9,9 @@
 //!   hello, replies, timestamps, frames), and reads everything from it. The socket carries no
 //!   messages after the offer; it stays open as the liveness signal (its hang-up tells a side
 //!   asleep on the ring that the peer process is gone). On Redox the offer is the name of a
-//!   `shm` segment ([`crate::ring::named_offer`], type-checked only) and the ring's futex
-//!   waits check the peer's pid.
+//!   `shm` segment ([`crate::ring::named_offer`]; booted in CI, tests/redox_boot.rs), the client
+//!   passes the driver its doorbell pipes over the handle, and a sleeping side checks the peer's
+//!   pid (the client also in the kernel's context table).
 //!
 //! Why all traffic and not only the hot path: one ordered stream keeps the order the protocol
 //! relies on (the driver's hello before any event, a `Closed` notice after the last reply), one

@@ -2,7 +2,7 @@
 //! `HelloRing` may get, and answering one request of the connection that drives the NIC. Linux
 //! (`linux_channel`) and Redox (`platform_redox::channel`) receive requests their own way —
 //! Linux's main loop polls sockets and ring bells together, a Redox ring connection has a
-//! worker thread asleep on the ring's futex — and hand each to [`answer`].
+//! worker thread asleep on the ring's doorbell — and hand each to [`answer`].
 
 use std::time::Duration;
 

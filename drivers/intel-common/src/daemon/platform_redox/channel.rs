@@ -25,7 +25,7 @@
 //! every message of the connection goes over the ring, as on Linux: igcd's hello, replies,
 //! events (the IRQ threads send on the ring directly) and requests. The handle stays open as
 //! the liveness signal (its close ends the connection and releases the segment). The main loop
-//! answers the ring's requests, as it answers a handle's: it cannot wait on the ring's futex
+//! answers the ring's requests, as it answers a handle's: it cannot sleep on the ring's doorbell
 //! itself, so the segment's [`RingWorkers`] thread (made before the sandbox too) sleeps on the
 //! ring for it (`wait_readable`, the ring's announce-then-recheck handshake), wakes the loop
 //! through the wake pipe, and sleeps again only once the loop found the ring empty: a client
@@ -303,7 +303,7 @@ struct Job {
 }
 
 /// One thread per pool segment, made before the sandbox, watching the ring of the connection
-/// its segment serves for the main loop (which cannot wait on a futex).
+/// its segment serves for the main loop (which cannot sleep on a ring's doorbell).
 pub struct RingWorkers {
     jobs: Vec<Sender<Job>>,
 }
