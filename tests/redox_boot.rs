@@ -1,6 +1,6 @@
 //! Issue 22, stage 1: the emulated stack booted on a real Redox kernel.
 //!
-//! Builds igcd (default features: the emulator; installed as `igcd-emu`), ptpd, ptpctl and the
+//! Builds igcd (default features: the emulator; installed as `igcd-emu`), ptpd, ptpctl, igbd (with its emulator) and the
 //! in-guest check (`tools/redox-check`) for `x86_64-unknown-redox`, links them with the Redox
 //! kit's relibc (`../shared/redox-kit`, or `REDOX_KIT`), makes an image with the units from
 //! `recipes/` as shipped (only `/usr/bin/` → `/scheme/initfs/bin/` and `/etc/` →
@@ -185,7 +185,7 @@ fn built(tools: &Tools) -> Result<PathBuf, String> {
     Ok(bins)
 }
 
-/// Builds the four programs for Redox in a target dir of their own (never the outer cargo's
+/// Builds the five programs for Redox in a target dir of their own (never the outer cargo's
 /// lock) and stages them under the names the units use.
 fn build(tools: &Tools, work: &Path) -> Result<PathBuf, String> {
     let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("redox-target");
@@ -200,6 +200,8 @@ fn build(tools: &Tools, work: &Path) -> Result<PathBuf, String> {
             "ptpd",
             "-p",
             "ptpctl",
+            "-p",
+            "igbd",
             "-p",
             "ptp-redox-check",
         ])
@@ -217,6 +219,7 @@ fn build(tools: &Tools, work: &Path) -> Result<PathBuf, String> {
         ("igcd", "igcd-emu"),
         ("ptpd", "ptpd"),
         ("ptpctl", "ptpctl"),
+        ("igbd", "igbd"),
         ("ptp-redox-check", "ptp-redox-check"),
     ] {
         std::fs::copy(out.join(from), bins.join(to)).map_err(|e| format!("staging {from}: {e}"))?;
@@ -547,6 +550,10 @@ fn judge(serial: &Serial, end: &End) -> Vec<Assertion> {
         (
             "ring refused: fallback to the socket",
             group(serial, &["ring-refused-*"]),
+        ),
+        (
+            "igbd (emulated i210) started by hand serves its channel",
+            group(serial, &["igbd-*"]),
         ),
         (
             "check finished",

@@ -44,6 +44,8 @@ pub enum User {
 pub enum Daemon {
     Igcd,
     Ptpd,
+    /// igbd with its emulator (an i210 on a loopback cable), started by hand.
+    Igbd,
 }
 
 impl Daemon {
@@ -52,6 +54,7 @@ impl Daemon {
         match self {
             Daemon::Igcd => "igcd-emu",
             Daemon::Ptpd => "ptpd",
+            Daemon::Igbd => "igbd",
         }
     }
 }

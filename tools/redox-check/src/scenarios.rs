@@ -44,6 +44,8 @@ const SET_TO_S: i128 = 1_700_000_000;
 const STEP_S: i128 = 10;
 const S: i128 = 1_000_000_000;
 const IGCD_ARGS: [&str; 6] = ["--emulate", "i225", "--wire", "loopback", "--name", "emu0"];
+/// igbd on an emulated i210 cabled to itself (not in ptpd's config: it only has to serve).
+const IGBD_ARGS: [&str; 6] = ["--emulate", "i210", "--wire", "loopback", "--name", "emu1"];
 
 /// Runs the scenarios against `g`, printing each verdict; returns them all.
 pub struct Checker<'g, G: Guest> {
@@ -79,6 +81,7 @@ impl<'g, G: Guest> Checker<'g, G> {
         self.igcd_restart();
         let ptpd_by_hand = self.ptpd_restart();
         self.ring_refused(ptpd_by_hand);
+        self.igbd_serves();
     }
 
     fn step(&mut self, name: &str) {

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use super::{Checker, GONE_WITHIN, IGCD_ARGS, RECONNECT_WITHIN, ns_dur, pids, tail, verdict_check};
+use super::{
+    Checker, GONE_WITHIN, IGBD_ARGS, IGCD_ARGS, RECONNECT_WITHIN, ns_dur, pids, tail, verdict_check,
+};
 use crate::guest::{Daemon, Guest};
 use crate::judge::{self, Judged};
 use crate::report::Check;
@@ -163,6 +165,22 @@ impl<G: Guest> Checker<'_, G> {
             ))
         });
         self.judged("ptpd-restart-serves", r)
+    }
+
+    /// 7. igbd (the i210/i350/82576 driver) on an emulated i210, started by hand: it comes up
+    /// and serves its driver channel, then is stopped.
+    pub(super) fn igbd_serves(&mut self) {
+        self.step("igbd-by-hand");
+        let r = self
+            .g
+            .start(Daemon::Igbd, &IGBD_ARGS)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                let want = "serving ptpd on /scheme/ptpdrv.emu1_igb/ptp";
+                self.wait_log(Daemon::Igbd, want, SERVING_WITHIN)
+            });
+        self.judged("igbd-by-hand", r);
+        self.g.stop(Daemon::Igbd);
     }
 
     /// 6. igcd restarted with `--ring-segments 0`: ptpd falls back to the socket and serves.

@@ -186,6 +186,16 @@ impl Guest for Fake {
                 let line = format!("ptpd: INFO: emu0: connected to driver at x ({ch})");
                 self.log(Daemon::Ptpd, &line);
             }
+            Daemon::Igbd => {
+                self.log(
+                    d,
+                    "igbd[emu1]: INFO: Intel I210 (8086:1533 rev 3) at emu:emu1",
+                );
+                self.log(
+                    d,
+                    "igbd[emu1]: INFO: serving ptpd on /scheme/ptpdrv.emu1_igb/ptp",
+                );
+            }
             Daemon::Ptpd => {
                 self.log(d, "ptpd: INFO: emu0: connected to driver at x (ring)");
                 if self.ptpd_restarts {
