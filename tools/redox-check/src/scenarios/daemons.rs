@@ -167,8 +167,8 @@ impl<G: Guest> Checker<'_, G> {
         self.judged("ptpd-restart-serves", r)
     }
 
-    /// 7. igbd (the i210/i350/82576 driver) on an emulated i210, started by hand: it comes up
-    /// and serves its driver channel, then is stopped.
+    /// Scenario 7: igbd (the i210/i350/82576 driver) on an emulated i210, started by hand,
+    /// comes up and serves its driver channel; then it is stopped.
     pub(super) fn igbd_serves(&mut self) {
         self.step("igbd-by-hand");
         let r = self
