@@ -291,6 +291,10 @@ fn stop(s: Started<Fake>, f: &Fake) {
         t.join().unwrap();
     }
     let _ = std::fs::remove_file(&f.page);
+    // The writer's lock beside the page (ptp_ipc::clockpage, Linux).
+    let mut lock = f.page.clone().into_os_string();
+    lock.push(".lock");
+    let _ = std::fs::remove_file(lock);
 }
 
 fn caps_page<F: PciFunction>(dev: &Device<F>) -> String {

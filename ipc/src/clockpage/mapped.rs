@@ -18,6 +18,8 @@ pub(super) fn io_err(what: &str, path: &Path, e: &std::io::Error) -> ClockPageEr
 pub(super) struct Mapping {
     ptr: NonNull<Page>,
     _file: Option<File>,
+    /// The writer's held lock (Linux: `<page>.lock`), released when the writer goes.
+    _lock: Option<File>,
 }
 
 // Safety: the mapping is only accessed through `&Page`, whose fields are all atomics, so sharing
@@ -29,13 +31,14 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     pub(super) fn create(path: &Path) -> Result<Self, ClockPageError> {
-        let file = platform::create_locked(path)?;
+        let (file, lock) = platform::create_locked(path)?;
         file.set_len(PAGE_SIZE as u64)
             .map_err(|e| io_err("size clock page", path, &e))?;
         let ptr = map(&file, libc::PROT_READ | libc::PROT_WRITE, path)?;
         Ok(Mapping {
             ptr,
             _file: Some(file),
+            _lock: lock,
         })
     }
 
@@ -53,7 +56,11 @@ impl Mapping {
         }
         let ptr = map(&file, libc::PROT_READ, path)?;
         // The mapping outlives the descriptor.
-        Ok(Mapping { ptr, _file: None })
+        Ok(Mapping {
+            ptr,
+            _file: None,
+            _lock: None,
+        })
     }
 
     pub(super) fn page(&self) -> &Page {

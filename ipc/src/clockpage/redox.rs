@@ -17,12 +17,13 @@ use super::ClockPageError;
 use super::mapped::io_err;
 
 /// Opens (creating it if needed) the writer's segment. Nothing to lock: see above.
-pub(super) fn create_locked(path: &Path) -> Result<File, ClockPageError> {
+pub(super) fn create_locked(path: &Path) -> Result<(File, Option<File>), ClockPageError> {
     OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(path)
+        .map(|f| (f, None))
         .map_err(|e| io_err("create clock page", path, &e))
 }

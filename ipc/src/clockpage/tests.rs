@@ -56,6 +56,27 @@ fn one_writer_at_a_time() {
     assert_eq!(ClockPageReader::open(&path).unwrap().read(), Ok(sample(1)));
 }
 
+/// Issue 23: the writer's "in use" lock was a flock on the page, which any reader may take
+/// (flock needs only a read-only descriptor): a reader holding it kept igcd from starting.
+#[test]
+fn a_reader_holding_a_flock_on_the_page_does_not_keep_the_writer_out() {
+    use std::os::fd::AsRawFd;
+    let dir = TempDir::new("cp-flock");
+    let path = dir.path().join("page");
+    drop(ClockPageWriter::create(&path).unwrap());
+    let reader = std::fs::File::open(&path).unwrap();
+    // Safety: flock on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::flock(reader.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(rc, 0, "a read-only descriptor may flock the page");
+    let w =
+        ClockPageWriter::create(&path).expect("the reader's flock must not keep the writer out");
+    w.publish(&sample(2));
+    assert_eq!(ClockPageReader::open(&path).unwrap().read(), Ok(sample(2)));
+    let lock = super::platform::lock_path(&path);
+    let mode = std::fs::metadata(&lock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the lock only its owner may open");
+}
+
 #[test]
 fn restarted_writer_takes_over_mapped_page() {
     let dir = TempDir::new("cp3");
