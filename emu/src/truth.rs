@@ -157,6 +157,16 @@ pub enum TruthError {
     /// Another OS error, with the operation and path.
     #[error("{0}")]
     Io(String),
+    /// The path exists as something the writer did not make: a symlink, another user's file,
+    /// a hard link, not a regular file. Refused before anything is changed (issue 23: a
+    /// planted symlink made root chmod and truncate the file it pointed at).
+    #[error("truth record {path}: {why}; remove it or choose another path")]
+    Foreign {
+        /// The path given.
+        path: String,
+        /// What it is instead.
+        why: String,
+    },
     /// The file has the wrong size for a truth record.
     #[error("truth record has {got} bytes, expected {want}")]
     BadSize {

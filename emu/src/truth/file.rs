@@ -322,6 +322,40 @@ pub struct TruthWriter {
     update: Mutex<()>,
 }
 
+/// `create`'s open failed: a symlink at `path` (O_NOFOLLOW's ELOOP) is [`TruthError::Foreign`].
+fn foreign_or_io(path: &Path, e: &std::io::Error) -> TruthError {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        return TruthError::Foreign {
+            path: path.display().to_string(),
+            why: "a symbolic link".into(),
+        };
+    }
+    io_err("create", path, e)
+}
+
+/// An existing record may be taken over only if this uid made it: a regular file it owns with
+/// one link (else chmod and truncate would act on someone else's file, and a planted file would
+/// forge the truth).
+fn check_own(file: &File, path: &Path) -> Result<(), TruthError> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata().map_err(|e| io_err("stat", path, &e))?;
+    // Safety: geteuid has no preconditions and touches no memory.
+    let euid = unsafe { libc::geteuid() };
+    let why = if !m.file_type().is_file() {
+        "not a regular file".to_string()
+    } else if m.uid() != euid {
+        format!("owned by uid {}, not this process's {euid}", m.uid())
+    } else if m.nlink() != 1 {
+        format!("{} hard links", m.nlink())
+    } else {
+        return Ok(());
+    };
+    Err(TruthError::Foreign {
+        path: path.display().to_string(),
+        why,
+    })
+}
+
 impl TruthWriter {
     /// Creates the record at `path` (mode 0644), or takes over an existing one in place so a
     /// reader that mapped it before a daemon restart keeps reading the new model. The record
@@ -335,8 +369,11 @@ impl TruthWriter {
             // Kept: a previous writer's record is taken over in place (see above).
             .truncate(false)
             .mode(0o644)
+            // A planted symlink is refused (ELOOP), never followed.
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
-            .map_err(|e| io_err("create", path, &e))?;
+            .map_err(|e| foreign_or_io(path, &e))?;
+        check_own(&file, path)?;
         file.set_permissions(std::fs::Permissions::from_mode(0o644))
             .map_err(|e| io_err("chmod", path, &e))?;
         file.set_len(TRUTH_FILE_LEN as u64)

@@ -30,6 +30,31 @@ impl Drop for TempPath {
     }
 }
 
+/// Issue 23: `--truth` followed a planted symlink and chmod'ed and truncated its target; a
+/// hard link to another file was taken over the same way. Both are refused, nothing changed.
+#[test]
+fn a_planted_symlink_or_hard_link_is_refused_and_its_target_untouched() {
+    use std::os::unix::fs::PermissionsExt;
+    let target = TempPath::new("victim");
+    std::fs::write(&target.0, b"precious").unwrap();
+    std::fs::set_permissions(&target.0, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = TempPath::new("symlink");
+    std::os::unix::fs::symlink(&target.0, &link.0).unwrap();
+    let e = TruthWriter::create(&link.0).err();
+    assert!(matches!(e, Some(TruthError::Foreign { .. })), "{e:?}");
+    let hard = TempPath::new("hardlink");
+    std::fs::hard_link(&target.0, &hard.0).unwrap();
+    let e = TruthWriter::create(&hard.0).err();
+    assert!(matches!(e, Some(TruthError::Foreign { .. })), "{e:?}");
+    let m = std::fs::metadata(&target.0).unwrap();
+    assert_eq!(
+        std::fs::read(&target.0).unwrap(),
+        b"precious",
+        "not truncated"
+    );
+    assert_eq!(m.permissions().mode() & 0o777, 0o600, "not chmod'ed");
+}
+
 #[test]
 fn missing_wrong_size_and_wrong_magic_are_typed_errors() {
     let p = TempPath::new("bad");
