@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -81,6 +81,11 @@ impl MgmtServer {
         }
         let sock = UnixDatagram::bind(path)
             .map_err(|e| format!("management socket {}: {e}", path.display()))?;
+        // Anyone may send GETs (SETs are checked on the sender's kernel credentials), so the
+        // mode is 0666 whatever the umask: under 022 bind left 0755 and no other user could
+        // send (issue 23).
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+            .map_err(|e| format!("management socket {}: chmod: {e}", path.display()))?;
         sock.set_read_timeout(Some(POLL))
             .and_then(|()| sock.set_write_timeout(Some(SEND_TIMEOUT)))
             .and_then(|()| pass_credentials(&sock))
@@ -293,6 +298,9 @@ mod tests {
         drop(UnixDatagram::bind(&stale).unwrap());
         assert!(stale.exists());
         let server = MgmtServer::start(&stale, PtpStatusBoard::new(1), None).unwrap();
+        // Issue 23: the mode came from the umask (0755 under 022: only root could send GETs).
+        let mode = std::fs::metadata(&stale).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666, "anyone may send GETs");
         drop(server);
         assert!(!stale.exists());
         let _ = std::fs::remove_dir_all(&dir);
