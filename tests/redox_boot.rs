@@ -658,9 +658,9 @@ requires_weak = [
 ]
 ";
 
-/// ptpd's shipped emulated-stack config with the scheme channel: the form in which igcd at
-/// e960b12 deadlocked the igcd-first boot 3 times in 3 (with the ring, that igcd hung earlier,
-/// in failures 1-2, and with the fixed ptpd it came up).
+/// ptpd's shipped emulated-stack config with the scheme channel: the form in which a
+/// hand-made igcd-first boot deadlocked 3 times in 3 at e960b12 (this test's image with
+/// e960b12's binaries came up 3 times in 3; its ring image hung 3 in 3).
 fn socket_config() -> Result<String, String> {
     let path = workspace().join("recipes/ptp-emu/ptpd-emu.toml");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
