@@ -35,6 +35,8 @@ pub use driver::{
     connect_driver,
 };
 #[cfg(target_os = "linux")]
+pub mod sockfile;
+#[cfg(target_os = "linux")]
 mod unix;
 #[cfg(target_os = "linux")]
 pub use unix::{PeerCred, SeqpacketConn, SeqpacketListener, SocketAccess};

@@ -11,12 +11,13 @@
 
 use std::ffi::c_int;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::sockfile::SocketFile;
 use super::{Transport, TransportError, check_send_len};
 use crate::wire::MAX_MESSAGE;
 
@@ -182,46 +183,13 @@ fn remove_stale(path: &Path) -> Result<(), TransportError> {
     }
 }
 
-/// A fresh mode-0700 directory beside a socket path, removed (with its contents) on drop.
-struct PrivateDir(PathBuf);
-
-impl PrivateDir {
-    fn create(beside: &Path) -> Result<Self, TransportError> {
-        let parent = match beside.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let mut last = None;
-        for _ in 0..4 {
-            // Short, so the socket path inside stays within sun_path.
-            let tag = crate::time::mono_ns() as u32 ^ std::process::id().rotate_left(16);
-            let dir = parent.join(format!(".s{tag:08x}"));
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Ok(()) => return Ok(Self(dir)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(os_err("mkdir", Some(&dir), &e)),
-            }
-        }
-        let e = last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AlreadyExists));
-        Err(os_err("mkdir beside", Some(beside), &e))
-    }
-}
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(self.0.join("s"));
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
 /// A listening SOCK_SEQPACKET socket bound to a path. Removes the socket file when dropped
 /// (if the file is still the one it created).
 #[derive(Debug)]
 pub struct SeqpacketListener {
     fd: OwnedFd,
-    path: PathBuf,
-    /// (device, inode) of the socket file we created, so Drop never removes a successor's.
-    file_id: (u64, u64),
+    /// The socket file; removed on drop if it is still ours.
+    file: SocketFile,
 }
 
 impl SeqpacketListener {
@@ -248,29 +216,15 @@ impl SeqpacketListener {
         sockaddr(path)?;
         remove_stale(path)?;
         let fd = new_socket()?;
-        let private = PrivateDir::create(path)?;
-        let tmp = private.0.join("s");
-        let (addr, len) = sockaddr(&tmp)?;
-        // Safety: `addr` is a valid sockaddr_un of `len` bytes that outlives the call.
-        cvt(unsafe { libc::bind(fd.as_raw_fd(), (&raw const addr).cast(), len) })
-            .map_err(|e| os_err("bind", Some(&tmp), &e))?;
-        if access.owner.is_some() || access.group.is_some() {
-            std::os::unix::fs::lchown(&tmp, access.owner, access.group)
-                .map_err(|e| os_err("chown", Some(&tmp), &e))?;
-        }
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(access.mode & 0o777))
-            .map_err(|e| os_err("chmod", Some(&tmp), &e))?;
-        std::fs::hard_link(&tmp, path).map_err(|e| os_err("link socket to", Some(path), &e))?;
-        drop(private);
-        let m = std::fs::symlink_metadata(path).map_err(|e| os_err("stat", Some(path), &e))?;
+        let file = SocketFile::bind_private(path, access, |tmp| {
+            let (addr, len) = sockaddr(tmp).map_err(|e| io::Error::other(e.to_string()))?;
+            // Safety: `addr` is a valid sockaddr_un of `len` bytes that outlives the call.
+            cvt(unsafe { libc::bind(fd.as_raw_fd(), (&raw const addr).cast(), len) }).map(drop)
+        })?;
         // Safety: plain syscall on a socket we own.
         cvt(unsafe { libc::listen(fd.as_raw_fd(), 64) })
             .map_err(|e| os_err("listen", Some(path), &e))?;
-        Ok(SeqpacketListener {
-            fd,
-            path: path.to_owned(),
-            file_id: (m.dev(), m.ino()),
-        })
+        Ok(SeqpacketListener { fd, file })
     }
 
     /// Accepts one connection and returns it with the client's credentials. `timeout: None`
@@ -296,29 +250,19 @@ impl SeqpacketListener {
                 // The client gave up before we accepted it: wait for the next one.
                 Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => {}
                 Err(e) if is_would_block(&e) => wait(self.fd.as_raw_fd(), libc::POLLIN, deadline)?,
-                Err(e) => return Err(os_err("accept", Some(&self.path), &e)),
+                Err(e) => return Err(os_err("accept", Some(self.file.path()), &e)),
             }
         }
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 }
 
 impl AsRawFd for SeqpacketListener {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
-    }
-}
-
-impl Drop for SeqpacketListener {
-    fn drop(&mut self) {
-        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
-            if (m.dev(), m.ino()) == self.file_id {
-                let _ = std::fs::remove_file(&self.path);
-            }
-        }
     }
 }
 
@@ -368,28 +312,7 @@ impl SeqpacketConn {
 
     /// The peer's credentials (SO_PEERCRED).
     pub fn peer_cred(&self) -> Result<PeerCred, TransportError> {
-        let mut cred = libc::ucred {
-            pid: 0,
-            uid: 0,
-            gid: 0,
-        };
-        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-        // Safety: `cred` and `len` are valid and writable; `len` holds the size of `cred`.
-        cvt(unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_PEERCRED,
-                (&raw mut cred).cast(),
-                &mut len,
-            )
-        })
-        .map_err(|e| os_err("getsockopt(SO_PEERCRED)", None, &e))?;
-        Ok(PeerCred {
-            pid: cred.pid,
-            uid: cred.uid,
-            gid: cred.gid,
-        })
+        super::sockfile::peer_cred(self.fd.as_fd())
     }
 }
 
