@@ -354,6 +354,20 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
 }
 
+/// Creates directory `p` (and its parents) and gives it mode 0755 whatever the umask (issue 23:
+/// under umask 000 the lab's directories were 0777, so anyone could plant a file or symlink
+/// where a daemon binds a socket or writes its log). Other users may still reach the sockets
+/// inside, whose own modes and peer checks decide who may use them.
+pub fn lab_dir(p: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(p)
+        .and_then(|()| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)))
+        .map_err(|e| format!("{}: {e}", p.display()))
+}
+
 /// A runtime directory that is removed at exit if the lab created it.
 pub struct RuntimeDir {
     pub path: PathBuf,
@@ -364,7 +378,7 @@ impl RuntimeDir {
     pub fn new(explicit: Option<&Path>) -> Result<Self, String> {
         match explicit {
             Some(p) => {
-                std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                lab_dir(p)?;
                 Ok(Self {
                     path: p.to_owned(),
                     owned: false,
@@ -378,7 +392,9 @@ impl RuntimeDir {
                         std::process::id(),
                         (ptp_ipc::time::mono_ns() as u32).wrapping_add(i)
                     ));
-                    if std::fs::create_dir(&p).is_ok() {
+                    let made = std::fs::create_dir(&p).is_ok();
+                    if made {
+                        lab_dir(&p)?;
                         return Ok(Self {
                             path: p,
                             owned: true,
@@ -423,11 +439,35 @@ impl HostPaths {
     }
 }
 
-/// Opens a log file for a child's output (appending, so a restarted daemon keeps the history).
+/// Writes a daemon's configuration file: mode 0644 whatever the umask (under umask 000 it was
+/// 0666, and anyone could rewrite ptpd's `privileged_uids` before a restart), never through a
+/// symlink.
+fn config_file(p: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let err = |e: std::io::Error| format!("{}: {e}", p.display());
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(p)
+        .map_err(err)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o644))
+        .map_err(err)?;
+    f.write_all(text.as_bytes()).map_err(err)
+}
+
+/// Opens a log file for a child's output (appending, so a restarted daemon keeps the history):
+/// mode 0644 whatever the umask, never through a symlink.
 fn log_file(p: &Path) -> Result<Stdio, String> {
+    use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(p)
         .map(Stdio::from)
         .map_err(|e| format!("{}: {e}", p.display()))
@@ -446,7 +486,7 @@ pub fn spawn_igcd(
     extra: &[String],
 ) -> Result<u32, String> {
     let daemon = driver_for(nic).ok_or_else(|| format!("no emulated NIC {nic:?}"))?;
-    std::fs::create_dir_all(&paths.dir).map_err(|e| format!("{}: {e}", paths.dir.display()))?;
+    lab_dir(&paths.dir)?;
     let log = paths.dir.join(format!("{daemon}.log"));
     let mut igcd = Command::new(exe);
     igcd.arg(daemon)
@@ -488,7 +528,7 @@ pub fn spawn_ptpd_with_clock(
     extra: &str,
     clock_ptp: &str,
 ) -> Result<u32, String> {
-    std::fs::create_dir_all(&paths.dir).map_err(|e| format!("{}: {e}", paths.dir.display()))?;
+    lab_dir(&paths.dir)?;
     let clock_ptp = if clock_ptp.is_empty() {
         String::new()
     } else {
@@ -499,8 +539,7 @@ pub fn spawn_ptpd_with_clock(
         paths.socket.display().to_string(),
         paths.channel.display().to_string()
     );
-    std::fs::write(&paths.config, config)
-        .map_err(|e| format!("{}: {e}", paths.config.display()))?;
+    config_file(&paths.config, &config)?;
     let log = paths.dir.join("ptpd.log");
     let mut ptpd = Command::new(exe);
     ptpd.arg("ptpd")
@@ -683,7 +722,7 @@ impl Lab {
             wait_for_file(&self.wire_path(i), Duration::from_secs(10))?;
         }
         let paths = &self.hosts[i as usize];
-        std::fs::create_dir_all(&paths.dir).map_err(|e| format!("{}: {e}", paths.dir.display()))?;
+        lab_dir(&paths.dir)?;
         let g = GuestHost::start(&self.exe, paths, &args, &ptp4l)
             .map_err(|e| format!("host{i} (linux-igc): {e}"))?;
         if i % 2 == 0 && c.peer(i).is_some() {

@@ -54,7 +54,7 @@ impl Lab {
     /// then igcd on it.
     pub(super) fn start_nic_process(&mut self, i: u32, args: &[String]) -> Result<(), String> {
         let paths = &self.hosts[i as usize];
-        std::fs::create_dir_all(&paths.dir).map_err(|e| format!("{}: {e}", paths.dir.display()))?;
+        super::lab_dir(&paths.dir)?;
         let sock = self.nic_socket(i);
         let _ = std::fs::remove_file(&sock);
         let log = paths.dir.join("nic.log");

@@ -171,7 +171,11 @@ pub fn serve(path: &Path, nic: EmuControl<I225>) -> Result<(), crate::Error> {
         .spawn(move || {
             loop {
                 match listener.accept(None) {
-                    Ok((conn, cred)) if cred.uid == 0 || cred.uid == owner => session(&conn, &nic),
+                    Ok((conn, cred)) if cred.uid == 0 || cred.uid == owner => {
+                        session(&conn, IDLE, |cmd| {
+                            nic.with_device_host(|d, h| apply(d, h, cmd))
+                        })
+                    }
                     Ok((_, cred)) => log::warn!("emu-faults: uid {} refused", cred.uid),
                     Err(e) => {
                         log::error!("emu-faults: {e}; no more fault injection");
@@ -184,17 +188,29 @@ pub fn serve(path: &Path, nic: EmuControl<I225>) -> Result<(), crate::Error> {
     Ok(())
 }
 
-/// Answers one client's commands until it hangs up.
-fn session(conn: &SeqpacketConn, nic: &EmuControl<I225>) {
+/// How long a fault client may stay silent before it is dropped: clients are served one at a
+/// time, so a silent one would keep every other out (issue 23).
+pub const IDLE: Duration = Duration::from_secs(30);
+
+/// Answers one client's commands with `apply` until it hangs up or stays silent for `idle`.
+fn session(conn: &SeqpacketConn, idle: Duration, mut apply: impl FnMut(FaultCommand) -> String) {
     let mut buf = Vec::new();
-    while conn.recv(&mut buf, None).is_ok() {
+    loop {
+        match conn.recv(&mut buf, Some(idle)) {
+            Ok(_) => {}
+            Err(ptp_ipc::transport::TransportError::Timeout) => {
+                log::warn!("emu-faults: client silent for {idle:?}; dropped");
+                return;
+            }
+            Err(_) => return,
+        }
         let text = String::from_utf8_lossy(&buf).into_owned();
         let reply = match text.parse::<FaultCommand>() {
             Ok(cmd) => {
                 if cmd != FaultCommand::Stats {
                     log::warn!("emu-faults: injecting {cmd:?}");
                 }
-                let fields = nic.with_device_host(|d, h| apply(d, h, cmd));
+                let fields = apply(cmd);
                 if fields.is_empty() {
                     "ok".to_string()
                 } else {
@@ -215,6 +231,29 @@ fn session(conn: &SeqpacketConn, nic: &EmuControl<I225>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client that connects and says nothing is dropped after the idle bound, so the
+    /// one-at-a-time service is free again (it waited forever before issue 23); one that talks
+    /// is answered.
+    #[test]
+    fn a_silent_fault_client_is_dropped_after_the_idle_bound() {
+        let (server, client) = SeqpacketConn::pair().unwrap();
+        let idle = Duration::from_millis(100);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            session(&server, idle, |_| "applied".into());
+            let _ = tx.send(());
+        });
+        client.send(b"stats", Some(Duration::from_secs(1))).unwrap();
+        let mut buf = Vec::new();
+        client.recv(&mut buf, Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(buf, b"ok applied");
+        // Then silence: the session ends, bounded well beyond `idle`.
+        assert!(
+            rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "a silent client kept the fault session for 10 s (idle bound {idle:?})"
+        );
+    }
 
     #[test]
     fn commands_parse_and_bad_ones_are_typed_errors() {
