@@ -9,9 +9,10 @@
 //! assertion per scenario; the bench figures are printed.
 //!
 //! A second boot (`redox_boot_igcd_before_ipcd`) starts the shipped igcd-emu unit before ipcd
-//! (`/scheme/shm`) and ramfs@logging (`/scheme/logging`), then ptpd and the shipped
-//! 29_ptp_emu_check oneshot, and judges from the serial log that nothing deadlocks and that igcd
-//! publishes its clock page, opens its log file and enters its sandbox once those schemes exist.
+//! and ramfs@logging (`/scheme/logging`), then ptpd and the shipped 29_ptp_emu_check oneshot,
+//! and judges from the serial log that nothing deadlocks, that igcd serves its clock page from
+//! its own scheme at once (it needed ipcd's `/scheme/shm` before issue 23), opens its log file
+//! and enters its sandbox.
 //!
 //! Needs the kit, `ld.lld`, `redoxfs-ar`, `qemu-system-x86_64`, libgcc and the Redox target;
 //! without one it says which and how to install it, and is skipped — unless
@@ -540,6 +541,10 @@ fn judge(serial: &Serial, end: &End) -> Vec<Assertion> {
             group(serial, &["output-*"]),
         ),
         (
+            "clock page read-only and rings lent to one handle (igcd's own memory)",
+            group(serial, &["mem-*"]),
+        ),
+        (
             "igcd killed and restarted by hand",
             group(serial, &["igcd-*"]),
         ),
@@ -720,7 +725,7 @@ fn judge_igcd_first(serial: &Serial, end: &End) -> Vec<Assertion> {
         .lines
         .iter()
         .position(|l| l.starts_with("ptpd:") && l.contains("readiness:"));
-    let page = "clock page at /scheme/shm/ptp-igc-emu0";
+    let page = "clock page at /scheme/ptpdrv.emu0_igc/clock";
     let log_file = "logging to /scheme/logging/net/pci/emu0_igc.log";
     vec![
         (
@@ -738,22 +743,23 @@ fn judge_igcd_first(serial: &Serial, end: &End) -> Vec<Assertion> {
             },
         ),
         (
-            "clock page published once /scheme/shm exists",
+            // Issue 23: the page is igcd's own memory on its own scheme; before, it was a
+            // `/scheme/shm` segment igcd retried until ipcd came up (and anyone could write).
+            "clock page served by igcd's own scheme at once, before ipcd",
             match (igcd("no clock page"), igcd(page)) {
-                (Some(before), Some(at)) if before < at => Ok(format!(
-                    "{:?} after {:?}{}",
+                (None, Some(at)) => Ok(format!(
+                    "{:?}{}",
                     serial.lines[at],
-                    serial.lines[before],
                     match ptpd_ready {
-                        Some(r) if r < at => " (and after ptpd, started after ipcd, was)",
+                        Some(r) if r > at => " (before ptpd, started after ipcd, was ready)",
                         _ => "",
                     }
                 )),
-                (None, Some(at)) => Err(format!(
-                    "igcd found /scheme/shm at its first try ({:?}): it did not start before ipcd",
-                    serial.lines[at]
+                (Some(before), _) => Err(format!(
+                    "igcd waited for its clock page ({:?})",
+                    serial.lines[before]
                 )),
-                (_, _) => Err(format!("igcd never logged `{page}` ({end:?})")),
+                (None, None) => Err(format!("igcd never logged `{page}` ({end:?})")),
             },
         ),
         (
@@ -895,17 +901,18 @@ fn igcd_before_ipcd_judged_from_the_serial_log() {
         "{why}"
     );
     assert!(a.iter().all(|(_, r)| r.is_err()), "{a:?}");
-    // The fixed igcd: the page once shm exists, the log file, the sandbox, the status line.
+    // The igcd of issue 23: the page on its own scheme at once, the log file, the sandbox,
+    // the status line.
     let up = "igcd[emu0]: INFO: logging to /scheme/logging/net/pci/emu0_igc.log\r\n\
-        igcd[emu0]: INFO: no clock page yet (create clock page /scheme/shm/ptp-igc-emu0: No such device (os error 19)); retrying\r\n\
+        igcd[emu0]: INFO: clock page at /scheme/ptpdrv.emu0_igc/clock\r\n\
         ptpd: INFO: readiness: INIT_NOTIFY (fd 5)\r\n\
-        igcd[emu0]: INFO: clock page at /scheme/shm/ptp-igc-emu0\r\n\
         igcd[emu0]: INFO: sandboxed: only the memory and pipe schemes remain\r\n\
         {\"clock\":0,\"driver_up\":true,\"ok\":true}\r\n";
     let a = judge_igcd_first(&Serial::parse(up), &End::Done);
     assert!(a.iter().all(|(_, r)| r.is_ok()), "{a:?}");
-    // A page created at the first try means igcd did not start before ipcd.
-    let early = "igcd[emu0]: INFO: clock page at /scheme/shm/ptp-igc-emu0\r\n";
-    let a = judge_igcd_first(&Serial::parse(early), &End::Done);
-    assert!(a[1].1.as_ref().unwrap_err().contains("first try"), "{a:?}");
+    // The igcd before it: a `shm` page, waited for until ipcd came up.
+    let shm = "igcd[emu0]: INFO: no clock page yet (create clock page /scheme/shm/ptp-igc-emu0: No such device (os error 19)); retrying\r\n\
+        igcd[emu0]: INFO: clock page at /scheme/shm/ptp-igc-emu0\r\n";
+    let a = judge_igcd_first(&Serial::parse(shm), &End::Done);
+    assert!(a[1].1.as_ref().is_err(), "{a:?}");
 }

@@ -42,6 +42,36 @@ impl Mapping {
         })
     }
 
+    /// A page of this process's own zeroed memory, present (a scheme lending it with
+    /// `mmap_prep` must not hand out a page not yet backed).
+    pub(super) fn private() -> Result<Self, ClockPageError> {
+        // Safety: a fresh private anonymous mapping at an address the kernel picks, so no
+        // existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            return Err(ClockPageError::Io(format!("mmap clock page memory: {e}")));
+        }
+        let ptr = NonNull::new(p.cast::<Page>())
+            .ok_or_else(|| ClockPageError::Io("mmap returned null".into()))?;
+        // Safety: the first byte of the page just mapped, which nothing else uses yet.
+        unsafe { ptr.as_ptr().cast::<u8>().write_volatile(0) };
+        Ok(Mapping {
+            ptr,
+            _file: None,
+            _lock: None,
+        })
+    }
+
     pub(super) fn open(path: &Path) -> Result<Self, ClockPageError> {
         let file = File::open(path).map_err(|e| io_err("open clock page", path, &e))?;
         let len = file
@@ -49,7 +79,7 @@ impl Mapping {
             .map_err(|e| io_err("stat clock page", path, &e))?
             .len();
         // Refuse short files: on Linux touching a mapped page beyond the end of its file raises
-        // SIGBUS; Redox's shm scheme refuses a mapping beyond the segment (ERANGE), and checking
+        // SIGBUS; a Redox driver's scheme refuses a mapping beyond the page, and checking
         // first gives a clear error.
         if len < PAGE_SIZE as u64 {
             return Err(ClockPageError::BadMagic);

@@ -8,8 +8,8 @@
 //! it. Every field is an `AtomicU64` (the `f64` rate as its bits), so no access is a data race
 //! even though the readers are other processes; a reader never blocks the writer.
 //!
-//! Backing: a 4 KiB file mapped `MAP_SHARED` on Linux hosts; on Redox a segment of the `shm`
-//! scheme (`/scheme/shm/<name>`, see `redox.rs` for what that scheme does not enforce); other
+//! Backing: a 4 KiB file mapped `MAP_SHARED` on Linux hosts; on Redox the driver's own memory
+//! ([`ClockPageWriter::private`]) lent read-only by its scheme (see `redox.rs`); other
 //! OSes get [`ClockPageError::Unsupported`].
 
 use std::path::Path;
@@ -227,6 +227,24 @@ impl ClockPageWriter {
             map,
             publish_lock: Mutex::new(()),
         })
+    }
+
+    /// A page in this process's own memory rather than a file, `Empty` until the first
+    /// [`publish`](Self::publish): for a driver that serves it to readers itself (Redox: its
+    /// scheme maps [`Self::region`] into a reader read-only, so only the driver can write it).
+    #[cfg(any(target_os = "linux", target_os = "redox"))]
+    pub fn private() -> Result<Self, ClockPageError> {
+        let map = Mapping::private()?;
+        map.page().init();
+        Ok(ClockPageWriter {
+            map,
+            publish_lock: Mutex::new(()),
+        })
+    }
+
+    /// The page's address in this process ([`PAGE_SIZE`] bytes, page-aligned).
+    pub fn region(&self) -> usize {
+        std::ptr::from_ref(self.map.page()) as usize
     }
 
     /// Publishes a sample. Wait-free for readers; never fails.

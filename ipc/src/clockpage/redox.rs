@@ -1,14 +1,10 @@
-//! Redox backing of the clock page: a 4 KiB file of the `shm` scheme (`/scheme/shm/<name>`,
-//! served by ipcd), mapped MAP_SHARED by `mapped.rs`: read-write by the writer, read-only by
-//! readers.
-//!
-//! Facts (ipcd's `shm` scheme in `base` **[U]**; relibc's `shm_open` resolves to the same
-//! paths): `O_CREAT` creates a segment, `ftruncate` sizes it, `mmap` of a handle maps the
-//! segment's pages into the caller, so every mapping of one name shares memory. The scheme has
-//! no access modes, no permissions and no locks: any process may map a segment writable, and a
-//! second writer is not detected (no `InUse` here). Readers stay safe whatever another process
-//! writes (all-atomic page, bounded seqlock retries), but on Redox the page's read-only-ness is
-//! a convention, not enforced. Not run on Redox yet ([I]).
+//! Redox backing of a file-backed clock page ([`super::ClockPageWriter::create`]), e.g. a
+//! segment of the `shm` scheme. igcd and igbd do not use it any more (issue 23): the `shm`
+//! scheme has no access modes, no permissions and no locks, so any process could map such a
+//! page writable. They publish with [`super::ClockPageWriter::private`] instead, in their own
+//! memory, and their channel scheme lends it read-only (`/scheme/ptpdrv.<name>/clock`); readers
+//! open that path like any file. Readers stay safe whatever a writer does (all-atomic page,
+//! bounded seqlock retries).
 
 use std::fs::{File, OpenOptions};
 use std::path::Path;

@@ -252,3 +252,23 @@ fn threads_never_see_torn_samples() {
         }
     });
 }
+
+/// The page a Redox driver serves from its own memory: published samples read back through
+/// the region a scheme would lend, which is page-aligned and holds the initialised header.
+#[test]
+fn a_private_page_is_published_at_its_region() {
+    let w = ClockPageWriter::private().unwrap();
+    assert_eq!(w.read(), Err(ClockPageError::Empty));
+    w.publish(&sample(7));
+    assert_eq!(w.read().unwrap(), sample(7));
+    let at = w.region();
+    assert_eq!(
+        at % PAGE_SIZE,
+        0,
+        "page-aligned: mmap_prep returns it as a page"
+    );
+    // Safety: `at` is the writer's live page; Page is all atomics.
+    let page = unsafe { &*(at as *const Page) };
+    page.check_header().unwrap();
+    assert_eq!(page.read().unwrap(), sample(7));
+}

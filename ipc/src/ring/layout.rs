@@ -3,7 +3,7 @@
 //! ```text
 //! line 0      RegionHeader: magic, version, slot size, slot count, generation (written by the
 //!             creator; a region served to one connection after another, as a Redox driver's
-//!             `shm` segment is, is re-initialised with a new generation for each: `reinit`)
+//!             pool segment is, is re-initialised with a new generation for each: `reinit`)
 //! line 1      closed[2]: side A / side B has gone (set on drop or shutdown)
 //! line 2      bell[4]: per-side data/space wake words, index 2*side + kind (Redox: the truth
 //!             of "signalled" beside the doorbell pipes; unused on Linux)

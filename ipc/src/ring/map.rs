@@ -1,5 +1,5 @@
-//! The shared mapping of a ring region (Linux memfd, Redox shm segment): mmap, its bounds and
-//! its lifetime.
+//! The shared mapping of a ring region (a Linux memfd; on Redox the driver's own memory and the
+//! client's mapping of it through its driver handle): mmap, its bounds and its lifetime.
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
@@ -48,6 +48,45 @@ impl Mapping {
         }
         let ptr = NonNull::new(p.cast::<u8>())
             .ok_or_else(|| RingError::Io("mmap returned null".into()))?;
+        Ok(Mapping { ptr, len })
+    }
+
+    /// `len` bytes of this process's own zeroed memory, every page made present (a scheme that
+    /// lends it with `mmap_prep` must not hand out a page not yet backed: the kernel would
+    /// resolve it as a read fault, possibly to the shared zero page). Used where the region is
+    /// served from the owner's scheme rather than from a shared-memory object (Redox drivers).
+    #[cfg_attr(not(target_os = "redox"), allow(dead_code))]
+    pub(super) fn anonymous(len: usize) -> Result<Self, RingError> {
+        if len < CONTROL_LEN {
+            return Err(RingError::RegionTooSmall {
+                have: len,
+                need: CONTROL_LEN,
+            });
+        }
+        // Safety: a fresh private anonymous mapping at an address the kernel picks, so no
+        // existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            return Err(RingError::Io(format!(
+                "mmap {len} bytes of ring memory: {e}"
+            )));
+        }
+        let ptr = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| RingError::Io("mmap returned null".into()))?;
+        for off in (0..len).step_by(4096) {
+            // Safety: `off < len` lies inside the mapping just made, which nothing else uses.
+            unsafe { ptr.as_ptr().add(off).write_volatile(0) };
+        }
         Ok(Mapping { ptr, len })
     }
 

@@ -1,7 +1,7 @@
 //! Shared-memory ring channels with signal suppression (issue 16): the hot path between a
 //! driver and ptpd without a syscall per message.
 //!
-//! A region (memfd on Linux, a `shm` scheme segment on Redox) holds two single-producer /
+//! A region (memfd on Linux, the driver's own memory served by its scheme on Redox) holds two single-producer /
 //! single-consumer rings, one per direction, of fixed-size slots carrying one encoded message
 //! each (the `wire` encoding; a message larger than a slot is refused, never cut). The two
 //! sides are A (the creator, which offers the region) and B (which attaches).
@@ -56,7 +56,7 @@ pub use linux::{accept_ring, offer_ring};
 #[cfg(target_os = "redox")]
 mod redox;
 #[cfg(target_os = "redox")]
-pub use redox::{attach_ring_named, create_ring_pool};
+pub use redox::{attach_ring_mapped, create_ring_pool};
 
 /// Why a ring operation failed.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -112,28 +112,26 @@ impl From<RingError> for TransportError {
     }
 }
 
-/// The tag of a named ring offer (Redox: the `shm` segment's name travels over the control
-/// channel as one message).
-const NAMED_OFFER_TAG: &[u8; 8] = b"PTPRINGN";
-/// The longest segment name an offer carries.
-pub const MAX_RING_NAME: usize = 64;
+/// The tag of a ring offer on Redox: "map the handle this came on, this many bytes". The
+/// segment is the driver's own memory, served by its scheme's `mmap_prep` to the handle it is
+/// lent to and to no other: there is no name another process could open (issue 23: `shm`
+/// segments, which any process may map writable, were the form before).
+const MAPPED_OFFER_TAG: &[u8; 8] = b"PTPRINGM";
 
-/// The control-channel message that offers the ring in `shm` segment `name`.
-pub fn named_offer(name: &str) -> Vec<u8> {
-    let mut m = NAMED_OFFER_TAG.to_vec();
-    m.extend_from_slice(name.as_bytes());
+/// The control-channel message that offers a ring of `len` bytes mapped through the handle.
+pub fn mapped_offer(len: usize) -> Vec<u8> {
+    let mut m = MAPPED_OFFER_TAG.to_vec();
+    m.extend_from_slice(&(len as u64).to_le_bytes());
     m
 }
 
-/// The segment name in a named ring offer; `None` for any other message (or a name that is
-/// empty, too long, or not made of `[A-Za-z0-9._-]`).
-pub fn parse_named_offer(msg: &[u8]) -> Option<&str> {
-    let name = msg.strip_prefix(NAMED_OFFER_TAG.as_slice())?;
-    let ok = (1..=MAX_RING_NAME).contains(&name.len())
-        && name
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b));
-    ok.then(|| std::str::from_utf8(name).ok()).flatten()
+/// The region length of a mapped ring offer; `None` for any other message, or a length no
+/// ring region can have (too short for the header, or above the largest region).
+pub fn parse_mapped_offer(msg: &[u8]) -> Option<usize> {
+    let rest = msg.strip_prefix(MAPPED_OFFER_TAG.as_slice())?;
+    let len = u64::from_le_bytes(rest.try_into().ok()?);
+    let len = usize::try_from(len).ok()?;
+    layout::check_region_len(len).ok().map(|()| len)
 }
 
 /// How a region is made.

@@ -1,5 +1,7 @@
-//! Redox backing of a ring pair: the region is a `shm` scheme segment (`/scheme/shm/<name>`,
-//! served by ipcd; every mapping of one name shares its pages). Each side's two bells are a
+//! Redox backing of a ring pair: the region is the driver's own memory, lent to one connection
+//! at a time and mapped by its client through the driver handle the offer came on (the
+//! driver's scheme answers `mmap_prep` for the handle it lent the segment to, and for no other).
+//! Each side's two bells are a
 //! counter word in the region (`bell[2 * side + kind]`, counted up by whoever rings it: the
 //! truth of "signalled", as on every OS) and a pipe that wakes the sleeper.
 //!
@@ -29,17 +31,18 @@
 //! driver handle cannot be asked instead: a read sent to igcd's scheme just as igcd was killed
 //! never returned on this kernel (the boot test's ptpd hung so under load, 2 runs in 3). The
 //! driver side needs neither: a dead client's handle is closed (`on_close`).
-//! The `shm` scheme has no permissions and no seals: any process that knows the name can map
-//! the segment and scribble on it, which the ring's bound checks turn into typed errors; it
-//! cannot shrink it under us (ipcd keeps the size given at creation) **[I]**.
+//! Who can write a segment: the driver and the client whose handle it is lent to; nobody else
+//! can name it. (Until issue 23 segments were `/scheme/shm/<name>`, which any process could map
+//! writable.) Each connection gets new memory, so a client that kept its mapping after its
+//! connection ended writes only to pages the driver no longer uses. The kernel cannot shrink a
+//! mapping under either side; a client that writes nonsense into its own ring meets the
+//! ring's bound checks (typed errors).
 //!
 //! A driver makes its segments before the sandbox ([`create_ring_pool`]) and lends them to one
 //! connection after another ([`RingPool`], `segment.rs`); a client attaches with
-//! [`attach_ring_named`].
+//! [`attach_ring_mapped`].
 
 use std::ffi::c_int;
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
@@ -59,22 +62,6 @@ use crate::redox::timer::{Timer, mono_ns};
 const SLICE: Duration = Duration::from_millis(100);
 /// How often a second waiter on a bell another thread sleeps on re-checks the word.
 const CONTENDED_POLL: Duration = Duration::from_millis(1);
-
-fn path(name: &str) -> Result<String, RingError> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-    if !ok {
-        return Err(RingError::Setup(format!("bad shm segment name {name:?}")));
-    }
-    Ok(format!("/scheme/shm/{name}"))
-}
-
-fn io_err(what: &str, p: &str, e: &std::io::Error) -> RingError {
-    RingError::Io(format!("{what} {p}: {e}"))
-}
 
 fn rx_err(what: &str, e: libredox::error::Error) -> RingError {
     RingError::Io(format!("{what}: {e}"))
@@ -264,8 +251,6 @@ struct PipeBell {
     probe: bool,
     /// When the peer's liveness was last checked (monotonic ns; 0: never).
     last_check: AtomicU64,
-    /// The segment's file, for an endpoint that owns its segment alone (a pool keeps its own).
-    _file: Option<File>,
 }
 
 // Safety: the pointers refer to atomics in a shared mapping that outlives the bell; atomics may
@@ -372,13 +357,7 @@ fn context_lists(pid: u32) -> bool {
     }
 }
 
-fn bell(
-    map: &Mapping,
-    side: usize,
-    file: Option<File>,
-    doors: Arc<Doorbells>,
-    probe: bool,
-) -> PipeBell {
+fn bell(map: &Mapping, side: usize, doors: Arc<Doorbells>, probe: bool) -> PipeBell {
     let ctl = map.control();
     let words =
         |s: usize| -> [*const AtomicU32; 2] { [&ctl.bell.0[2 * s], &ctl.bell.0[2 * s + 1]] };
@@ -391,31 +370,17 @@ fn bell(
         doors,
         probe,
         last_check: AtomicU64::new(0),
-        _file: file,
     }
 }
 
-/// Creates the segment `/scheme/shm/<name>` (refused if it exists), `len` bytes, mapped.
-fn new_segment(name: &str, len: usize) -> Result<(File, Mapping), RingError> {
-    let p = path(name)?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&p)
-        .map_err(|e| io_err("create ring segment", &p, &e))?;
-    file.set_len(len as u64)
-        .map_err(|e| io_err("size ring segment", &p, &e))?;
-    let map = Mapping::map(file.as_fd(), len)?;
-    Ok((file, map))
-}
-
-/// Creates `count` segments `/scheme/shm/<prefix>-<k>`, each sized for a ring pair of
-/// geometry `largest`, with the waiting half of each segment's doorbells, for a driver to lend
-/// to one connection after another ([`RingPool`]): made before `setrens(0, 0)`, after which
-/// neither `/scheme/shm` nor the event and time schemes can be opened. A connection gets its
-/// segment's name in a [`super::named_offer`] and its doorbells' pipes from the client
-/// ([`RingEndpoint::adopt_doorbells`]).
+/// Makes `count` segments of the driver's own memory, each sized for a ring pair of geometry
+/// `largest`, with the waiting half of each segment's doorbells, for a driver to lend to one
+/// connection after another ([`RingPool`]): made before `setrens(0, 0)`, after which the event
+/// and time schemes cannot be opened. Each is new memory for every connection
+/// ([`Segment::new_private`]). A connection maps its segment through its own driver handle
+/// (the driver's `mmap_prep` serves the segment lent to that handle and nothing else), after
+/// a [`super::mapped_offer`]; its doorbells' pipes come from the client
+/// ([`RingEndpoint::adopt_doorbells`]). `prefix` names the segments in logs.
 pub fn create_ring_pool(
     prefix: &str,
     count: usize,
@@ -428,43 +393,38 @@ pub fn create_ring_pool(
         let d = doors[k].clone();
         // A new connection: the former one's pipes go (its endpoint is gone, see `renew`).
         d.reset();
-        Box::new(bell(map, 0, None, d, false)) as Box<dyn Bell>
+        Box::new(bell(map, 0, d, false)) as Box<dyn Bell>
     }));
-    let len = largest.region_len();
     for k in 0..count {
-        let name = format!("{prefix}-{k}");
-        let (file, map) = new_segment(&name, len)?;
-        pool.add(name, Segment::new(map, largest)?, Some(file));
+        pool.add(
+            format!("{prefix}-{k}"),
+            Segment::new_private(largest)?,
+            None,
+        );
     }
     Ok(pool)
 }
 
-/// Attaches to a segment lent from a driver's [`RingPool`] as side B, checking its header, and
-/// passes the driver its doorbell pipes over `driver_fd` (the handle the offer came on).
-pub fn attach_ring_named(
-    name: &str,
+/// Attaches as side B to the `len`-byte segment a driver lent to the handle `driver_fd` (its
+/// [`super::mapped_offer`]), mapped through that handle and checked, and passes the driver its
+/// doorbell pipes over the same handle.
+pub fn attach_ring_mapped(
+    len: usize,
     spin: u32,
     driver_fd: usize,
 ) -> Result<RingEndpoint, RingError> {
-    let p = path(name)?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&p)
-        .map_err(|e| io_err("open ring segment", &p, &e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| io_err("stat ring segment", &p, &e))?
-        .len();
-    let len = usize::try_from(len).unwrap_or(usize::MAX);
     layout::check_region_len(len)?;
-    let map = Mapping::map(file.as_fd(), len)?;
+    let fd = c_int::try_from(driver_fd)
+        .map_err(|_| RingError::Setup(format!("driver handle {driver_fd} out of range")))?;
+    // Safety: `driver_fd` is the caller's open driver handle, which outlives this call.
+    let handle = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let map = Mapping::map(handle, len)?;
     let doors = Doorbells::new()?;
     let [(a_data_rd, a_data_wr), (a_space_rd, a_space_wr)] = [pipe()?, pipe()?];
     let [(b_data_rd, b_data_wr), (b_space_rd, b_space_wr)] = [pipe()?, pipe()?];
     doors.adopt([b_data_rd, b_space_rd], [a_data_wr, a_space_wr])?;
     // Checked with its generation: a driver's pool segment serves one connection after another.
-    let ring = Segment::attach(map, spin, |m| Box::new(bell(m, 1, Some(file), doors, true)))?;
+    let ring = Segment::attach(map, spin, |m| Box::new(bell(m, 1, doors, true)))?;
     send_doorbells(driver_fd, [a_data_rd, a_space_rd, b_data_wr, b_space_wr])?;
     Ok(ring)
 }

@@ -1,12 +1,13 @@
 //! A ring region served to one connection after another (issue 16, the Redox driver side).
 //!
-//! A Redox driver cannot open `/scheme/shm` once it is in its `setrens(0, 0)` sandbox, so it
-//! creates its ring segments before and re-uses them: for each new connection a segment no
-//! endpoint of ours holds any more is re-initialised ([`layout::reinit`]: fresh indices, flags
-//! and pids under a new generation) and its side A is made; the client attaches side B by name.
+//! A Redox driver makes its ring segments before its `setrens(0, 0)` sandbox (their doorbell
+//! queues and timers cannot be opened inside) and re-uses them: for each new connection a
+//! segment no endpoint of ours holds any more gets new memory ([`Segment::new_private`]) and is
+//! initialised ([`layout::reinit`]: fresh indices, flags and pids under a new generation) and
+//! its side A is made; the client maps side B through its driver handle.
 //! An endpoint made for an earlier generation is stale: every operation of it reports
 //! [`RingError::PeerGone`], and its `close` leaves the new connection's `closed` word alone.
-//! This part is the same on every OS (host-tested here); the `shm` naming is in `redox.rs`.
+//! This part is the same on every OS (host-tested here); the mapping is in `redox.rs`.
 
 use std::fs::File;
 use std::sync::Arc;
@@ -24,6 +25,9 @@ pub(super) struct Segment {
     /// Shared with the live endpoint (at most one of ours: [`Segment::renew`] checks).
     map: Arc<Mapping>,
     generation: u64,
+    /// Each connection gets new memory ([`Segment::new_private`]): what an earlier client
+    /// still maps is no longer ours, so it cannot scribble on its successor's ring.
+    fresh: bool,
 }
 
 impl Segment {
@@ -40,7 +44,24 @@ impl Segment {
         Ok(Segment {
             map: Arc::new(map),
             generation: layout::FIRST_GENERATION,
+            fresh: false,
         })
+    }
+
+    /// A region of this process's own memory for geometry `g`, served to clients from the
+    /// owner's scheme (`mmap_prep`) rather than from a shared-memory object, and replaced by
+    /// new memory for every connection.
+    #[cfg_attr(not(target_os = "redox"), allow(dead_code))]
+    pub(super) fn new_private(g: Geometry) -> Result<Self, RingError> {
+        let mut seg = Self::new(Mapping::anonymous(g.region_len())?, g)?;
+        seg.fresh = true;
+        Ok(seg)
+    }
+
+    /// Where the region is in this process's memory, and its length (what a scheme's
+    /// `mmap_prep` returns to map it into the client).
+    pub(super) fn region(&self) -> (usize, usize) {
+        (self.map.base() as usize, self.map.len())
     }
 
     /// Whether an endpoint made by [`Segment::renew`] is still alive.
@@ -81,6 +102,11 @@ impl Segment {
                 need: g.region_len(),
             });
         }
+        if self.fresh {
+            // Not in use: ours is the only reference, and dropping it unmaps the old memory
+            // here (a client still mapping it keeps its pages, no longer shared with us).
+            self.map = Arc::new(Mapping::anonymous(self.map.len())?);
+        }
         self.generation = self.generation.wrapping_add(1);
         layout::reinit(self.map.control(), g, self.generation);
         let bell = bell(&self.map);
@@ -120,7 +146,7 @@ struct Entry {
     seg: Segment,
     /// Lent to a connection that has not ended yet (see [`RingPool::release`]).
     lent: bool,
-    /// The segment's open file, kept as long as the mapping (Redox `shm`).
+    /// A file backing the segment, kept as long as the mapping (none for private memory).
     _backing: Option<File>,
 }
 
@@ -129,6 +155,8 @@ pub struct Lent {
     /// Which segment, for [`RingPool::release`].
     pub index: usize,
     pub name: String,
+    /// Bytes of the region (what the client maps: at least the ring pair's).
+    pub region_len: usize,
     pub ring: RingEndpoint,
 }
 
@@ -195,8 +223,18 @@ impl RingPool {
         Ok(Lent {
             index,
             name: e.name.clone(),
+            region_len: e.seg.region().1,
             ring,
         })
+    }
+
+    /// Where lent segment `index` is in this process's memory, and its length; `None` if it is
+    /// not lent (a scheme maps it only for the connection it is lent to).
+    pub fn lent_region(&self, index: usize) -> Option<(usize, usize)> {
+        self.entries
+            .get(index)
+            .filter(|e| e.lent)
+            .map(|e| e.seg.region())
     }
 
     /// The connection segment `index` was lent to has ended and its client has let go of the
@@ -276,6 +314,30 @@ mod tests {
             assert!(a.try_recv(&mut buf).unwrap());
             assert_eq!(buf, [i, tag], "B -> A {i}");
         }
+    }
+
+    /// The pool of a Redox driver: each connection's memory is new, so bytes an earlier
+    /// connection left (which an earlier client may still map and write) are not in it. On
+    /// the shared form (`Segment::new`) the old slot bytes survive a renewal.
+    #[test]
+    fn a_private_segment_gets_new_memory_for_each_connection() {
+        let g = small();
+        let mut seg = Segment::new_private(g).unwrap();
+        let a = renew(&mut seg).unwrap();
+        a.try_send(&[0xAB; 32]).unwrap();
+        let (base, len) = seg.region();
+        // Safety: `base..base+len` is the live mapping the segment owns.
+        let old = unsafe { std::slice::from_raw_parts(base as *const u8, len) };
+        assert!(old.contains(&0xAB), "the message is in the region");
+        drop(a);
+        let _a = renew(&mut seg).unwrap();
+        let (base, len) = seg.region();
+        // Safety: as above, for the segment's new mapping.
+        let new = unsafe { std::slice::from_raw_parts(base as *const u8, len) };
+        assert!(
+            !new.contains(&0xAB),
+            "the earlier connection's bytes are in the renewed region"
+        );
     }
 
     #[test]

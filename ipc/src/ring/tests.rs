@@ -686,20 +686,21 @@ fn the_largest_slot_is_valid_and_carries_the_largest_message() {
 }
 
 #[test]
-fn named_offers_round_trip_and_refuse_anything_else() {
-    let m = named_offer("ptpdrv-pci-0000-03-00.0_igc-7-1");
-    assert_eq!(
-        parse_named_offer(&m),
-        Some("ptpdrv-pci-0000-03-00.0_igc-7-1")
-    );
+fn mapped_offers_round_trip_and_refuse_anything_else() {
+    let len = Geometry::new(256, 64).unwrap().region_len();
+    assert_eq!(parse_mapped_offer(&mapped_offer(len)), Some(len));
+    let mut long = mapped_offer(len);
+    long.push(0);
     for bad in [
-        named_offer(""),
-        named_offer("../etc"),
-        named_offer(&"x".repeat(MAX_RING_NAME + 1)),
-        b"PTPRING\0name".to_vec(),
+        mapped_offer(0),
+        mapped_offer(layout::MAX_REGION + 1),
+        mapped_offer(usize::MAX),
+        long,
+        mapped_offer(len)[..12].to_vec(),
+        b"PTPRINGN\x00\x10\x00\x00\x00\x00\x00\x00".to_vec(),
         b"hello".to_vec(),
     ] {
-        assert_eq!(parse_named_offer(&bad), None, "{bad:?}");
+        assert_eq!(parse_mapped_offer(&bad), None, "{bad:?}");
     }
 }
 

@@ -8,8 +8,9 @@
 //!   socket ([`crate::ring::offer_ring`]) and from then on sends *everything* over the ring (its
 //!   hello, replies, timestamps, frames), and reads everything from it. The socket carries no
 //!   messages after the offer; it stays open as the liveness signal (its hang-up tells a side
-//!   asleep on the ring that the peer process is gone). On Redox the offer is the name of a
-//!   `shm` segment ([`crate::ring::named_offer`]; booted in CI, tests/redox_boot.rs), the client
+//!   asleep on the ring that the peer process is gone). On Redox the offer says "map this
+//!   handle" ([`crate::ring::mapped_offer`]: the driver's own memory, served to that handle
+//!   alone; booted in CI, tests/redox_boot.rs), the client
 //!   passes the driver its doorbell pipes over the handle, and a sleeping side checks the peer's
 //!   pid (the client also in the kernel's context table).
 //!
@@ -264,7 +265,7 @@ fn accept(conn: &DriverConn, timeout: Duration, spin: u32) -> Result<RingEndpoin
     crate::ring::accept_ring(conn, timeout, spin)
 }
 
-/// Takes the ring the driver offers on `conn`: the name of its `shm` segment.
+/// Takes the ring the driver offers on `conn`: a segment mapped through `conn` itself.
 #[cfg(target_os = "redox")]
 fn accept(conn: &DriverConn, timeout: Duration, spin: u32) -> Result<RingEndpoint, RingError> {
     let mut buf = Vec::new();
@@ -273,8 +274,8 @@ fn accept(conn: &DriverConn, timeout: Duration, spin: u32) -> Result<RingEndpoin
         TransportError::Disconnected => RingError::PeerGone,
         e => RingError::Io(e.to_string()),
     })?;
-    match crate::ring::parse_named_offer(&buf) {
-        Some(name) => crate::ring::attach_ring_named(name, spin, conn.raw()),
+    match crate::ring::parse_mapped_offer(&buf) {
+        Some(len) => crate::ring::attach_ring_mapped(len, spin, conn.raw()),
         None => Err(RingError::NotOffered(buf)),
     }
 }

@@ -53,8 +53,8 @@ use crate::scheme::ClockScheme;
 pub const SCHEME: &str = "ptp";
 
 /// Connects to a driver channel scheme, e.g. `/scheme/ptpdrv.pci-0000-03-00.0_igc/ptp`; with
-/// `ChannelMode::Ring` the messages then go over a ring in a `shm` segment the driver names on
-/// it (the client Linux hosts use too: `connect_driver`).
+/// `ChannelMode::Ring` the messages then go over a ring the driver lends to this handle, mapped
+/// through it (the client Linux hosts use too: `connect_driver`).
 pub struct SchemeConnector {
     pub path: String,
     pub mode: ChannelMode,

@@ -103,6 +103,9 @@ pub trait Guest {
     fn sleep(&mut self, d: Duration);
     /// Prints one line on the console.
     fn emit(&mut self, line: &str);
+    /// Opens `path` and maps its first page shared, writable or read-only: the page's first
+    /// word, or the errno of the open or mmap that failed.
+    fn map_probe(&mut self, path: &str, writable: bool) -> Result<u64, i32>;
 }
 
 /// The serial console (`/scheme/debug`), or stdout where it cannot be opened (host runs).
@@ -350,6 +353,36 @@ impl Guest for System {
 
     fn emit(&mut self, line: &str) {
         self.console.line(line);
+    }
+
+    fn map_probe(&mut self, path: &str, writable: bool) -> Result<u64, i32> {
+        use std::os::fd::AsRawFd;
+        let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(errno)?;
+        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
+        // Safety: a fresh shared mapping of an open descriptor at an address the kernel picks.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                prot,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(errno(std::io::Error::last_os_error()));
+        }
+        // Safety: `p` is the page just mapped (readable, page-aligned); unmapped right after.
+        let word = unsafe { p.cast::<u64>().read_volatile() };
+        // Safety: exactly the mapping made above, not used after this.
+        unsafe { libc::munmap(p, 4096) };
+        Ok(word)
     }
 }
 

@@ -309,3 +309,27 @@ pub fn phc_across_restart(
 
 #[cfg(test)]
 mod tests;
+
+/// The clock page maps read-only (its magic is there) and a writable mapping is refused.
+pub fn page_read_only(path: &str, read: Result<u64, i32>, write: Result<u64, i32>) -> Judged {
+    match (read, write) {
+        (Ok(w), _) if w != ptp_ipc::clockpage::MAGIC => Err(format!(
+            "{path} maps read-only but its first word is {w:#x}, not the magic"
+        )),
+        (Ok(_), Err(e)) => Ok(format!(
+            "{path}: read-only mapping works, a writable one is refused (errno {e})"
+        )),
+        (Ok(_), Ok(_)) => Err(format!("{path} can be mapped writable by a reader")),
+        (Err(e), _) => Err(format!("{path} cannot be mapped read-only (errno {e})")),
+    }
+}
+
+/// A driver handle that was not lent a ring segment cannot map one.
+pub fn ring_unlent(path: &str, write: Result<u64, i32>) -> Judged {
+    match write {
+        Err(e) => Ok(format!("a fresh handle on {path} maps nothing (errno {e})")),
+        Ok(w) => Err(format!(
+            "a fresh handle on {path} mapped a page (first word {w:#x}): a segment it was not lent"
+        )),
+    }
+}

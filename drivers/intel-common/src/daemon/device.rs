@@ -49,7 +49,7 @@ pub trait EventSink: Send + Sync + 'static {
     fn send(&self, ev: DriverEvent);
 }
 
-/// The clock page, once it exists: on Redox `/scheme/shm` may come up after the driver, so the
+/// The clock page, once it exists: on Linux its directory may appear after the driver, so the
 /// page can be attached after bring-up (`startup::Deferred`). Until then samples go nowhere and
 /// `Caps` names no page.
 #[derive(Default)]

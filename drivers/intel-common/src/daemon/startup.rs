@@ -21,8 +21,10 @@
 //! of our scheme would wait on a manager that waits on us (issue 22, failure 4: the whole
 //! system stopped). Hence the sandbox thread.
 //!
-//! `/scheme/shm` (ipcd) and `/scheme/logging` (ramfs@logging) may come up after igcd, since init
-//! orders neither before pcid-spawner.
+//! `/scheme/logging` (ramfs@logging) may come up after igcd, since init does not order it
+//! before pcid-spawner. (The clock page needed `/scheme/shm` too until issue 23; on Redox it is
+//! igcd's own memory now, served by its channel scheme, and never waits. On Linux it is a file
+//! whose directory may appear late.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,7 +37,7 @@ use ptp_pci::PciFunction;
 use super::{ClockPageSlot, Device, Error, EventSink, Options};
 use crate::family::Family;
 
-/// How long igcd stays outside the sandbox waiting for `/scheme/shm` and `/scheme/logging`.
+/// How long igcd stays outside the sandbox waiting for its log file and clock page.
 pub const SANDBOX_GRACE: Duration = Duration::from_secs(30);
 /// How often the sandbox thread retries what is missing.
 pub const RETRY: Duration = Duration::from_millis(100);

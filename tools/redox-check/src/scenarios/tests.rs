@@ -21,6 +21,8 @@ struct Fake {
     igcd: Option<u32>,
     ptpd: Option<u32>,
     ring_segments: bool,
+    /// The clock page a `shm` segment (the form before issue 23).
+    shared_memory: bool,
     igcd_restarts: bool,
     ptpd_restarts: bool,
     connects: u64,
@@ -38,6 +40,7 @@ impl Fake {
             igcd: Some(8),
             ptpd: Some(9),
             ring_segments: true,
+            shared_memory: false,
             igcd_restarts,
             ptpd_restarts: true,
             connects: 1,
@@ -88,7 +91,8 @@ impl Fake {
                 "window_ns": 20_000}),
             "caps" => json!({"ok": true, "part": "Intel i225-LM", "vendor_id": 0x8086,
                 "device_id": 0x15f2, "max_adj_ppb": 62_499_999, "tx_ts_sets": 4,
-                "clock_page": "/scheme/shm/ptp-igc-emu0"}),
+                "clock_page": if self.shared_memory { "/scheme/shm/ptp-igc-emu0" }
+                    else { "/scheme/ptpdrv.emu0_igc/clock" }}),
             "stats" => json!({"ok": true, "mmio_reads": self.now as u64}),
             "bench" => json!({"ok": true, "n": 1000, "exact_p50_ns": 1_500_000,
                 "page_p50_ns": 4_000}),
@@ -249,6 +253,19 @@ impl Guest for Fake {
         self.now
     }
 
+    /// igcd as fixed for issue 23: the page read-only at its scheme, no ring to a handle that
+    /// was not lent one. `shared_memory`: the form before (a `shm` segment anyone may map).
+    fn map_probe(&mut self, path: &str, writable: bool) -> Result<u64, i32> {
+        match (path, writable, self.shared_memory) {
+            (p, _, true) if p.starts_with("/scheme/shm/") => Ok(ptp_ipc::clockpage::MAGIC),
+            ("/scheme/ptpdrv.emu0_igc/clock", false, _) => Ok(ptp_ipc::clockpage::MAGIC),
+            ("/scheme/ptpdrv.emu0_igc/clock" | "/scheme/ptpdrv.emu0_igc/ptp", true, _) => {
+                Err(libc::EACCES)
+            }
+            _ => Err(libc::ENOENT),
+        }
+    }
+
     fn real_ns(&self) -> i128 {
         self.real()
     }
@@ -307,6 +324,18 @@ fn a_working_stack_passes_every_check_and_reports_the_cold_start() {
     ] {
         assert_eq!(verdict(&results, name), Verdict::Ok, "{name}");
     }
+}
+
+/// The form before issue 23 (a `shm` clock page anyone may map writable) fails by name.
+#[test]
+fn a_clock_page_in_shared_memory_fails_the_memory_checks() {
+    let mut fake = Fake::new(true);
+    fake.shared_memory = true;
+    let results = run(&mut fake);
+    assert_eq!(verdict(&results, "mem-page-path"), Verdict::Fail);
+    assert_eq!(verdict(&results, "mem-page-read-only"), Verdict::Fail);
+    assert_eq!(verdict(&results, "mem-ring-unlent"), Verdict::Ok);
+    assert_eq!(verdict(&results, "verb-get"), Verdict::Ok);
 }
 
 #[test]

@@ -161,6 +161,40 @@ impl<G: Guest> Checker<'_, G> {
             self.judged(name, r);
         }
         self.output_checks();
+        self.memory_checks();
+    }
+
+    /// Issue 23: the clock page and ring segments are igcd's own memory, lent by its scheme:
+    /// the page read-only to anyone, a ring only to the handle it was lent to. Probed as root,
+    /// which the refusals do not exempt (they are per handle, not per uid).
+    fn memory_checks(&mut self) {
+        self.step("mem-page-path");
+        let page = self.ctl(&["caps"]).and_then(|(v, _)| {
+            v.get("clock_page")
+                .and_then(|p| p.as_str())
+                .map(str::to_string)
+                .ok_or_else(|| format!("caps has no clock_page: {v}"))
+        });
+        let judged = match &page {
+            Ok(p) if p.starts_with("/scheme/ptpdrv.") && p.ends_with("/clock") => {
+                Ok(format!("the clock page is served by the driver at {p}"))
+            }
+            Ok(p) => Err(format!("the clock page is {p}, not the driver's scheme")),
+            Err(e) => Err(e.clone()),
+        };
+        let served = self.judged("mem-page-path", judged);
+        self.step("mem-page-read-only");
+        let r = match page {
+            Ok(p) if served => {
+                judge::page_read_only(&p, self.g.map_probe(&p, false), self.g.map_probe(&p, true))
+            }
+            _ => Err("not run: no clock page on the driver's scheme".into()),
+        };
+        self.judged("mem-page-read-only", r);
+        self.step("mem-ring-unlent");
+        let chan = "/scheme/ptpdrv.emu0_igc/ptp";
+        let r = judge::ring_unlent(chan, self.g.map_probe(chan, true));
+        self.judged("mem-ring-unlent", r);
     }
 
     /// Issue 22 failure 6: `--output /scheme/debug` for uid 1000, and an error written once.

@@ -18,10 +18,11 @@
 //! `Closed { Replaced }` and then end of file. A handle that writes anything else first reads
 //! `Closed { NoHello }` and gets EPIPE; one that never writes holds nothing.
 //!
-//! Rings (issue 16): a `HelloRing` is answered, in the handle's mailbox, with the name of a
-//! `shm` segment ([`ptp_ipc::ring::named_offer`]) from the [`RingPool`] made before the sandbox
-//! (`/scheme/shm` cannot be opened after `setrens(0, 0)`); the segment is re-initialised for
-//! the connection under a new generation, the client attaches it by name, and from then on
+//! Rings (issue 16): a `HelloRing` is answered, in the handle's mailbox, with an offer to map
+//! the handle itself ([`ptp_ipc::ring::mapped_offer`]): a segment of the [`RingPool`] made
+//! before the sandbox is lent to the handle, given new memory and initialised under a new
+//! generation, the client maps it through its handle (`mmap_prep` serves the segment lent to
+//! that handle and nothing to any other), and from then on
 //! every message of the connection goes over the ring, as on Linux: igcd's hello, replies,
 //! events (the IRQ threads send on the ring directly) and requests. The handle stays open as
 //! the liveness signal (its close ends the connection and releases the segment). The main loop
@@ -31,10 +32,17 @@
 //! through the wake pipe, and sleeps again only once the loop found the ring empty: a client
 //! that keeps requests coming is served without further wake-ups. A ring larger
 //! than the pool's segments, or none free (a segment is lent again only after its client's
-//! handle closed, so a stale client cannot write into the next connection's ring), or no pool
-//! (no `/scheme/shm` before the sandbox): the answer is `Closed { NoHello }` as before, and the
+//! handle closed, and it is new memory then, so a stale client cannot write into the next
+//! connection's ring), or no pool (`--ring-segments 0`): the answer is `Closed { NoHello }` as
+//! before, and the
 //! client says the plain hello on a new handle. That refusal is read from the mailbox, so the
 //! `HelloRing` write itself succeeds.
+//!
+//! The clock page (issue 23): path `clock` of the same scheme, open to anyone, is the page the
+//! driver publishes in its own memory; `mmap_prep` lends it read-only and refuses a writable
+//! mapping (EACCES), and the kernel does not let a borrowed read-only mapping be made writable
+//! later (mprotect of a non-owned grant may only drop rights). Only igcd writes it. It was a
+//! `/scheme/shm` segment before, which any process could map writable.
 
 use std::cell::Cell;
 use std::ffi::c_int;
@@ -42,18 +50,21 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use ptp_ipc::clockpage::{ClockPageWriter, PAGE_SIZE};
 use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path};
-use ptp_ipc::ring::{DOORBELL_FDS, DOORBELL_TAG, Lent, RingEndpoint, RingPool, named_offer};
+use ptp_ipc::ring::{DOORBELL_FDS, DOORBELL_TAG, Lent, RingEndpoint, RingPool, mapped_offer};
 use ptp_ipc::transport::DRIVER_RING_SPIN;
 use ptp_ipc::transport::mailbox::{Mailbox, ReadOutcome};
 use ptp_ipc::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver, Wire};
 use ptp_pci::PciFunction;
 use redox_scheme::scheme::SchemeSync;
 use redox_scheme::{CallerCtx, OpenResult, SendFdRequest, Socket};
+use syscall::data::Stat;
 use syscall::error::{
-    EAGAIN, EBADF, EINVAL, EMSGSIZE, ENOENT, EOPNOTSUPP, EPERM, EPIPE, EWOULDBLOCK, Error, Result,
+    EACCES, EAGAIN, EBADF, EINVAL, EMSGSIZE, ENOENT, EOPNOTSUPP, EPERM, EPIPE, EWOULDBLOCK, Error,
+    Result,
 };
-use syscall::flag::{EventFlags, FobtainFdFlags, O_NONBLOCK};
+use syscall::flag::{EventFlags, FobtainFdFlags, MODE_FILE, MapFlags, MunmapFlags, O_NONBLOCK};
 use syscall::schemev2::NewFdFlags;
 
 use super::super::access::ChannelAccess;
@@ -293,6 +304,8 @@ enum Handle {
         mb: Arc<Mailbox>,
         lent: Cell<Option<usize>>,
     },
+    /// The clock page, for reading.
+    Clock,
 }
 
 /// A ring connection for a worker: the ring, and the mailbox of its handle (whose identity
@@ -365,8 +378,10 @@ impl SchemeHandle for Handle {
     }
 }
 
-/// The ring segments a driver lends, once made (`None` before, or without `/scheme/shm`).
+/// The ring segments a driver lends, once made (`None` before, or with `--ring-segments 0`).
 pub type SharedPool = Arc<Mutex<Option<RingPool>>>;
+/// The clock page, once made by the start-up thread; served read-only as path `clock`.
+pub type SharedPage = Arc<std::sync::OnceLock<Arc<ClockPageWriter>>>;
 
 /// The driver channel scheme.
 pub struct ChannelScheme<F: PciFunction, Fam: Family> {
@@ -378,6 +393,7 @@ pub struct ChannelScheme<F: PciFunction, Fam: Family> {
     handles: Handles<Handle>,
     rings: SharedPool,
     workers: RingWorkers,
+    page: SharedPage,
     /// The scheme socket, to take the descriptors a ring client passes (set once registered).
     socket: Option<&'static Socket>,
 }
@@ -390,6 +406,7 @@ impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
         generation: u64,
         access: ChannelAccess,
         rings: (SharedPool, RingWorkers),
+        page: SharedPage,
     ) -> Self {
         Self {
             dev,
@@ -400,6 +417,7 @@ impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
             handles: Handles::default(),
             rings: rings.0,
             workers: rings.1,
+            page,
             socket: None,
         }
     }
@@ -467,7 +485,7 @@ impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
         let mut rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
         let pool = rings
             .as_mut()
-            .ok_or("no ring segments (--ring-segments 0, or no /scheme/shm before the sandbox)")?;
+            .ok_or("no ring segments (--ring-segments 0, or they could not be made)")?;
         pool.lend(g, DRIVER_RING_SPIN)
             .map_err(|e| format!("no ring segment: {e}"))
     }
@@ -486,8 +504,9 @@ impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
         if let Some(Handle::Ptp { lent: l, .. }) = self.handles.get(id) {
             l.set(Some(lent.index));
         }
-        // The offer first: the client reads it from the handle, then everything from the ring.
-        if let Err(e) = mb.push(&named_offer(&lent.name)) {
+        // The offer first: the client reads it from the handle, maps the segment through the
+        // handle, then reads everything from the ring.
+        if let Err(e) = mb.push(&mapped_offer(lent.region_len)) {
             log::warn!("driver channel: pid {pid}: ring offer not queued: {e}");
             return mb.close();
         }
@@ -557,8 +576,16 @@ impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
         ctx: &CallerCtx,
     ) -> Result<OpenResult> {
         self.handles.check_root(fd)?;
-        if path.trim_matches('/') != "ptp" {
-            return Err(Error::new(ENOENT));
+        match path.trim_matches('/') {
+            "ptp" => {}
+            // Anyone may read the PHC's published time; nobody but igcd may write it.
+            "clock" if self.page.get().is_some() => {
+                return Ok(OpenResult::ThisScheme {
+                    number: self.handles.insert(Handle::Clock),
+                    flags: NewFdFlags::empty(),
+                });
+            }
+            _ => return Err(Error::new(ENOENT)),
         }
         if !self.access.permits(ctx.uid, &[ctx.gid]) {
             log::warn!(
@@ -716,10 +743,79 @@ impl<F: PciFunction, Fam: Family> SchemeSync for ChannelScheme<F, Fam> {
     fn fpath(&mut self, id: usize, buf: &mut [u8], _ctx: &CallerCtx) -> Result<usize> {
         let path = match self.handles.get(id) {
             Some(Handle::Ptp { .. }) => format!("/scheme/{}/ptp", self.name),
+            Some(Handle::Clock) => format!("/scheme/{}/clock", self.name),
             Some(Handle::Root) => format!("/scheme/{}", self.name),
             None => return Err(Error::new(EBADF)),
         };
         Ok(copy_path(&path, buf))
+    }
+
+    /// Maps the clock page (read-only, for anyone) or the ring segment lent to this handle
+    /// (read-write, for its client alone) into the caller: the address of the memory in igcd,
+    /// which the kernel then borrows. Anything else is refused.
+    fn mmap_prep(
+        &mut self,
+        id: usize,
+        offset: u64,
+        size: usize,
+        flags: MapFlags,
+        ctx: &CallerCtx,
+    ) -> Result<usize> {
+        let (addr, len) = match self.handles.get(id) {
+            Some(Handle::Clock) => {
+                if flags.contains(MapFlags::PROT_WRITE) {
+                    log::warn!(
+                        "clock page: writable mapping refused to pid {} (uid {})",
+                        ctx.pid,
+                        ctx.uid
+                    );
+                    return Err(Error::new(EACCES));
+                }
+                let page = self.page.get().ok_or(Error::new(EBADF))?;
+                (page.region(), PAGE_SIZE)
+            }
+            Some(Handle::Ptp { lent, .. }) => {
+                let k = lent.get().ok_or(Error::new(EACCES))?;
+                let rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
+                let pool = rings.as_ref().ok_or(Error::new(EACCES))?;
+                pool.lent_region(k).ok_or(Error::new(EACCES))?
+            }
+            _ => return Err(Error::new(EBADF)),
+        };
+        // The memory is whole pages (mmap rounds it up; relibc asks for whole pages too).
+        if offset != 0 || size == 0 || size > len.next_multiple_of(PAGE_SIZE) {
+            log::warn!(
+                "driver channel: mapping of {size} B at {offset} refused to pid {} (have {len} B)",
+                ctx.pid
+            );
+            return Err(Error::new(EINVAL));
+        }
+        Ok(addr)
+    }
+
+    /// The kernel tells us a mapping went; nothing to do (the memory stays ours).
+    fn munmap(
+        &mut self,
+        _id: usize,
+        _offset: u64,
+        _size: usize,
+        _flags: MunmapFlags,
+        _ctx: &CallerCtx,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// The clock page's size and read-only mode, which readers check before mapping it.
+    fn fstat(&mut self, id: usize, stat: &mut Stat, _ctx: &CallerCtx) -> Result<()> {
+        match self.handles.get(id) {
+            Some(Handle::Clock) => {
+                stat.st_mode = MODE_FILE | 0o444;
+                stat.st_size = PAGE_SIZE as u64;
+                Ok(())
+            }
+            Some(_) => Err(Error::new(EOPNOTSUPP)),
+            None => Err(Error::new(EBADF)),
+        }
     }
 
     fn on_close(&mut self, id: usize) {

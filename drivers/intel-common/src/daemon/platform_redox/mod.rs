@@ -42,7 +42,7 @@ pub use net::{NetAdapter, NetError, NetScheme, PortNet};
 use super::startup::{self, Namespace, Platform, RealClock};
 use super::{Device, Error, Options, WATCHDOG_PERIOD};
 use crate::family::Family;
-use channel::{ChannelScheme, RingWorkers, SharedPool, Sink, WakePipe};
+use channel::{ChannelScheme, RingWorkers, SharedPage, SharedPool, Sink, WakePipe};
 
 /// Requests read from a scheme socket per pass.
 const QUEUE: usize = 32;
@@ -148,9 +148,10 @@ pub struct RedoxPlatform<F, Fam> {
     /// Register `network.<name>_igc` for smolnetd (not for an emulated NIC: smolnetd takes the
     /// first `network*` scheme, which must stay the real one).
     netstack: bool,
-    /// The ring segments of the driver channel, made with the clock page (`/scheme/shm` is up
-    /// then, and it is before the sandbox).
+    /// The ring segments of the driver channel, made with the clock page (before the sandbox).
     rings: SharedPool,
+    /// The clock page, served read-only by the channel scheme as `clock`.
+    page: SharedPage,
 }
 
 impl<F, Fam: Family> RedoxPlatform<F, Fam> {
@@ -166,7 +167,9 @@ impl<F, Fam: Family> RedoxPlatform<F, Fam> {
 pub struct RedoxNs {
     name: String,
     short: &'static str,
-    page: String,
+    /// Where readers find the page: `/scheme/<channel scheme>/clock`.
+    page_path: String,
+    page: SharedPage,
     rings: SharedPool,
     rings_tried: bool,
     /// `--ring-segments`: how many to make (0: none).
@@ -174,7 +177,8 @@ pub struct RedoxNs {
 }
 
 impl RedoxNs {
-    /// Makes the driver channel's ring segments (`/scheme/shm/ptp-ring-<pid>-<k>`), each sized
+    /// Makes the driver channel's ring segments (igcd's own memory, `ptp-ring-<pid>-<k>` in
+    /// logs), each sized
     /// for the ring a client asks by default; without them clients get the plain channel.
     /// Tried once, when the clock page was created.
     fn make_rings(&mut self) {
@@ -191,7 +195,8 @@ impl RedoxNs {
         match ptp_ipc::ring::create_ring_pool(&prefix, n, g) {
             Ok(pool) => {
                 log::info!(
-                    "ring channel: {n} segments /scheme/shm/{prefix}-* of {} B",
+                    "ring channel: {n} segments {prefix}-* of {} B, each mapped only by the \
+                     client it is lent to",
                     g.region_len()
                 );
                 *self.rings.lock().unwrap_or_else(|e| e.into_inner()) = Some(pool);
@@ -207,9 +212,17 @@ impl Namespace for RedoxNs {
     }
 
     fn open_clock_page(&mut self) -> Result<(Arc<ClockPageWriter>, String), String> {
-        let w = ClockPageWriter::create(&self.page).map_err(|e| format!("{}: {e}", self.page))?;
+        // igcd's own memory, lent read-only by the channel scheme: no other process can write
+        // it (a `/scheme/shm` segment, the form before issue 23, any process could).
+        let w = match self.page.get() {
+            Some(w) => w.clone(),
+            None => {
+                let w = Arc::new(ClockPageWriter::private().map_err(|e| e.to_string())?);
+                self.page.get_or_init(|| w).clone()
+            }
+        };
         self.make_rings();
-        Ok((Arc::new(w), self.page.clone()))
+        Ok((w, self.page_path.clone()))
     }
 
     fn enter_sandbox(&mut self) -> Result<(), Error> {
@@ -266,13 +279,19 @@ impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
     }
 
     fn namespace(&mut self) -> RedoxNs {
+        if let Some(p) = &self.opts.clock_page {
+            log::warn!(
+                "--clock-page {} ignored on Redox: the page is served read-only at \
+                 /scheme/{}/clock",
+                p.display(),
+                self.chan_name()
+            );
+        }
         RedoxNs {
             name: self.name.clone(),
             short: Fam::SHORT,
-            page: match &self.opts.clock_page {
-                Some(p) => p.display().to_string(),
-                None => format!("/scheme/shm/ptp-{}-{}", Fam::SHORT, self.name),
-            },
+            page_path: format!("/scheme/{}/clock", self.chan_name()),
+            page: self.page.clone(),
             rings: self.rings.clone(),
             rings_tried: false,
             ring_segments: self.opts.ring_segments,
@@ -300,6 +319,7 @@ impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
             self.generation,
             access,
             (self.rings.clone(), workers),
+            self.page.clone(),
         );
         // The network scheme before the channel: ptpd retries the channel's name all the time.
         let net = if self.netstack {
@@ -395,6 +415,7 @@ fn serve<F: PciFunction, Fam: Family>(
         waits_for_exit,
         netstack,
         rings: SharedPool::default(),
+        page: SharedPage::default(),
     };
     let mut s = startup::start(&mut p, &opts, generation, RealClock(mono_ns))?;
     let period = u64::try_from(WATCHDOG_PERIOD.as_nanos()).unwrap_or(u64::MAX);
