@@ -307,11 +307,21 @@ fn a_stuck_valid_bit_never_hands_the_old_stamp_to_the_next_request() {
 /// previous request on that set is already expired: the pre-fix form (reservation and start
 /// time in separate critical sections) times fresh requests out. With both under one lock,
 /// none ever is.
+///
+/// The race window is a `reserve` call in flight while an `expire` call runs. On a busy 2-core
+/// host the two threads may take turns on one core and never meet, and the test would pass
+/// without exercising anything. The watchdog counts the `expire` calls it completed; a
+/// reservation during which that count moved had an `expire` interleaved with it (what the
+/// pre-fix form needs: a watchdog pass between its two critical sections). The test runs
+/// until it has seen `OVERLAPS` such reservations, and fails if the deadline comes first.
 #[test]
 fn watchdog_never_times_out_a_request_being_reserved() {
     const TIMEOUT: u64 = 1_000_000;
     const STEP: u64 = 2 * TIMEOUT;
-    const OVERLAPS: u64 = 50_000;
+    // The pre-fix form survived at most 35 interleaved reservations before its first spurious
+    // timeout (15 runs here). The fixed form reaches 1 000 in 0.03-4 s on a busy 2-core host.
+    const OVERLAPS: u64 = 1_000;
+    const DEADLINE: Duration = Duration::from_secs(60);
     let ts = Arc::new(TxTimestamps::new(igc::TS_REGS, 4));
     // Enabling needs registers; a model without a thread will do.
     let clock = VirtualClock::new(0);
@@ -321,58 +331,59 @@ fn watchdog_never_times_out_a_request_being_reserved() {
     let now = Arc::new(AtomicU64::new(1_000_000_000));
     let stop = Arc::new(AtomicBool::new(false));
     let spurious = Arc::new(AtomicU64::new(0));
-    let overlaps = Arc::new(AtomicU64::new(0));
+    // `expire` calls completed so far (SeqCst: compared across threads).
+    let exited = Arc::new(AtomicU64::new(0));
     let watchdog = {
-        let (ts, regs, now, stop, spurious, overlaps) = (
+        let (ts, regs, now, stop, spurious, exited) = (
             ts.clone(),
             regs.clone(),
             now.clone(),
             stop.clone(),
             spurious.clone(),
-            overlaps.clone(),
+            exited.clone(),
         );
         std::thread::spawn(move || {
-            let mut last = 0;
             while !stop.load(Ordering::SeqCst) {
                 // SeqCst: a time read here is never older than a cancel the transmit side made
                 // before moving the time on, so only a slot reserved at or after it is seen.
                 let t = now.load(Ordering::SeqCst);
                 let lost = ts.expire(&regs, t, TIMEOUT);
-                spurious.fetch_add(lost.len() as u64, Ordering::Relaxed);
-                // A pass that sees the time moved ran interleaved with the transmit side.
-                if t != last {
-                    overlaps.fetch_add(1, Ordering::Relaxed);
-                    last = t;
-                }
+                exited.fetch_add(1, Ordering::SeqCst);
+                spurious.fetch_add(lost.len() as u64, Ordering::SeqCst);
             }
         })
     };
-    // Run until the two threads have interleaved often enough (on a busy 2-core host they may
-    // take turns on one core for a while and not overlap at all), bounded in requests and time.
     let t0 = std::time::Instant::now();
-    let mut i = 0u64;
-    while (i < 200_000 || overlaps.load(Ordering::Relaxed) < OVERLAPS)
-        && i < 5_000_000
-        && t0.elapsed() < Duration::from_secs(10)
-    {
+    let (mut i, mut overlaps) = (0u64, 0u64);
+    while overlaps < OVERLAPS && spurious.load(Ordering::SeqCst) == 0 && t0.elapsed() < DEADLINE {
         let t = now.fetch_add(STEP, Ordering::SeqCst) + STEP;
-        if let Reservation::Set(s) = ts.reserve(i, t) {
+        // An `expire` call that completed between this `reserve`'s start and end ran
+        // interleaved with it.
+        let done_before = exited.load(Ordering::SeqCst);
+        let res = ts.reserve(i, t);
+        if exited.load(Ordering::SeqCst) > done_before {
+            overlaps += 1;
+        }
+        if let Reservation::Set(s) = res {
             ts.cancel(s, i);
         }
         i += 1;
     }
     stop.store(true, Ordering::SeqCst);
     watchdog.join().unwrap();
+    let bad = spurious.load(Ordering::SeqCst);
     eprintln!(
-        "{i} requests, {} interleaved watchdog passes in {:?}",
-        overlaps.load(Ordering::Relaxed),
+        "{i} requests, {overlaps} interleaved with a watchdog pass, {bad} spurious timeouts in {:?}",
         t0.elapsed()
     );
     assert_eq!(
-        spurious.load(Ordering::Relaxed),
-        0,
-        "fresh requests timed out ({i} requests, {} interleaved watchdog passes)",
-        overlaps.load(Ordering::Relaxed)
+        bad, 0,
+        "fresh requests timed out ({i} requests, {overlaps} interleaved with a watchdog pass)"
+    );
+    assert!(
+        overlaps >= OVERLAPS,
+        "the race window was not exercised: only {overlaps} of {i} requests interleaved with \
+         a watchdog pass in {DEADLINE:?} (needed {OVERLAPS}); the threads hardly ran side by side"
     );
 }
 
