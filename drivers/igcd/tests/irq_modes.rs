@@ -17,11 +17,19 @@ use ptp_ipc::{DriverEvent, DriverRequest};
 use ptp_pci::emulated::{EmuFunction, IrqFault};
 use ptp_pci::{IrqMode, IrqSupport};
 
+/// The events igcd sent, and the name of the thread that sent each TX timestamp.
 #[derive(Default)]
-struct Events(Mutex<Vec<DriverEvent>>);
+struct Events(Mutex<Vec<DriverEvent>>, Mutex<Vec<String>>);
 
 impl EventSink for Events {
     fn send(&self, ev: DriverEvent) {
+        if matches!(ev, DriverEvent::TxTimestamp { .. }) {
+            let t = std::thread::current();
+            self.1
+                .lock()
+                .unwrap()
+                .push(t.name().unwrap_or("?").to_string());
+        }
         self.0.lock().unwrap().push(ev);
     }
 }
@@ -138,6 +146,30 @@ fn a_working_vector_stays_interrupt_driven() {
     assert_eq!(r.stamp(5, Duration::from_millis(20)), once_each(5));
     assert!(!r.dev.irq_polling());
     r.finish();
+}
+
+/// Linux igc fix 3/4 (seed 000, "Retrieve TX timestamp during interrupt handling"): the thread
+/// that takes the TXTS interrupt reads the stamps and sends them on itself; before the fix the
+/// interrupt only scheduled a worker, and each stamp also waited for that worker to run.
+/// Checked with two vectors (the "other" vector's thread) and with one MSI vector for every
+/// cause (the one IRQ thread), each stamp sent once.
+#[test]
+fn tx_stamps_are_retrieved_by_the_thread_that_took_the_interrupt() {
+    let split = rig(&[], |_| {});
+    let msi = rig(&[], |f| {
+        f.offer_irqs(IrqSupport {
+            msix_entries: 0,
+            msi: true,
+            legacy_line: Some(11),
+        })
+    });
+    for (r, thread) in [(split, "irq-other"), (msi, "irq")] {
+        assert_eq!(r.stamp(5, Duration::from_millis(20)), once_each(5));
+        assert!(!r.dev.irq_polling(), "{thread}: the interrupts came");
+        let senders = r.events.1.lock().unwrap().clone();
+        assert_eq!(senders, vec![thread; 5], "threads that sent the stamps");
+        r.finish();
+    }
 }
 
 #[test]
