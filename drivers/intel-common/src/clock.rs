@@ -209,6 +209,8 @@ pub struct Phc<M, H> {
     publisher: Option<Publisher>,
     /// Host CLOCK_MONOTONIC; a test may put a device model's virtual clock here.
     mono: HostClock,
+    /// Host CLOCK_REALTIME (gettimex's brackets); a test may step it.
+    wall: HostClock,
 }
 
 impl<M: Mmio, H: ClockHw> Phc<M, H> {
@@ -226,6 +228,7 @@ impl<M: Mmio, H: ClockHw> Phc<M, H> {
             }),
             publisher: None,
             mono: Box::new(mono_ns),
+            wall: Box::new(realtime_ns),
         }
     }
 
@@ -233,6 +236,13 @@ impl<M: Mmio, H: ClockHw> Phc<M, H> {
     /// shares the device model's virtual clock this way).
     pub fn with_host_clock(mut self, f: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
         self.mono = Box::new(f);
+        self
+    }
+
+    /// Reads the host's wall clock from `f` instead of CLOCK_REALTIME (a test steps it back
+    /// inside a gettimex bracket this way).
+    pub fn with_wall_clock(mut self, f: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        self.wall = Box::new(f);
         self
     }
 
@@ -288,9 +298,9 @@ impl<M: Mmio, H: ClockHw> Phc<M, H> {
         let mut out = Vec::with_capacity(samples as usize);
         let mut st = self.lock();
         for _ in 0..samples {
-            let sys_before_ns = realtime_ns();
+            let sys_before_ns = (self.wall)();
             let l = self.hw.latch(&self.regs);
-            let sys_after_ns = realtime_ns();
+            let sys_after_ns = (self.wall)();
             let phc_ns = self.hw.finish(&self.regs, l);
             out.push(TimeXSample {
                 sys_before_ns,
@@ -305,7 +315,7 @@ impl<M: Mmio, H: ClockHw> Phc<M, H> {
         if s.sys_after_ns - s.sys_before_ns > MAX_BRACKET_NS {
             return Ok(out);
         }
-        let rt_minus_mono = realtime_ns() as i128 - self.now() as i128;
+        let rt_minus_mono = (self.wall)() as i128 - self.now() as i128;
         let mid = (s.sys_before_ns / 2 + s.sys_after_ns / 2) as i128;
         let mono = (mid - rt_minus_mono).max(0) as u64;
         self.observe(&mut st, s.phc_ns, mono);

@@ -110,6 +110,73 @@ fn gettimex_pairs_are_consistent_across_a_second_boundary() {
     );
 }
 
+/// A host wall clock stepped back between a sample's two CLOCK_REALTIME readings (fa81a8f):
+/// that bracket ends before it starts and says nothing. gettimex still returns every sample as
+/// read, and anchors the clock page on the narrowest bracket that is not stepped back, or on
+/// none. Subtracting the readings (the pre-fix form) panics here (debug) or wraps (release).
+#[test]
+fn gettimex_skips_a_bracket_the_wall_clock_stepped_back_in() {
+    let rig = rig();
+    rig.clock.advance(3_000_000_000);
+    let mono = rig.clock.now();
+    let published = Arc::new(std::sync::Mutex::new(Vec::new()));
+    // The wall clock's readings, in call order: three brackets, then the reading that maps
+    // REALTIME to the monotonic timescale. Bracket 0 is 30 us wide (beyond the 20 us the page
+    // takes), bracket 1 steps back 1 s, bracket 2 is 400 ns wide.
+    let readings = [
+        5_000_000_000,
+        5_000_030_000,
+        6_000_000_000,
+        5_000_000_000,
+        5_000_001_000,
+        5_000_001_400,
+        5_000_002_000,
+    ];
+    let wall = |readings: Vec<u64>| {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        move || readings[next.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % readings.len()]
+    };
+    let c = rig.clock.clone();
+    let sink = published.clone();
+    let phc = phc(&rig)
+        .with_host_clock(move || c.now())
+        .with_wall_clock(wall(readings.to_vec()))
+        .with_publisher(move |s| sink.lock().unwrap().push(*s));
+    let got = phc.gettimex(3).expect("gettimex");
+    let brackets: Vec<(u64, u64)> = got
+        .iter()
+        .map(|s| (s.sys_before_ns, s.sys_after_ns))
+        .collect();
+    assert_eq!(
+        brackets,
+        [
+            (5_000_000_000, 5_000_030_000),
+            (6_000_000_000, 5_000_000_000),
+            (5_000_001_000, 5_000_001_400)
+        ]
+    );
+    // Bracket 2's middle, 800 ns before the mapping reading, on the monotonic timescale.
+    let page = published.lock().unwrap().clone();
+    assert_eq!(page.len(), 1, "{page:?}");
+    assert_eq!(
+        (page[0].phc_ns, page[0].mono_ns),
+        (T0 + 3_000_000_000, mono - 800)
+    );
+
+    // Every bracket stepped back: the samples as read, and nothing for the page.
+    published.lock().unwrap().clear();
+    let sink = published.clone();
+    let phc = self::phc(&rig)
+        .with_wall_clock(wall(vec![2_000_000_000, 1_000_000_000]))
+        .with_publisher(move |s| sink.lock().unwrap().push(*s));
+    let got = phc.gettimex(2).expect("gettimex");
+    assert!(
+        got.iter().all(|s| s.sys_after_ns < s.sys_before_ns),
+        "{got:?}"
+    );
+    assert_eq!(*published.lock().unwrap(), []);
+}
+
 #[test]
 fn settime_writes_l_then_h_and_takes_effect() {
     let rig = rig();
