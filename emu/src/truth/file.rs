@@ -322,9 +322,14 @@ pub struct TruthWriter {
     update: Mutex<()>,
 }
 
-/// `create`'s open failed: a symlink at `path` (O_NOFOLLOW's ELOOP) is [`TruthError::Foreign`].
+/// `create`'s open failed: a symlink at `path` is [`TruthError::Foreign`]. O_NOFOLLOW makes
+/// that ELOOP, but EACCES when another user's symlink sits in a sticky directory (as /tmp):
+/// Linux refuses O_CREAT there before it looks at the link, so the path is checked again.
 fn foreign_or_io(path: &Path, e: &std::io::Error) -> TruthError {
-    if e.raw_os_error() == Some(libc::ELOOP) {
+    let symlink = || std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if e.raw_os_error() == Some(libc::ELOOP)
+        || (e.raw_os_error() == Some(libc::EACCES) && symlink())
+    {
         return TruthError::Foreign {
             path: path.display().to_string(),
             why: "a symbolic link".into(),

@@ -46,13 +46,96 @@ fn a_planted_symlink_or_hard_link_is_refused_and_its_target_untouched() {
     std::fs::hard_link(&target.0, &hard.0).unwrap();
     let e = TruthWriter::create(&hard.0).err();
     assert!(matches!(e, Some(TruthError::Foreign { .. })), "{e:?}");
-    let m = std::fs::metadata(&target.0).unwrap();
+    assert_untouched(&target.0, b"precious", 0o600);
+}
+
+/// `path` still holds `content` (not truncated) with permission bits `mode` (not chmod'ed).
+fn assert_untouched(path: &std::path::Path, content: &[u8], mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::metadata(path).unwrap();
     assert_eq!(
-        std::fs::read(&target.0).unwrap(),
-        b"precious",
-        "not truncated"
+        std::fs::read(path).unwrap(),
+        content,
+        "{} truncated",
+        path.display()
     );
-    assert_eq!(m.permissions().mode() & 0o777, 0o600, "not chmod'ed");
+    assert_eq!(
+        m.permissions().mode() & 0o7777,
+        mode,
+        "{} chmod'ed",
+        path.display()
+    );
+}
+
+/// The attack above as issue 23 made it, by another user: uid 65534 plants, in a sticky
+/// world-writable directory (as /tmp), a symlink to a file of root's and a file of its own;
+/// root then creates the record at each. Both are refused as foreign, nothing is changed.
+/// (With fs.protected_symlinks=0, as here, the pre-fix form followed the symlink.) Needs root
+/// to plant as uid 65534.
+#[test]
+fn unprivileged_plants_in_a_sticky_directory_are_refused() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    const NOBODY: u32 = 65534;
+    // Safety: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "needs root (plants files as uid {NOBODY}); run as root or skip with `-- --skip unprivileged`"
+    );
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = Dir(TempPath::new("sticky").0.clone());
+    std::fs::create_dir(&dir.0).unwrap();
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = TempPath::new("root-victim");
+    std::fs::write(&victim.0, b"root's").unwrap();
+    std::fs::set_permissions(&victim.0, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let as_nobody = |program: &str, args: &[&std::ffi::OsStr]| {
+        let st = std::process::Command::new(program)
+            .args(args)
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{program} {args:?} as uid {NOBODY}: {st}");
+    };
+    let link = dir.0.join("truth-link");
+    as_nobody(
+        "ln",
+        &["-s".as_ref(), victim.0.as_os_str(), link.as_os_str()],
+    );
+    let planted = dir.0.join("truth-file");
+    as_nobody(
+        "sh",
+        &[
+            "-c".as_ref(),
+            "printf forged > \"$0\"".as_ref(),
+            planted.as_os_str(),
+        ],
+    );
+    let planted_mode = std::fs::metadata(&planted).unwrap().mode() & 0o7777;
+    for (path, what) in [(&link, "symlink"), (&planted, "file")] {
+        let m = std::fs::symlink_metadata(path).unwrap();
+        assert_eq!(m.uid(), NOBODY, "the {what} is uid {NOBODY}'s");
+        let e = TruthWriter::create(path).err();
+        assert!(
+            matches!(e, Some(TruthError::Foreign { .. })),
+            "root creating the record at uid {NOBODY}'s {what}: {e:?}"
+        );
+    }
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_untouched(&victim.0, b"root's", 0o600);
+    assert_untouched(&planted, b"forged", planted_mode);
 }
 
 #[test]
