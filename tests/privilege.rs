@@ -512,3 +512,79 @@ fn channel_socket_is_private_and_the_clock_page_read_only_to_others() {
         "readers must be able to map it"
     );
 }
+
+/// Issue 23's flock attack: uid 65534 may read the clock page (0644), so it may also flock it,
+/// and while the one-writer lock was a flock on the page, `flock -x PAGE` held by uid 65534 made
+/// a restarted igcd exit ("clock page in use by another writer"). The lock is on `<page>.lock`
+/// (0600) now: igcd restarts, ptpd gets its driver back, the page is still igcd's.
+#[test]
+fn unprivileged_flock_on_the_clock_page_does_not_keep_igcd_from_restarting() {
+    require_root("unprivileged_flock_on_the_clock_page_does_not_keep_igcd_from_restarting");
+    use std::os::fd::AsRawFd;
+    let mut h = Host::start("flock", 0.0, "");
+    let page = h.paths.clock_page.clone();
+    open_path_to(&page);
+    let client = h.ready();
+    let before = client.status(0).unwrap().connects;
+    // As in the issue: `flock -x PAGE sleep` (blocking: under the old lock it waits for the
+    // running igcd to die), then igcd is killed and restarted.
+    let mut holder = Command::new("flock")
+        // --no-fork: the process killed below is the one holding the lock.
+        .args(["--exclusive", "--no-fork"])
+        .arg(&page)
+        .args(["sleep", "60"])
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .spawn()
+        .unwrap();
+    h.kill_igcd();
+    // With igcd gone, only uid 65534 can hold a flock on the page: wait (bounded) until another
+    // descriptor's LOCK_EX|LOCK_NB fails.
+    let probe = std::fs::File::open(&page).unwrap();
+    let t0 = Instant::now();
+    loop {
+        // Safety: flock on a descriptor we own; no memory is passed.
+        if unsafe { libc::flock(probe.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            break;
+        }
+        // Safety: as above.
+        unsafe { libc::flock(probe.as_raw_fd(), libc::LOCK_UN) };
+        if let Some(st) = holder.try_wait().unwrap() {
+            panic!("uid {NOBODY}'s flock on the page ended: {st}");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no flock on the page"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(probe);
+    h.start_igcd();
+    // Back once ptpd has its driver on a new connection, from the restarted igcd.
+    let t0 = Instant::now();
+    let outcome = loop {
+        if let Some((_, st)) = h.kids.exited().into_iter().find(|(n, _)| n == "host0/igcd") {
+            break Err(format!("the restarted igcd exited: {st}"));
+        }
+        if let Ok(st) = client.status(0)
+            && st.driver_up
+            && st.connects > before
+        {
+            break Ok(());
+        }
+        if t0.elapsed() > Duration::from_secs(15) {
+            break Err("ptpd has no driver 15 s after igcd's restart".to_string());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let logs = h.logs();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    outcome.unwrap_or_else(|e| panic!("under uid {NOBODY}'s flock on the page: {e}\n{logs}"));
+    assert!(!logs.contains("in use"), "{logs}");
+    // Safety: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let m = std::fs::metadata(&page).unwrap();
+    assert_eq!((m.mode() & 0o7777, m.uid()), (0o644, me), "clock page");
+    h.kids.stop_all();
+}
