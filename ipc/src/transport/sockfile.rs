@@ -89,6 +89,52 @@ impl SocketFile {
         })
     }
 
+    /// Binds a socket at `path` itself, its file created at `access`'s mode: for a datagram
+    /// server whose peers answer to the address its replies come from (pmc does: a socket
+    /// bound by [`Self::bind_private`] keeps its temporary name as its address, which is gone).
+    ///
+    /// bind(2) applies the umask, so `bind` runs on a thread of its own whose umask (unshared
+    /// from the process's with CLONE_FS; other threads keep theirs) lets exactly the mode
+    /// through. Owner and group are set just after, as is the mode again (a default ACL on
+    /// the directory overrides the umask). Fails if `path` exists (see [`remove_stale`]).
+    pub fn bind_in_place<T: Send>(
+        path: &Path,
+        access: SocketAccess,
+        bind: impl FnOnce(&Path) -> io::Result<T> + Send,
+    ) -> Result<(Self, T), TransportError> {
+        let mode = access.mode & 0o777;
+        let bound = std::thread::scope(|s| {
+            s.spawn(|| {
+                // Safety: unshare(2) and umask(2) take no pointers; CLONE_FS gives this thread
+                // its own umask, so the process's other threads are unaffected.
+                if unsafe { libc::unshare(libc::CLONE_FS) } != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // Safety: as above.
+                unsafe { libc::umask(0o777 & !mode) };
+                bind(path)
+            })
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("bind thread panicked")))
+        })
+        .map_err(|e| os_err("bind", path, &e))?;
+        let m = std::fs::symlink_metadata(path).map_err(|e| os_err("stat", path, &e))?;
+        // From here on the file is ours: removed on drop (and on the errors below).
+        let file = Self {
+            path: path.to_owned(),
+            id: (m.dev(), m.ino()),
+        };
+        if access.owner.is_some() || access.group.is_some() {
+            std::os::unix::fs::lchown(path, access.owner, access.group)
+                .map_err(|e| os_err("chown", path, &e))?;
+        }
+        if m.mode() & 0o777 != mode {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| os_err("chmod", path, &e))?;
+        }
+        Ok((file, bound))
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -183,3 +183,35 @@ fn oversized_record_is_detected() {
     b.recv(&mut buf, Some(LONG)).unwrap();
     assert_eq!(buf, b"next");
 }
+
+/// A datagram socket bound in place: at its mode from the start, its address the path itself
+/// (peers like pmc answer to it), the process umask untouched.
+#[test]
+fn bound_in_place_has_its_mode_its_own_name_and_leaves_the_umask() {
+    use std::os::unix::net::UnixDatagram;
+
+    use crate::transport::sockfile::SocketFile;
+    let dir = TempDir::new("inplace");
+    // Safety: umask(2) takes no pointers; read it by setting it and putting it back.
+    let before = unsafe { libc::umask(0o022) };
+    // Safety: as above.
+    unsafe { libc::umask(before) };
+    for (name, access) in [
+        ("pub", SocketAccess::PUBLIC),
+        ("own", SocketAccess::OWNER_ONLY),
+    ] {
+        let path = dir.path().join(name);
+        let (file, sock) =
+            SocketFile::bind_in_place(&path, access, |p| UnixDatagram::bind(p)).unwrap();
+        let m = std::fs::symlink_metadata(&path).unwrap();
+        assert_eq!(m.mode() & 0o777, access.mode, "{name}");
+        let addr = sock.local_addr().unwrap();
+        assert_eq!(addr.as_pathname(), Some(path.as_path()));
+        assert!(SocketFile::bind_in_place(&path, access, |p| UnixDatagram::bind(p)).is_err());
+        drop(file);
+        assert!(!path.exists(), "removed on drop");
+    }
+    // Safety: as above.
+    let after = unsafe { libc::umask(before) };
+    assert_eq!(after, before, "the process umask is unchanged");
+}
