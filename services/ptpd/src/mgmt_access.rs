@@ -43,6 +43,17 @@ pub fn answer(
     }
 }
 
+/// Hands a SET from `uid` to the engine with that requester's privilege, without waiting: its
+/// outcome comes on the receiver. `None` if the engine cannot take it now (queue full, or gone).
+pub fn submit_set(
+    req: MgmtRequest,
+    uid: Option<u32>,
+    set: &SetAccess,
+) -> Option<crossbeam_channel::Receiver<Outcome>> {
+    let privileged = uid.is_some_and(|u| may_write(u, &set.privileged_uids));
+    set.engine.submit(req, privileged)
+}
+
 /// Why a session refused a write or a read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionError {

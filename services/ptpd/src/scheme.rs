@@ -71,6 +71,12 @@ impl FloodLimit {
         }
     }
 
+    /// Whether the budget has refilled by `now` (forgetting this client would give it nothing).
+    pub fn refilled(&self, now: Instant) -> bool {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens + dt * self.rate >= self.burst
+    }
+
     /// Whether a request arriving at `now` is within the budget (charged if so): for
     /// datagram servers, which drop what is beyond it rather than make everyone wait.
     pub fn admit(&mut self, now: Instant) -> bool {

@@ -149,7 +149,7 @@ impl MgmtSnapshot {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use ptp_ipc::PortState;
 
     use super::*;
@@ -181,7 +181,7 @@ mod tests {
         }
     }
 
-    fn snap() -> MgmtSnapshot {
+    pub(crate) fn snap() -> MgmtSnapshot {
         let q = ClockQuality {
             class: 248,
             accuracy: 0xFE,

@@ -58,6 +58,44 @@ impl MgmtHandle {
         self.ctl.send_timeout(msg, timeout).ok()?;
         answer.recv_timeout(timeout).ok()
     }
+
+    /// Hands `req` to the engine without waiting: its answer will come on the returned
+    /// receiver. `None` if the engine's queue is full or the engine is gone (nothing waits for
+    /// room: a transport serving many requesters must not stall on one request).
+    pub fn submit(&self, req: MgmtRequest, privileged: bool) -> Option<Receiver<Outcome>> {
+        let (reply, answer) = bounded(1);
+        let msg = Control::Manage {
+            req,
+            privileged,
+            reply,
+        };
+        self.ctl.try_send(msg).ok()?;
+        Some(answer)
+    }
+
+    /// A handle to an engine that takes requests and never answers them while the returned
+    /// guard lives (a busy engine, for the transports' tests).
+    #[cfg(test)]
+    pub(crate) fn stalled() -> (Self, StalledEngine) {
+        let (ctl, rx) = bounded(256);
+        (Self { ctl }, StalledEngine(rx))
+    }
+}
+
+/// Keeps a [`MgmtHandle::stalled`] engine's queue open.
+#[cfg(test)]
+pub(crate) struct StalledEngine(Receiver<Control>);
+
+#[cfg(test)]
+impl StalledEngine {
+    /// Answers the oldest waiting management request with `outcome`; false if none came
+    /// within `within`.
+    pub(crate) fn answer_one(&self, within: Duration, outcome: Outcome) -> bool {
+        match self.0.recv_timeout(within) {
+            Ok(Control::Manage { reply, .. }) => reply.try_send(outcome).is_ok(),
+            _ => false,
+        }
+    }
 }
 
 /// The longest the engine thread sleeps, so a stop request is seen promptly even without
