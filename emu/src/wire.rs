@@ -49,6 +49,9 @@ pub struct WireStats {
     pub overflow: u64,
     /// Frames that could not be sent (no peer yet, socket buffer full, peer gone).
     pub send_errors: u64,
+    /// Datagrams from others than the wire's peer (dropped): on a bound end, a HELLO from a
+    /// uid other than root or its own, or a frame from another address than the peer's.
+    pub foreign: u64,
 }
 
 /// A NIC's attachment to the wire.

@@ -20,11 +20,17 @@
 //! version, length mismatch) is counted in [`WireStats::malformed`] and dropped.
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use ptp_ipc::transport::SocketAccess;
+use ptp_ipc::transport::sockfile::{self, SocketFile};
 
 use super::{ArrivalQueue, Cable, WireFrame, WirePort, WireStats};
 
@@ -46,13 +52,36 @@ const BUSY_POLL_INTERVAL: Duration = Duration::from_micros(20);
 /// Default [`UnixDatagramWire::set_poll_interval`].
 const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(1);
 
+/// A sender's address as the bound end sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PeerName {
+    Path(PathBuf),
+    /// Linux abstract namespace ([`UnixDatagramWire::connect`] binds one): no file, so no
+    /// file mode keeps anyone from sending from or to it.
+    Abstract(Vec<u8>),
+}
+
+impl PeerName {
+    fn to_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Self::Path(p) => SocketAddr::from_pathname(p),
+            Self::Abstract(n) => SocketAddr::from_abstract_name(n),
+        }
+    }
+}
+
 /// Whom datagrams go to.
 #[derive(Debug)]
 enum Peer {
-    /// The socket is connected (socketpair end, [`UnixDatagramWire::connect`]).
+    /// The socket is connected (socketpair end, [`UnixDatagramWire::connect`]): the kernel
+    /// delivers only what its peer sends.
     Connected,
-    /// A bound socket that replies to the address of the last valid datagram.
-    Learned(Option<SocketAddr>),
+    /// A bound socket: sends to the peer learned from the last HELLO whose sender the kernel
+    /// says (SCM_CREDENTIALS) is root or `own_uid`, and takes frames only from that peer.
+    Learned {
+        own_uid: u32,
+        peer: Option<(PeerName, SocketAddr)>,
+    },
 }
 
 /// One end of a wire over a Unix `SOCK_DGRAM` socket. Non-blocking; never panics.
@@ -71,12 +100,15 @@ pub struct UnixDatagramWire {
     /// (net.unix.max_dgram_qlen, 10 by default) and would otherwise cap a flow at ~10 per poll.
     busy: bool,
     /// Socket file created by [`Self::bind`], removed on drop.
-    bound_path: Option<PathBuf>,
+    _file: Option<SocketFile>,
     /// The path [`Self::connect`] reached, to reconnect when the bound end restarts (its new
     /// socket is a new file: datagrams to the old one are refused).
     connect_path: Option<PathBuf>,
     /// Host monotonic time of the last reconnect attempt (attempts are rate-limited).
     last_reconnect: Option<std::time::Instant>,
+    /// A reconnect's HELLO could not be sent: send it before the next frame (the bound end
+    /// takes frames only from a peer that said HELLO).
+    hello_due: bool,
 }
 
 /// Reconnect attempts to a vanished bound end are at most this frequent.
@@ -138,9 +170,10 @@ impl UnixDatagramWire {
             tx_buf: Vec::new(),
             poll_interval: DEFAULT_POLL_INTERVAL,
             busy: false,
-            bound_path: None,
+            _file: None,
             connect_path: None,
             last_reconnect: None,
+            hello_due: false,
         })
     }
 
@@ -159,27 +192,38 @@ impl UnixDatagramWire {
         Self::with_socket(sock, Peer::Connected)
     }
 
-    /// Binds a socket at `path` (which must not exist). It sends to whoever sent the last
-    /// valid datagram (or HELLO) from an address it can reply to; until then transmitted
-    /// frames are dropped and counted in [`WireStats::send_errors`]. The socket file is
-    /// removed when the wire is dropped.
+    /// Binds a socket at `path`, its file mode 0600 from the moment it exists (the lab runs
+    /// every process as one uid). It sends to the peer that last said HELLO, if the kernel
+    /// says that sender is root or this process's uid, and takes frames only from that peer
+    /// (others are counted in [`WireStats::foreign`]); until a HELLO, transmitted frames are
+    /// dropped and counted in [`WireStats::send_errors`]. A socket file left by a process
+    /// that died is replaced; a live one (`AddrInUse`) or another kind of file is not. The
+    /// socket file is removed when the wire is dropped.
     pub fn bind(path: impl AsRef<Path>) -> io::Result<Self> {
         let path = path.as_ref();
-        // A socket file left by a killed process is stale when nothing answers it; a live one
-        // is refused rather than stolen.
-        if std::fs::symlink_metadata(path).is_ok() {
-            let probe = UnixDatagram::unbound()?;
-            match probe.connect(path) {
-                Ok(()) => return Err(io::ErrorKind::AddrInUse.into()),
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                    std::fs::remove_file(path)?;
-                }
-                Err(e) => return Err(e),
-            }
+        let live = |p: &Path| UnixDatagram::unbound().is_ok_and(|s| s.connect(p).is_ok());
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) && live(path) {
+            return Err(io::ErrorKind::AddrInUse.into());
         }
-        let sock = UnixDatagram::bind(path)?;
-        let mut w = Self::with_socket(sock, Peer::Learned(None))?;
-        w.bound_path = Some(path.to_path_buf());
+        sockfile::remove_stale(path, live).map_err(io::Error::other)?;
+        let mut bound = None;
+        let file = SocketFile::bind_private(path, SocketAccess::OWNER_ONLY, |tmp| {
+            bound = Some(UnixDatagram::bind(tmp)?);
+            Ok(())
+        })
+        .map_err(io::Error::other)?;
+        let sock = bound.ok_or_else(|| io::Error::other("wire socket not bound"))?;
+        pass_credentials(&sock)?;
+        // Safety: geteuid has no preconditions.
+        let own_uid = unsafe { libc::geteuid() };
+        let mut w = Self::with_socket(
+            sock,
+            Peer::Learned {
+                own_uid,
+                peer: None,
+            },
+        )?;
+        w._file = Some(file);
         Ok(w)
     }
 
@@ -220,7 +264,11 @@ impl UnixDatagramWire {
             return false;
         }
         self.last_reconnect = Some(now);
-        self.sock.connect(path).is_ok() && self.hello().is_ok()
+        if self.sock.connect(path).is_err() {
+            return false;
+        }
+        self.hello_due = self.hello().is_err();
+        !self.hello_due
     }
 
     /// Replaces the cable towards this end (builder style).
@@ -242,17 +290,48 @@ impl UnixDatagramWire {
         self.poll_interval = every;
     }
 
+    /// Whether a datagram from `from`, sent by `uid`, is taken. A HELLO is (and teaches its
+    /// address) only from root or our own uid; a frame only from the learned peer. On a
+    /// connected socket the kernel has already checked the sender.
+    fn admit(
+        peer: &mut Peer,
+        stats: &mut WireStats,
+        hello: bool,
+        from: Option<PeerName>,
+        uid: Option<u32>,
+    ) -> bool {
+        let Peer::Learned { own_uid, peer } = peer else {
+            return true;
+        };
+        let ok = if hello {
+            let trusted = uid.is_some_and(|u| u == 0 || u == *own_uid);
+            match from.map(|f| f.to_addr().map(|a| (f, a))) {
+                Some(Ok(learned)) if trusted => {
+                    *peer = Some(learned);
+                    true
+                }
+                _ => false,
+            }
+        } else {
+            from.is_some() && peer.as_ref().map(|(n, _)| n) == from.as_ref()
+        };
+        if !ok {
+            stats.foreign += 1;
+        }
+        ok
+    }
+
     /// Reads every datagram waiting in the socket (bounded per call) into the queue.
     fn drain(&mut self) {
         self.busy = false;
         for _ in 0..DRAIN_PER_POLL {
-            let (n, from) = match self.peer {
+            let (n, from, uid) = match self.peer {
                 Peer::Connected => match self.sock.recv(&mut self.rx_buf) {
-                    Ok(n) => (n, None),
+                    Ok(n) => (n, None, None),
                     Err(_) => return,
                 },
-                Peer::Learned(_) => match self.sock.recv_from(&mut self.rx_buf) {
-                    Ok((n, a)) => (n, Some(a)),
+                Peer::Learned { .. } => match recv_with_cred(&self.sock, &mut self.rx_buf) {
+                    Ok(r) => r,
                     Err(_) => return,
                 },
             };
@@ -264,12 +343,7 @@ impl UnixDatagramWire {
                 self.stats.malformed += 1;
                 continue;
             };
-            if let (Peer::Learned(peer), Some(from)) = (&mut self.peer, from)
-                && (from.as_pathname().is_some() || from.as_abstract_name().is_some())
-            {
-                *peer = Some(from);
-            }
-            if hello {
+            if !Self::admit(&mut self.peer, &mut self.stats, hello, from, uid) || hello {
                 continue;
             }
             let Some(arrival_ns) = self.cable.carry(dep) else {
@@ -294,10 +368,16 @@ impl WirePort for UnixDatagramWire {
             self.stats.send_errors += 1;
             return;
         }
+        if self.hello_due {
+            self.hello_due = self.hello().is_err();
+        }
         let mut sent = match &self.peer {
             Peer::Connected => self.sock.send(&self.tx_buf),
-            Peer::Learned(Some(to)) => self.sock.send_to_addr(&self.tx_buf, to),
-            Peer::Learned(None) => Err(io::ErrorKind::NotConnected.into()),
+            Peer::Learned {
+                peer: Some((_, to)),
+                ..
+            } => self.sock.send_to_addr(&self.tx_buf, to),
+            Peer::Learned { peer: None, .. } => Err(io::ErrorKind::NotConnected.into()),
         };
         if let Err(e) = &sent
             && matches!(
@@ -352,12 +432,93 @@ impl std::os::fd::AsFd for UnixDatagramWire {
     }
 }
 
-impl Drop for UnixDatagramWire {
-    fn drop(&mut self) {
-        if let Some(p) = self.bound_path.take() {
-            let _ = std::fs::remove_file(p);
+/// Asks the kernel to attach the sender's credentials to every datagram received.
+fn pass_credentials(sock: &UnixDatagram) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // Safety: the fd is a live socket owned by `sock`; the option value is a c_int that
+    // outlives the call, and its size is passed with it.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&raw const on).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// One datagram (non-blocking): its length, the sender's address (`None`: unnamed) and the
+/// sender's uid from SCM_CREDENTIALS (`None` if the kernel attached none).
+fn recv_with_cred(
+    sock: &UnixDatagram,
+    buf: &mut [u8],
+) -> io::Result<(usize, Option<PeerName>, Option<u32>)> {
+    // Safety: sockaddr_un is a plain C struct; all-zero is a valid (empty) value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    // Safety: msghdr is a plain C struct (null pointers, zero lengths); filled in below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // u64 elements: cmsghdr alignment. Room for one SCM_CREDENTIALS (32 bytes) and more.
+    let mut control = [0u64; 16];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    msg.msg_name = (&raw mut addr).cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of_val(&control);
+    // Safety: every pointer in `msg` refers to a live local (`addr`, `iov` over `buf`,
+    // `control`) with the length given beside it; recvmsg writes only within those.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &raw mut msg, libc::MSG_DONTWAIT) };
+    let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+    Ok((n, peer_name(&addr, msg.msg_namelen), sender_uid(&msg)))
+}
+
+/// A sender's address: a pathname, an abstract name, or `None` (unnamed).
+fn peer_name(addr: &libc::sockaddr_un, len: libc::socklen_t) -> Option<PeerName> {
+    let base = std::mem::offset_of!(libc::sockaddr_un, sun_path);
+    let len = (len as usize).checked_sub(base)?.min(addr.sun_path.len());
+    let raw: Vec<u8> = addr.sun_path[..len].iter().map(|&c| c as u8).collect();
+    match raw.split_first() {
+        None => None,
+        Some((0, name)) => Some(PeerName::Abstract(name.to_vec())),
+        Some(_) => {
+            let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+            let path = std::ffi::OsStr::from_bytes(&raw[..end]);
+            Some(PeerName::Path(PathBuf::from(path)))
         }
     }
+}
+
+/// The uid in a received message's SCM_CREDENTIALS, if any.
+fn sender_uid(msg: &libc::msghdr) -> Option<u32> {
+    // Safety: `msg` was filled by recvmsg, so its control buffer and length describe the
+    // control messages the kernel wrote; CMSG_FIRSTHDR/NXTHDR stay within them, and a
+    // ucred is read (unaligned) only from a header of that type whose length covers it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            let h = &*c;
+            let need = libc::CMSG_LEN(size_of::<libc::ucred>() as u32) as usize;
+            if h.cmsg_level == libc::SOL_SOCKET
+                && h.cmsg_type == libc::SCM_CREDENTIALS
+                && h.cmsg_len as usize >= need
+            {
+                let cred: libc::ucred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                return Some(cred.uid);
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -497,5 +658,137 @@ mod tests {
         a.transmit(&[2], 0);
         assert_eq!(b.poll_rx(u64::MAX).unwrap().data, [2]);
         assert_eq!(b.stats().lost, 1);
+    }
+
+    fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !f() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn mode(p: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_restarted_connecting_end_is_learned_and_strangers_are_not_heard() {
+        let path = tmp_path("relearn");
+        let _ = std::fs::remove_file(&path);
+        let mut server = UnixDatagramWire::bind(&path).unwrap();
+        assert_eq!(mode(&path), 0o600, "the lab runs every process as one uid");
+        let old = UnixDatagramWire::connect(&path).unwrap();
+        assert_eq!(server.poll_rx(u64::MAX), None);
+        // The connecting end's NIC restarts: a new socket, a new address, a new HELLO.
+        drop(old);
+        let mut new = UnixDatagramWire::connect(&path).unwrap();
+        assert_eq!(server.poll_rx(u64::MAX), None);
+        server.transmit(b"to the new one", 10);
+        wait_for("the new peer hears the bound end", || {
+            new.poll_rx(u64::MAX).is_some()
+        });
+        // Strangers that said no HELLO (even of our uid) are not heard, unnamed or named.
+        let frame = encode_datagram(b"stranger", 0).unwrap();
+        UnixDatagram::unbound()
+            .unwrap()
+            .send_to(&frame, &path)
+            .unwrap();
+        let name = format!("ptp-wire-test/{}/stranger", std::process::id());
+        let named =
+            UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name).unwrap()).unwrap();
+        named.send_to(&frame, &path).unwrap();
+        new.transmit(b"from the peer", 20);
+        assert_eq!(server.poll_rx(u64::MAX).unwrap().data, b"from the peer");
+        assert_eq!(server.poll_rx(u64::MAX), None);
+        assert_eq!(server.stats().foreign, 2);
+    }
+
+    /// A sockaddr_un for `name` (abstract if `abstract_ns`), built before a fork.
+    fn raw_addr(name: &[u8], abstract_ns: bool) -> (libc::sockaddr_un, libc::socklen_t) {
+        // Safety: all-zero bytes are a valid sockaddr_un.
+        let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let skip = usize::from(abstract_ns);
+        assert!(name.len() + skip < a.sun_path.len());
+        for (d, &s) in a.sun_path[skip..].iter_mut().zip(name) {
+            *d = s as libc::c_char;
+        }
+        let len = std::mem::offset_of!(libc::sockaddr_un, sun_path) + skip + name.len();
+        (a, (len + usize::from(!abstract_ns)) as libc::socklen_t)
+    }
+
+    /// Runs `sleep` as uid/gid `uid` after it sent `datagrams` to `to` from an abstract
+    /// address of its own (which the sleeping process keeps). The errno of a failed send comes
+    /// back as the spawn's error.
+    fn send_as(uid: u32, to: &Path, datagrams: Vec<Vec<u8>>) -> io::Result<std::process::Child> {
+        use std::os::unix::process::CommandExt;
+        let (dst, dst_len) = raw_addr(to.as_os_str().as_bytes(), false);
+        let me = format!("ptp-wire-test/{}/uid{uid}", std::process::id());
+        let (src, src_len) = raw_addr(me.as_bytes(), true);
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("5").uid(uid).gid(uid);
+        // Safety: the closure runs in the forked child after the uid switch and before exec;
+        // it makes only async-signal-safe syscalls (socket, bind, sendto) on data prepared
+        // before the fork, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM, 0);
+                if fd < 0 || libc::bind(fd, (&raw const src).cast(), src_len) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                for d in &datagrams {
+                    let to = (&raw const dst).cast();
+                    if libc::sendto(fd, d.as_ptr().cast(), d.len(), 0, to, dst_len) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        cmd.spawn()
+    }
+
+    /// Issue 23: the bound end answered whoever sent last, and its mode came from the umask.
+    #[test]
+    fn a_hello_or_frame_from_another_uid_does_not_redirect_the_bound_end() {
+        // Safety: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(
+            euid, 0,
+            "needs root (sends as uid 65534); run the tests as root, or skip this one with \
+             `-- --skip a_hello_or_frame_from_another_uid`"
+        );
+        let path = tmp_path("foreign");
+        let _ = std::fs::remove_file(&path);
+        let mut server = UnixDatagramWire::bind(&path).unwrap();
+        let mut client = UnixDatagramWire::connect(&path).unwrap();
+        assert_eq!(server.poll_rx(u64::MAX), None);
+        let mut hello = Vec::new();
+        encode_into(&mut hello, &[], 0, FLAG_HELLO);
+        let intruder = || vec![hello.clone(), encode_datagram(b"intruder", 0).unwrap()];
+        // The socket file keeps other uids out...
+        assert_eq!(mode(&path), 0o600);
+        let refused = send_as(65534, &path, intruder()).unwrap_err();
+        assert_eq!(refused.raw_os_error(), Some(libc::EACCES), "{refused}");
+        // ...and were it open to them (an abstract address, a wider mode), the kernel's word
+        // on the sender still decides: uid 65534's HELLO teaches nothing, its frame is dropped.
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o666))
+            .unwrap();
+        let mut held = send_as(65534, &path, intruder()).expect("sent as uid 65534");
+        let mut got = Vec::new();
+        wait_for("the intruder's datagrams read", || {
+            got.extend(server.poll_rx(u64::MAX));
+            server.stats().foreign == 2
+        });
+        assert!(got.is_empty(), "took a frame from uid 65534: {got:?}");
+        server.transmit(b"to the client", 10);
+        wait_for("the legitimate peer still hears the bound end", || {
+            client.poll_rx(u64::MAX).is_some()
+        });
+        assert_eq!(server.stats().send_errors, 0);
+        let _ = held.kill();
+        let _ = held.wait();
     }
 }
