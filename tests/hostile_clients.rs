@@ -7,13 +7,20 @@
 //! measured first in the same test; ptpd's RSS at the end stays within a margin of its RSS at
 //! the start; and its counters show what it refused, rejected and held back.
 //!
-//! Runs as any user: the limits it meets (128 connections, the flood limits) bind root too.
+//! The management flooder runs as uid 65534 (the flood limit is per uid, so a flooder of the
+//! polite client's own uid would rightly starve it), and the per-uid and non-root client
+//! limits are met by processes of unprivileged uids (issue 23): those tests need root to
+//! switch uid, and fail rather than pass without it.
 
 mod common;
 
+use std::collections::HashMap;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -294,29 +301,6 @@ fn flooding_client(socket: PathBuf, stop: Arc<AtomicBool>, seen: Arc<Seen>) {
     }
 }
 
-/// Floods the management socket from its own path (valid GETs and garbage), never reading.
-fn mgmt_flooder(server: PathBuf, me: PathBuf, stop: Arc<AtomicBool>, seen: Arc<Seen>) {
-    let _ = std::fs::remove_file(&me);
-    let s = UnixDatagram::bind(&me).unwrap();
-    s.set_nonblocking(true).unwrap();
-    let get = mgmt_get(9);
-    while !stop.load(Ordering::Relaxed) {
-        for m in [&get[..], &[0x0D, 0x02, 0, 9][..], &[0xFF; 100][..]] {
-            match s.send_to(m, &server) {
-                Ok(_) => {
-                    seen.mgmt_flood_sent.fetch_add(1, Ordering::Relaxed);
-                }
-                // The server's queue is full: it is busy with us; try again at once.
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                Err(e) => panic!("management flood: {e}"),
-            }
-        }
-        // Its answers are never read: drain them so the flood goes on.
-        let mut b = [0u8; 1500];
-        while s.recv(&mut b).is_ok() {}
-    }
-}
-
 /// A client calling back to back (each request after the answer to the one before, as
 /// `ptpctl bench` does) faster than the flood limit is not held back by it.
 fn sequential_client_is_not_throttled(c: &Client) {
@@ -378,9 +362,12 @@ fn spawn<F: FnOnce() + Send + 'static>(f: F) -> JoinHandle<()> {
 
 #[test]
 fn ptpd_serves_a_polite_client_through_a_crowd_of_hostile_ones() {
+    require_root("ptpd_serves_a_polite_client_through_a_crowd_of_hostile_ones");
     let rig = Rig::start();
     let socket = rig.paths.socket.clone();
-    let (pmc_polite, pmc_flood) = (rig.paths.dir.join("polite"), rig.paths.dir.join("flood"));
+    let pmc_polite = rig.paths.dir.join("polite");
+    let nobody_dir = dir_for(&rig, NOBODY);
+    open_path_to(&rig.mgmt);
     wait_mgmt(&rig.mgmt, &pmc_polite);
     let polite = Client::connect(&socket).unwrap();
     // Unloaded: the polite clients' own latency, and ptpd's memory after the same warm-up.
@@ -413,8 +400,9 @@ fn ptpd_serves_a_polite_client_through_a_crowd_of_hostile_ones() {
     let (s, st, se) = (socket.clone(), stop.clone(), seen.clone());
     let flood_start = Instant::now();
     hostile.push(spawn(move || flooding_client(s, st, se)));
-    let (m, st, se) = (rig.mgmt.clone(), stop.clone(), seen.clone());
-    hostile.push(spawn(move || mgmt_flooder(m, pmc_flood, st, se)));
+    // The management flooder is uid 65534: the flood limit is per uid.
+    let secs = LOAD.as_secs_f64() + 0.5;
+    let mgmt_flooder = role_as(NOBODY, "mgmt-flood", &[&rig.mgmt, &nobody_dir], secs);
 
     // Loaded: the same polite clients, answers checked as before.
     let t0 = Instant::now();
@@ -432,6 +420,8 @@ fn ptpd_serves_a_polite_client_through_a_crowd_of_hostile_ones() {
     for h in hostile {
         h.join().unwrap();
     }
+    let flood = role_result(mgmt_flooder, Duration::from_secs(60));
+    seen.mgmt_flood_sent.store(flood["sent"], Ordering::Relaxed);
     let flood_time = flood_start.elapsed();
     drop(crowd);
     report_and_check(
@@ -572,4 +562,318 @@ fn an_oversized_request_gets_einval_and_the_connection_stays() {
         ClockReply::decode(&buf),
         Ok(ClockReply::Count { clocks: 1 })
     );
+}
+
+// ---- Other uids (issue 23): every limit above was met as root only. ----
+
+const NOBODY: u32 = 65534;
+/// Set in the environment of this test binary when it is re-run as another uid to play a
+/// hostile client (see `hostile_role`).
+const ROLE_ENV: &str = "REDOX_PTP_HOSTILE_ROLE";
+
+fn require_root(test: &str) {
+    // Safety: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "needs root (runs clients as other uids); run the tests as root, or skip this one \
+         with `-- --skip {test}`"
+    );
+}
+
+/// Lets every user reach `p` (directories from `p` up to the temporary directory get 0755).
+fn open_path_to(p: &Path) {
+    let mut p = p.to_path_buf();
+    while let Some(parent) = p.parent() {
+        if parent == std::env::temp_dir() {
+            break;
+        }
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p = parent.to_path_buf();
+    }
+}
+
+/// A directory under `rig`'s that uid `uid` owns (for the sockets it binds), reachable by it.
+fn dir_for(rig: &Rig, uid: u32) -> PathBuf {
+    let d = rig.paths.dir.join(format!("uid{uid}"));
+    std::fs::create_dir_all(&d).unwrap();
+    std::os::unix::fs::chown(&d, Some(uid), Some(uid)).unwrap();
+    open_path_to(&d.join("x"));
+    d
+}
+
+/// This test binary, re-run as `uid` in role `role` (see `hostile_role`) for at most `secs`.
+fn role_as(uid: u32, role: &str, args: &[&Path], secs: f64) -> Child {
+    let exe = std::env::current_exe().unwrap();
+    let mut spec = vec![role.to_string(), secs.to_string()];
+    spec.extend(args.iter().map(|p| p.display().to_string()));
+    Command::new(exe)
+        .args(["--exact", "hostile_role", "--nocapture", "--test-threads=1"])
+        .env(ROLE_ENV, spec.join("\n"))
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The `key=value` numbers a role printed on its `ROLE-RESULT` line (bounded wait).
+fn role_result(mut c: Child, within: Duration) -> HashMap<String, u64> {
+    let t = Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if t.elapsed() > within {
+            let _ = c.kill();
+            panic!("a hostile role ran over {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = c.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "hostile role failed:\n{text}");
+    let line = text
+        .lines()
+        .find_map(|l| l.split_once("ROLE-RESULT ").map(|(_, r)| r))
+        .unwrap_or_else(|| panic!("no result from the hostile role:\n{text}"));
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect()
+}
+
+/// Not a test in a normal run (it returns at once): the hostile clients that must run as
+/// another uid, when this binary is re-run by `role_as`.
+#[test]
+fn hostile_role() {
+    let Ok(spec) = std::env::var(ROLE_ENV) else {
+        return;
+    };
+    let mut it = spec.lines();
+    let (role, secs) = (it.next().unwrap(), it.next().unwrap());
+    let until = Instant::now() + Duration::from_secs_f64(secs.parse().unwrap());
+    let args: Vec<PathBuf> = it.map(PathBuf::from).collect();
+    let result = match role {
+        "mgmt-flood" => mgmt_flood_role(&args[0], &args[1], until),
+        "mgmt-rotate" => mgmt_rotate_role(&args[0], &args[1], until),
+        _ => panic!("unknown role {role}"),
+    };
+    println!("ROLE-RESULT {result}");
+}
+
+/// Floods the management socket from one bound path (valid GETs and garbage), draining the
+/// answers it gets, until `until`.
+fn mgmt_flood_role(server: &Path, dir: &Path, until: Instant) -> String {
+    let me = dir.join("flood");
+    let _ = std::fs::remove_file(&me);
+    let s = UnixDatagram::bind(&me).unwrap();
+    s.set_nonblocking(true).unwrap();
+    let get = mgmt_get(9);
+    let mut sent = 0u64;
+    while Instant::now() < until {
+        for m in [&get[..], &[0x0D, 0x02, 0, 9][..], &[0xFF; 100][..]] {
+            match s.send_to(m, server) {
+                Ok(_) => sent += 1,
+                // The server's queue is full: it is busy with us; try again at once.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("management flood: {e}"),
+            }
+        }
+        let mut b = [0u8; 1500];
+        while s.recv(&mut b).is_ok() {}
+    }
+    format!("sent={sent}")
+}
+
+/// GETs in batches of 50, each batch from a newly bound path (the way around a limit keyed by
+/// the sender's address), collecting each batch's answers (until 10 ms pass without one).
+fn mgmt_rotate_role(server: &Path, dir: &Path, until: Instant) -> String {
+    let (t0, mut sent, mut answered, mut k) = (Instant::now(), 0u64, 0u64, 0u64);
+    let mut b = [0u8; 1500];
+    while Instant::now() < until {
+        let me = dir.join(format!("r{k}"));
+        k += 1;
+        let s = UnixDatagram::bind(&me).unwrap();
+        s.set_nonblocking(true).unwrap();
+        let mut got = 0;
+        // Read as we go: ptpd drops the replies a full socket cannot take.
+        let mut drain = |got: &mut u64| {
+            while s.recv(&mut b).is_ok() {
+                *got += 1;
+            }
+        };
+        for seq in 0..50 {
+            while let Err(e) = s.send_to(&mgmt_get(seq), server) {
+                assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}");
+                drain(&mut got);
+                std::thread::yield_now();
+            }
+            sent += 1;
+            drain(&mut got);
+        }
+        let mut last = Instant::now();
+        while got < 50 && last.elapsed() < Duration::from_millis(10) {
+            let before = got;
+            drain(&mut got);
+            if got > before {
+                last = Instant::now();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        answered += got;
+        drop(s);
+        let _ = std::fs::remove_file(&me);
+    }
+    let ms = t0.elapsed().as_millis();
+    format!("sent={sent} answered={answered} ms={ms} paths={k}")
+}
+
+/// Issue 23: the management flood limit was keyed by the sender's bound path, so a flooder
+/// binding a new path for every 50 requests had every one answered.
+#[test]
+fn a_management_flooder_of_another_uid_is_limited_whatever_its_address() {
+    require_root("a_management_flooder_of_another_uid_is_limited_whatever_its_address");
+    let rig = Rig::start();
+    let polite = rig.paths.dir.join("polite");
+    wait_mgmt(&rig.mgmt, &polite);
+    let dir = dir_for(&rig, NOBODY);
+    open_path_to(&rig.mgmt);
+    let flooder = role_as(NOBODY, "mgmt-rotate", &[&rig.mgmt, &dir], 3.0);
+    // Root is answered meanwhile: its budget is its own.
+    let mut lat = polite_mgmt_client(&rig.mgmt, &polite, 50, Duration::from_secs(5));
+    let r = role_result(flooder, Duration::from_secs(60));
+    let (sent, answered, ms) = (r["sent"], r["answered"], r["ms"]);
+    // ptpd answers one uid 1000 requests/s after a burst of 100 (mgmt_socket.rs
+    // SENDER_RATE_PER_S, SENDER_BURST); 10 % more for the edges of the run.
+    let cap = (100 + ms) * 11 / 10;
+    eprintln!(
+        "rotating flooder (uid {NOBODY}): {sent} sent from {} paths in {ms} ms, {answered} \
+         answered (cap {cap}); polite root p99 {:?}",
+        r["paths"],
+        quantile(&mut lat, 0.99)
+    );
+    assert!(
+        sent >= 2 * cap,
+        "the flooder sent too little to tell: {sent}"
+    );
+    assert!(
+        answered <= cap,
+        "the flooder got {answered} answers (cap {cap})"
+    );
+}
+
+/// A sockaddr_un for `p`, built before a fork.
+fn sockaddr(p: &Path) -> (libc::sockaddr_un, libc::socklen_t) {
+    use std::os::unix::ffi::OsStrExt;
+    // Safety: all-zero bytes are a valid sockaddr_un.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let b = p.as_os_str().as_bytes();
+    assert!(b.len() < a.sun_path.len());
+    for (d, &s) in a.sun_path.iter_mut().zip(b) {
+        *d = s as libc::c_char;
+    }
+    let len = std::mem::offset_of!(libc::sockaddr_un, sun_path) + b.len() + 1;
+    (a, len as libc::socklen_t)
+}
+
+/// A process of another uid holding clock connections; killed on drop.
+struct Held(Child);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `n` connections to `socket` from a process of uid `uid`, held open by a `sleep`. They are
+/// made before it execs, so ptpd has them queued before anything that connects later.
+fn hold_clients_as(uid: u32, socket: &Path, n: usize) -> Held {
+    let (addr, len) = sockaddr(socket);
+    let mut cmd = Command::new("sleep");
+    cmd.arg("60")
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    // Safety: the closure runs in the forked child after the uid switch and before exec; it
+    // makes only async-signal-safe syscalls (socket, connect) on data prepared before the
+    // fork, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            for _ in 0..n {
+                // No CLOEXEC: the connection outlives exec, held by `sleep`.
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
+                if fd < 0 || libc::connect(fd, (&raw const addr).cast(), len) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    Held(
+        cmd.spawn()
+            .unwrap_or_else(|e| panic!("uid {uid} connecting: {e}")),
+    )
+}
+
+/// `ptplab ptpctl --socket SOCKET get` as `uid`: `Ok` if served, else its stderr.
+fn ptpctl_get_as(uid: u32, socket: &Path) -> Result<(), String> {
+    let out = Command::new(exe())
+        .args(["ptpctl", "--socket"])
+        .arg(socket)
+        .arg("get")
+        .uid(uid)
+        .gid(uid)
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn assert_busy(uid: u32, socket: &Path, why: &str, rig: &Rig) {
+    match ptpctl_get_as(uid, socket) {
+        Err(e) if e.contains("EBUSY") => {}
+        other => panic!("uid {uid} ({why}): {other:?}, not EBUSY\n{}", rig.logs()),
+    }
+}
+
+/// README "Who may do what": at most 16 concurrent clients per uid, 64 in all for uids other
+/// than root, 128 in all; met here by processes of unprivileged uids (the other tests here
+/// connect as root only).
+#[test]
+fn unprivileged_uids_meet_the_per_uid_and_non_root_client_limits() {
+    require_root("unprivileged_uids_meet_the_per_uid_and_non_root_client_limits");
+    let rig = Rig::start();
+    let socket = rig.paths.socket.clone();
+    open_path_to(&socket);
+    let root = Client::connect(&socket).unwrap();
+    // 16 of uid 65534 are served; its 17th is refused while another uid still gets in.
+    let mut held = vec![hold_clients_as(NOBODY, &socket, 16)];
+    assert_busy(NOBODY, &socket, "its 17th connection", &rig);
+    ptpctl_get_as(NOBODY - 1, &socket)
+        .unwrap_or_else(|e| panic!("uid {} refused: {e}\n{}", NOBODY - 1, rig.logs()));
+    assert_eq!(root.status(0).unwrap().clients_refused, 1);
+    // 64 of uids other than root (16 each of 4): a fifth uid is refused, root is not.
+    for uid in NOBODY - 3..NOBODY {
+        held.push(hold_clients_as(uid, &socket, 16));
+    }
+    assert_busy(NOBODY - 4, &socket, "the 65th client not root", &rig);
+    let late_root = Client::connect(&socket).unwrap();
+    late_root.get(0).expect("root served beyond 64 others");
+    assert_eq!(root.status(0).unwrap().clients_refused, 2);
+    // One uid's 16 go: the fifth uid gets in (it was the total that refused it).
+    held.pop();
+    let t = Instant::now();
+    while let Err(e) = ptpctl_get_as(NOBODY - 4, &socket) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "uid {} still refused after 16 left: {e}",
+            NOBODY - 4
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
