@@ -316,40 +316,11 @@ impl SeqpacketConn {
     }
 }
 
-/// SO_PEERGROUPS (Linux ≥ 4.13; the value of every architecture but mips and sparc, which
-/// this project does not build for).
-const SO_PEERGROUPS: c_int = 59;
-/// Upper bound of supplementary groups read (Linux's NGROUPS_MAX is 65536; a peer with more
-/// than this is judged by the first ones).
-const MAX_PEER_GROUPS: usize = 256;
-
 impl SeqpacketConn {
     /// The peer's supplementary groups as the kernel recorded them at connect(2)
-    /// (SO_PEERGROUPS); none if it has more than [`MAX_PEER_GROUPS`] (then only its primary gid,
-    /// in [`PeerCred`], can count).
+    /// ([`super::sockfile::peer_groups`]).
     pub fn peer_groups(&self) -> Result<Vec<u32>, TransportError> {
-        let mut groups = vec![0u32; MAX_PEER_GROUPS];
-        let mut len = std::mem::size_of_val(groups.as_slice()) as libc::socklen_t;
-        // Safety: `groups` is writable for `len` bytes, and `len` is valid and writable.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                SO_PEERGROUPS,
-                groups.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            // ERANGE: more groups than the buffer holds, and nothing was filled in.
-            if e.raw_os_error() == Some(libc::ERANGE) {
-                return Ok(Vec::new());
-            }
-            return Err(os_err("getsockopt(SO_PEERGROUPS)", None, &e));
-        }
-        groups.truncate(len as usize / std::mem::size_of::<u32>());
-        Ok(groups)
+        super::sockfile::peer_groups(self.fd.as_fd())
     }
 }
 
