@@ -4,7 +4,7 @@
 //! ptplab devhost (--socket-fd N | --listen PATH) [--link-speed 10|100|1000|2500] [--report PATH]
 //!                [--emulate i225|i226] [igcd's emulation options: --wire, --cable-delay-ns,
 //!                 --cable-jitter-ns, --cable-loss, --stamp-quantum-ns, --stamp-jitter-ns,
-//!                 --seed, --osc-ppm, --truth, --name]
+//!                 --seed, --osc-ppm, --truth, --name] [--allow-uid UID] [--allow-gid GID]
 //! ```
 //! `N` is this process's end of the stream socket whose other end QEMU holds as
 //! `-device x-pci-proxy-dev,fd=…`. The model is built exactly as `igcd --emulate` builds it
@@ -15,13 +15,25 @@
 //! Serving ends when QEMU closes the socket (not with --listen) or on SIGTERM/SIGINT; then the
 //! report (JSON) is written: the proxy counters, every BAR0 offset the guest touched and every
 //! access to an offset the model does not implement.
+//!
+//! Who may drive the model (`--listen`): whoever connects can reset it, steer its PHC and
+//! have it DMA into memory of theirs, so the rule is igcd's for its driver channel — root,
+//! this process's uid, and `--allow-uid`/`--allow-gid`. The socket file is created at its final
+//! mode whatever the umask (0600, or 0660 with group GID; owner UID if given), and each
+//! connection's SO_PEERCRED/SO_PEERGROUPS is checked at accept: anyone else is closed unserved
+//! (logged, at most once a second). An admitted driver must set up within 2 s and is dropped
+//! after 10 s of silence ([`ServerOptions`]), so no peer can hold the one-client service.
 
 use std::ffi::OsString;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use intel_common::daemon::access::ChannelAccess;
+use ptp_ipc::transport::sockfile::{self, SocketFile};
 
 use ptp_emu::igc::{BAR0_LEN, I225, LinkSpeed};
 use ptp_emu::proxy::{ServeStats, Server, ServerOptions};
@@ -40,7 +52,8 @@ struct DevhostArgs {
 }
 
 const USAGE: &str = "usage: ptplab devhost (--socket-fd N | --listen PATH) [--link-speed 10|100|1000|2500] \
-[--report PATH] [igcd --emulate options: --emulate, --wire, --cable-*, --stamp-*, --seed, --osc-ppm, --truth, --name]";
+[--report PATH] [igcd --emulate options: --emulate, --wire, --cable-*, --stamp-*, --seed, --osc-ppm, --truth, --name] \
+[--allow-uid UID] [--allow-gid GID]";
 
 fn parse_speed(s: &str) -> Result<LinkSpeed, String> {
     Ok(match s {
@@ -145,16 +158,16 @@ fn run(a: DevhostArgs) -> Result<(), String> {
     install_signals();
     let (server, result) = match &a.listen {
         Some(path) => {
-            // A stale socket file of an earlier run would make bind fail.
-            let _ = std::fs::remove_file(path);
-            let l = UnixListener::bind(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let access = ChannelAccess::for_this_process(&opts);
+            let (listener, _file) = listen(path, &access)?;
             log::info!(
-                "{name}: serving {} to drivers at {}",
+                "{name}: serving {} to drivers at {} ({access} may connect)",
                 nic.part_name(),
                 path.display()
             );
             let mut server = Server::detached(nic, ServerOptions::default());
-            let r = server.run_listening(&l, &STOP);
+            let mut admission = Admission::new(access);
+            let r = server.run_listening(&listener, &STOP, &mut |s| admission.admit(s));
             (server, r)
         }
         None => {
@@ -179,6 +192,83 @@ fn run(a: DevhostArgs) -> Result<(), String> {
         std::fs::write(p, text).map_err(|e| format!("--report {}: {e}", p.display()))?;
     }
     result.map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// Binds `path` at its final owner and mode (`access`), whatever the umask: through a private
+/// directory ([`SocketFile::bind_private`]). A stale socket file of an earlier run is removed
+/// first, but only if nothing answers there (a live device host is never displaced).
+fn listen(path: &Path, access: &ChannelAccess) -> Result<(UnixListener, SocketFile), String> {
+    sockfile::remove_stale(path, |p| UnixStream::connect(p).is_ok()).map_err(|e| e.to_string())?;
+    let mut listener = None;
+    let file = SocketFile::bind_private(path, access.socket_access(), |tmp| {
+        listener = Some(UnixListener::bind(tmp)?);
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    let listener = listener.ok_or_else(|| format!("{}: not bound", path.display()))?;
+    Ok((listener, file))
+}
+
+/// The admission check at accept: SO_PEERCRED (and SO_PEERGROUPS) against igcd's channel rule.
+struct Admission {
+    access: ChannelAccess,
+    /// Refusals not yet logged, and when the last log line was written.
+    unlogged: u64,
+    last_log: Option<Instant>,
+}
+
+/// At most one log line per this interval about refused peers (a flood cannot fill the log).
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Admission {
+    fn new(access: ChannelAccess) -> Self {
+        Self {
+            access,
+            unlogged: 0,
+            last_log: None,
+        }
+    }
+
+    fn admit(&mut self, s: &UnixStream) -> bool {
+        let cred = match sockfile::peer_cred(s.as_fd()) {
+            Ok(c) => c,
+            Err(e) => {
+                self.refused(format_args!("a peer whose credentials are unknown ({e})"));
+                return false;
+            }
+        };
+        let mut gids = sockfile::peer_groups(s.as_fd()).unwrap_or_default();
+        gids.push(cred.gid);
+        if self.access.permits(cred.uid, &gids) {
+            log::info!("proxy: driver pid {} uid {} admitted", cred.pid, cred.uid);
+            return true;
+        }
+        let access = self.access;
+        self.refused(format_args!(
+            "pid {} uid {} gid {} (only {access} may drive this NIC)",
+            cred.pid, cred.uid, cred.gid
+        ));
+        false
+    }
+
+    /// Logs a refusal, rate-limited: the first at once, then at most one line per interval
+    /// with the number refused since.
+    fn refused(&mut self, who: std::fmt::Arguments<'_>) {
+        self.unlogged += 1;
+        let now = Instant::now();
+        if self
+            .last_log
+            .is_some_and(|t| now.duration_since(t) < REFUSAL_LOG_INTERVAL)
+        {
+            return;
+        }
+        log::warn!(
+            "proxy: refused {who}; closed unserved ({} refused since the last such line)",
+            self.unlogged
+        );
+        self.unlogged = 0;
+        self.last_log = Some(now);
+    }
 }
 
 /// The report: proxy counters, model counters, every BAR0 offset the guest touched and the
@@ -208,6 +298,9 @@ fn report(s: &ServeStats, nic: &I225, latencies: &[u64]) -> serde_json::Value {
         "sysmem_syncs": s.sysmem_syncs,
         "dma_faults": s.dma_faults,
         "msix_dropped": s.msix_dropped,
+        "peers_refused": s.peers_refused,
+        "client_timeouts": s.client_timeouts,
+        "ram_refused": s.ram_refused,
         "port_resets": nic.port_resets(),
         "tx_frames": st.tx_frames,
         "rx_frames": st.rx_frames,

@@ -46,9 +46,31 @@ pub enum ProxyError {
         /// Bytes the message has.
         want: usize,
     },
+    /// The rest of a message did not arrive in time (a peer trickling bytes).
+    #[error("proxy socket: {got} of {want} bytes of a message arrived in time")]
+    MessageTimeout {
+        /// Bytes received.
+        got: usize,
+        /// Bytes the message (or its header) has.
+        want: usize,
+    },
     /// The stream cannot be followed any further (a header announcing an impossible size).
     #[error("proxy protocol: {0}")]
     Protocol(#[from] proto::ProtoError),
+    /// A SYNC_SYSMEM descriptor that could not safely back its region (short, unsealed, not a
+    /// file): the message is refused and the client dropped, the model keeps its old RAM.
+    #[error("SYNC_SYSMEM region {index} (gpa {gpa:#x} size {size:#x}) refused: {why}")]
+    RamRefused {
+        /// Region index in the message.
+        index: usize,
+        /// Guest-physical start.
+        gpa: u64,
+        /// Length.
+        size: u64,
+        /// What is wrong with its descriptor.
+        #[source]
+        why: guest_ram::RamRefused,
+    },
     /// A guest RAM region could not be mapped.
     #[error("mapping guest RAM {gpa:#x}+{size:#x}: {err}")]
     Map {

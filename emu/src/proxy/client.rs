@@ -5,8 +5,8 @@
 //!
 //! - BAR0 accesses are BAR_READ/BAR_WRITE messages at a fixed bus address the client assigns
 //!   in config space; one access at a time (a lock around the socket, like the emulated bus);
-//! - DMA memory is one memfd arena the client creates and hands over as SYNC_SYSMEM, at the
-//!   first allocation: by then bring-up has stopped the previous driver's DMA (its rings point
+//! - DMA memory is one memfd arena the client creates, seals against resizing and hands over
+//!   as SYNC_SYSMEM, at the first allocation: by then bring-up has stopped the previous driver's DMA (its rings point
 //!   into the old arena, which the device host keeps mapped until it is replaced);
 //! - interrupts: the header has no MSI/MSI-X capability, so the function offers its INTx line,
 //!   an eventfd pair (SET_IRQFD); [`IrqVector::ack`] writes the resample eventfd, after which
@@ -97,11 +97,7 @@ fn exchange(
 }
 
 /// Sends `bytes` with `fds` as SCM_RIGHTS (none: a plain write).
-pub(super) fn send_with_fds(
-    sock: &mut UnixStream,
-    bytes: &[u8],
-    fds: &[RawFd],
-) -> std::io::Result<()> {
+pub fn send_with_fds(sock: &mut UnixStream, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
     if fds.is_empty() {
         return sock.write_all(bytes);
     }
@@ -285,11 +281,14 @@ impl ProxyFunction {
     }
 }
 
-/// A zeroed memfd of [`DMA_ARENA`] bytes, mapped shared.
+/// A zeroed memfd of [`DMA_ARENA`] bytes, mapped shared. Its size is sealed for good
+/// (F_SEAL_SHRINK|F_SEAL_GROW, then F_SEAL_SEAL) before anyone else sees it: the device host
+/// maps only sealed memory, since a file shrunk under its mapping would kill it with SIGBUS.
 fn create_arena() -> Result<(OwnedFd, NonNull<u8>), PciError> {
     let fail = |what: &str| PciError::Io(format!("{what}: {}", std::io::Error::last_os_error()));
+    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
     // Safety: memfd_create with a static C string returns a new descriptor we own.
-    let fd = unsafe { libc::memfd_create(c"igcd-dma".as_ptr(), libc::MFD_CLOEXEC) };
+    let fd = unsafe { libc::memfd_create(c"igcd-dma".as_ptr(), flags) };
     if fd < 0 {
         return Err(fail("memfd_create"));
     }
@@ -298,6 +297,11 @@ fn create_arena() -> Result<(OwnedFd, NonNull<u8>), PciError> {
     // Safety: ftruncate on our descriptor.
     if unsafe { libc::ftruncate(fd.as_raw_fd(), DMA_ARENA as libc::off_t) } != 0 {
         return Err(fail("ftruncate"));
+    }
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    // Safety: F_ADD_SEALS on our descriptor takes an int and touches no memory of ours.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(fail("F_ADD_SEALS"));
     }
     // Safety: a fresh shared mapping of the whole memfd; checked for MAP_FAILED below.
     let p = unsafe {

@@ -1,8 +1,14 @@
 //! Guest RAM as the device sees it for DMA: the memfd regions QEMU sends with SYNC_SYSMEM,
 //! mapped shared into this process. Every access is bounds-checked against one region; an
 //! access that leaves every region fails, as a DMA to an unmapped address would.
+//!
+//! The peer owns the file behind each mapping: had it shrunk the file below a mapped page, the
+//! model's next DMA there would be a SIGBUS that kills the whole device host. So a descriptor
+//! is mapped only if it is a regular file at least as long as the region's end and carries
+//! F_SEAL_SHRINK and F_SEAL_GROW (which no one can remove once F_SEAL_SEAL is set, and which
+//! QEMU's memory-backend-memfd sets by default); otherwise [`RamRefused`].
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use ptp_pci::emulated::DeviceHost;
 
@@ -38,6 +44,68 @@ fn page_size() -> u64 {
     // Safety: sysconf has no memory effects.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     u64::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+}
+
+/// Why a descriptor sent as guest RAM is not mapped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RamRefused {
+    /// Not a regular file (memfds are): a socket, pipe or device has no fixed size to check.
+    #[error("not a regular file (st_mode {0:#o})")]
+    NotAFile(u32),
+    /// The file ends before the region does: touching the rest would raise SIGBUS.
+    #[error("file of {file} bytes, the region ends at byte {needed}")]
+    Short {
+        /// The file's size (fstat).
+        file: u64,
+        /// The region's end in the file (offset + size).
+        needed: u64,
+    },
+    /// The file may still shrink (or grow): F_SEAL_SHRINK and F_SEAL_GROW must both be set.
+    #[error("seals {0:#x} lack F_SEAL_SHRINK|F_SEAL_GROW: the peer could shrink it under us")]
+    Unsealed(i32),
+    /// fstat or F_GET_SEALS failed (EINVAL: a file that cannot carry seals, not a memfd).
+    #[error("{op}: {err}")]
+    Os {
+        /// The call that failed.
+        op: &'static str,
+        /// The errno text.
+        err: String,
+    },
+}
+
+/// The seals a guest RAM descriptor must carry.
+const REQUIRED_SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+
+/// Checks that `fd` can back `offset..offset+size` for as long as we map it.
+pub fn check_ram_fd(fd: BorrowedFd<'_>, offset: u64, size: u64) -> Result<(), RamRefused> {
+    let os = |op| RamRefused::Os {
+        op,
+        err: std::io::Error::last_os_error().to_string(),
+    };
+    // Safety: an all-zero stat is valid; fstat fills it for a descriptor we hold.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // Safety: `st` is a live, writable stat buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(os("fstat"));
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(RamRefused::NotAFile(st.st_mode));
+    }
+    // Seals first: a size checked before them could still change.
+    // Safety: F_GET_SEALS takes no argument and touches no memory of ours.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    if seals < 0 {
+        return Err(os("F_GET_SEALS"));
+    }
+    if seals & REQUIRED_SEALS != REQUIRED_SEALS {
+        return Err(RamRefused::Unsealed(seals));
+    }
+    let file = u64::try_from(st.st_size).unwrap_or(0);
+    let needed = offset.saturating_add(size);
+    if file < needed {
+        return Err(RamRefused::Short { file, needed });
+    }
+    Ok(())
 }
 
 impl Mapping {
@@ -123,9 +191,20 @@ impl std::fmt::Debug for GuestRam {
 }
 
 impl GuestRam {
-    /// Replaces the mapped set by `regions`: the old mappings are unmapped and their
-    /// descriptors closed first, even if a new one then fails to map (which leaves none).
+    /// Replaces the mapped set by `regions`. Every descriptor is checked first
+    /// ([`check_ram_fd`]): if any is refused nothing changes (the old set stays mapped, as
+    /// rings programmed by an earlier driver may point there) and the refusal is returned.
+    /// Otherwise the old mappings are unmapped and their descriptors closed first, even if a
+    /// new one then fails to map (which leaves none).
     pub fn replace(&mut self, regions: Vec<(RamRegion, OwnedFd)>) -> Result<(), ProxyError> {
+        for (index, (r, fd)) in regions.iter().enumerate() {
+            check_ram_fd(fd.as_fd(), r.offset, r.size).map_err(|why| ProxyError::RamRefused {
+                index,
+                gpa: r.gpa,
+                size: r.size,
+                why,
+            })?;
+        }
         self.maps.clear();
         self.syncs += 1;
         for (r, fd) in regions {

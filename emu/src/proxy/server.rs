@@ -41,6 +41,12 @@ pub struct ServeStats {
     pub msix_dropped: u64,
     /// TX timestamps the driver read (TXSTMPH_0) after the model latched them.
     pub tx_stamps_delivered: u64,
+    /// Listening: connections the admission check refused (closed unserved).
+    pub peers_refused: u64,
+    /// Listening: clients dropped for not setting up in time or for going silent.
+    pub client_timeouts: u64,
+    /// SYNC_SYSMEM messages refused for a descriptor that could not back its region.
+    pub ram_refused: u64,
 }
 
 /// Most delivery latencies kept (the first ones; a long run's later ones are only counted).
@@ -54,6 +60,15 @@ pub struct ServerOptions {
     pub max_sleep: Duration,
     /// Longest wait for the rest of a message once its first byte has arrived.
     pub message_timeout: Duration,
+    /// Listening: how long a new client has to set up (assign BAR0 and enable memory
+    /// decoding; igcd's client does so in its first four messages) before it is dropped. Below
+    /// the client's own 5 s access timeout, so a driver queued behind a silent peer still
+    /// gets its first answer in time.
+    pub hello_timeout: Duration,
+    /// Listening: longest silence of a set-up client before it is dropped, so a hung or
+    /// stopped driver cannot hold the one-client service. A live igcd reads the PHC every
+    /// 100 ms (its watchdog), so this is far above any gap of a working driver.
+    pub idle_timeout: Duration,
 }
 
 impl Default for ServerOptions {
@@ -61,6 +76,48 @@ impl Default for ServerOptions {
         Self {
             max_sleep: Duration::from_millis(1),
             message_timeout: Duration::from_secs(5),
+            hello_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A listening server's watch over its current client.
+#[derive(Debug, Clone, Copy)]
+struct Watch {
+    accepted: Instant,
+    last_message: Instant,
+    set_up: bool,
+    longest_silence: Duration,
+}
+
+impl Watch {
+    fn new(now: Instant) -> Self {
+        Self {
+            accepted: now,
+            last_message: now,
+            set_up: false,
+            longest_silence: Duration::ZERO,
+        }
+    }
+
+    /// Why the client is to be dropped at `now`, if it is.
+    fn overdue(&self, now: Instant, opts: &ServerOptions) -> Option<String> {
+        if !self.set_up && now >= self.accepted + opts.hello_timeout {
+            return Some(format!("no set-up within {:?}", opts.hello_timeout));
+        }
+        let silent = now.saturating_duration_since(self.last_message);
+        (silent >= opts.idle_timeout).then(|| format!("silent for {silent:?}"))
+    }
+
+    /// Until when the message now arriving may take: the message timeout, cut short by the
+    /// set-up deadline (a peer trickling bytes cannot stretch its hello).
+    fn message_deadline(&self, now: Instant, opts: &ServerOptions) -> Instant {
+        let d = now + opts.message_timeout;
+        if self.set_up {
+            d
+        } else {
+            d.min(self.accepted + opts.hello_timeout)
         }
     }
 }
@@ -76,6 +133,8 @@ struct Intx {
 pub struct Server<D> {
     /// The client now served (`None` between clients of a listener).
     sock: Option<UnixStream>,
+    /// Listening: the current client's set-up and silence (`None` when serving QEMU).
+    watch: Option<Watch>,
     /// Clients served so far.
     clients: u64,
     dev: D,
@@ -113,6 +172,7 @@ impl<D: ServedDevice> Server<D> {
         let cfg = ConfigSpace::new(dev.ids(), bar0_len);
         Self {
             sock: None,
+            watch: None,
             clients: 0,
             dev,
             cfg,
@@ -200,34 +260,97 @@ impl<D: ServedDevice> Server<D> {
     /// Serves one client of `listener` after another until `stop` is set: a client that
     /// closes its socket or breaks the stream (a driver killed mid-message) is dropped and the
     /// next one accepted, while the model keeps running — as a NIC outlives its driver.
+    ///
+    /// Each accepted connection is first put to `admit` (e.g. a check of its SO_PEERCRED); a
+    /// refused one is closed unserved. An admitted one must set up within
+    /// [`ServerOptions::hello_timeout`] and is dropped after [`ServerOptions::idle_timeout`]
+    /// of silence, so no peer can hold the service by saying nothing.
     pub fn run_listening(
         &mut self,
         listener: &UnixListener,
         stop: &AtomicBool,
+        admit: &mut dyn FnMut(&UnixStream) -> bool,
     ) -> Result<ServeStats, ProxyError> {
+        // poll said readable, but the peer may be gone by accept: never block there.
+        listener.set_nonblocking(true)?;
         while !stop.load(Ordering::Acquire) {
+            let overdue = self
+                .watch
+                .and_then(|w| w.overdue(Instant::now(), &self.opts));
+            if let Some(why) = overdue {
+                self.stats.client_timeouts += 1;
+                self.drop_client(&why);
+                continue;
+            }
             if self.step(Some(listener))?.is_none() {
                 continue;
             }
             if self.sock.is_none() {
-                let (sock, _) = listener.accept()?;
-                self.attach(sock)?;
-                log::info!("proxy: client {} connected", self.clients);
+                self.accept_client(listener, admit)?;
                 continue;
             }
-            let gone = match self.serve_one() {
-                Ok(Step::Served) => continue,
-                Ok(Step::Eof) => "closed its socket".to_string(),
-                Err(e) => e.to_string(),
-            };
-            log::info!(
-                "proxy: client {} gone ({gone}); the model keeps running",
-                self.clients
-            );
-            self.sock = None;
-            self.intx = None;
+            match self.serve_one() {
+                Ok(Step::Served) => {}
+                Ok(Step::Eof) => self.drop_client("closed its socket"),
+                Err(e) => {
+                    if let ProxyError::MessageTimeout { .. } = e {
+                        self.stats.client_timeouts += 1;
+                    }
+                    self.drop_client(&e.to_string());
+                }
+            }
         }
         Ok(self.stats())
+    }
+
+    /// Accepts one pending connection if there is one and, if `admit` lets it in, serves it.
+    fn accept_client(
+        &mut self,
+        listener: &UnixListener,
+        admit: &mut dyn FnMut(&UnixStream) -> bool,
+    ) -> Result<(), ProxyError> {
+        let sock = match listener.accept() {
+            Ok((sock, _)) => sock,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::Interrupted
+                        | std::io::ErrorKind::ConnectionAborted
+                ) =>
+            {
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if !admit(&sock) {
+            self.stats.peers_refused += 1;
+            return Ok(());
+        }
+        let attached = sock
+            .set_nonblocking(false)
+            .map_err(ProxyError::from)
+            .and_then(|()| self.attach(sock));
+        match attached {
+            Ok(()) => {
+                self.watch = Some(Watch::new(Instant::now()));
+                log::info!("proxy: client {} connected", self.clients);
+            }
+            Err(e) => log::warn!("proxy: a new client could not be set up: {e}"),
+        }
+        Ok(())
+    }
+
+    /// Drops the current client (`why` for the log); the model keeps running.
+    fn drop_client(&mut self, why: &str) {
+        let silence = self.watch.map_or(Duration::ZERO, |w| w.longest_silence);
+        log::info!(
+            "proxy: client {} gone ({why}; longest silence {silence:?}); the model keeps running",
+            self.clients
+        );
+        self.sock = None;
+        self.watch = None;
+        self.intx = None;
     }
 
     /// Polls the model when due, else waits for the client (or `listener` when there is no
@@ -349,18 +472,30 @@ impl<D: ServedDevice> Server<D> {
         let Some(sock) = self.sock.as_mut() else {
             return Ok(Step::Eof);
         };
-        let Some((hdr, fds)) = recv_header(sock)? else {
+        let now = Instant::now();
+        let deadline = match self.watch {
+            Some(w) => w.message_deadline(now, &self.opts),
+            None => now + self.opts.message_timeout,
+        };
+        let Some((hdr, fds)) = recv_header(sock, deadline)? else {
             return Ok(Step::Eof);
         };
         let cmd = i32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
         // An impossible size leaves no way to find the next header: fatal.
         let header = proto::decode_header(&hdr)?;
         let mut payload = [0u8; proto::MAX_PAYLOAD];
-        read_full(sock, &mut payload[..header.size])?;
+        read_full(sock, &mut payload[..header.size], deadline)?;
         self.stats.messages += 1;
+        if let Some(w) = self.watch.as_mut() {
+            w.longest_silence = w.longest_silence.max(now - w.last_message);
+            w.last_message = Instant::now();
+        }
         match proto::decode(cmd, &payload[..header.size], fds) {
             Ok(msg) => self.dispatch(msg)?,
             Err(e) => self.malformed(cmd, e)?,
+        }
+        if let Some(w) = self.watch.as_mut() {
+            w.set_up |= self.cfg.bar0_base() != 0 && self.cfg.memory_enabled();
         }
         Ok(Step::Served)
     }
@@ -385,12 +520,18 @@ impl<D: ServedDevice> Server<D> {
 
     fn dispatch(&mut self, msg: Message<OwnedFd>) -> Result<(), ProxyError> {
         match msg {
-            Message::SyncSysmem(regions) => {
-                // Never answered. A failed mapping leaves no RAM: DMA then fails visibly.
-                if let Err(e) = self.ram.replace(regions) {
-                    log::error!("proxy: {e}");
+            // Never answered.
+            Message::SyncSysmem(regions) => match self.ram.replace(regions) {
+                Ok(()) => {}
+                // A descriptor that could not back its region (short, unsealed): this peer
+                // is not trusted with the model's DMA; the old RAM stays mapped.
+                Err(e @ ProxyError::RamRefused { .. }) => {
+                    self.stats.ram_refused += 1;
+                    return Err(e);
                 }
-            }
+                // A failed mapping leaves no RAM: DMA then fails visibly.
+                Err(e) => log::error!("proxy: {e}"),
+            },
             Message::SetIrqfd { irq, resample } => {
                 self.intx = Some(Intx { irq, resample });
                 self.level = false;
@@ -511,10 +652,21 @@ fn eventfd_read(fd: RawFd) {
     }
 }
 
-fn read_full(sock: &mut UnixStream, buf: &mut [u8]) -> Result<(), ProxyError> {
+/// Reads exactly `buf.len()` bytes, all of them by `deadline`.
+fn read_full(sock: &UnixStream, buf: &mut [u8], deadline: Instant) -> Result<(), ProxyError> {
     let mut got = 0;
+    let mut rest = sock;
     while got < buf.len() {
-        match sock.read(&mut buf[got..]) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let late = ProxyError::MessageTimeout {
+            got,
+            want: buf.len(),
+        };
+        if left.is_zero() {
+            return Err(late);
+        }
+        sock.set_read_timeout(Some(left))?;
+        match rest.read(&mut buf[got..]) {
             Ok(0) => {
                 return Err(ProxyError::Truncated {
                     got,
@@ -523,6 +675,7 @@ fn read_full(sock: &mut UnixStream, buf: &mut [u8]) -> Result<(), ProxyError> {
             }
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Err(late),
             Err(e) => return Err(e.into()),
         }
     }
@@ -532,8 +685,9 @@ fn read_full(sock: &mut UnixStream, buf: &mut [u8]) -> Result<(), ProxyError> {
 /// A raw header with the descriptors that came with it.
 type RawHeader = ([u8; HEADER_LEN], Vec<OwnedFd>);
 
-/// Receives a 16-byte header with the descriptors sent alongside it; `None` on a clean EOF.
-fn recv_header(sock: &UnixStream) -> Result<Option<RawHeader>, ProxyError> {
+/// Receives a 16-byte header with the descriptors sent alongside it (the rest of it by
+/// `deadline`); `None` on a clean EOF. Called when the socket is readable.
+fn recv_header(sock: &UnixStream, deadline: Instant) -> Result<Option<RawHeader>, ProxyError> {
     let mut hdr = [0u8; HEADER_LEN];
     // Room for MAX_FDS descriptors (CMSG_SPACE), u64-aligned.
     let mut cbuf = [0u64; 16];
@@ -547,6 +701,9 @@ fn recv_header(sock: &UnixStream) -> Result<Option<RawHeader>, ProxyError> {
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
+    // poll said readable, so this wait is short; bounded by the deadline all the same.
+    let left = deadline.saturating_duration_since(Instant::now());
+    sock.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
     let n = loop {
         // Safety: `msg` points at `iov` (into `hdr`) and `cbuf`, all live for the call;
         // MSG_CMSG_CLOEXEC keeps the descriptors out of any child we start.
@@ -563,21 +720,18 @@ fn recv_header(sock: &UnixStream) -> Result<Option<RawHeader>, ProxyError> {
     if n == 0 {
         return Ok(None);
     }
-    let mut rest = sock;
-    let mut got = n;
-    while got < HEADER_LEN {
-        match rest.read(&mut hdr[got..]) {
-            Ok(0) => {
-                return Err(ProxyError::Truncated {
-                    got,
-                    want: HEADER_LEN,
-                });
-            }
-            Ok(k) => got += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    // Counts in the error are of the whole header.
+    read_full(sock, &mut hdr[n..], deadline).map_err(|e| match e {
+        ProxyError::Truncated { got, .. } => ProxyError::Truncated {
+            got: n + got,
+            want: HEADER_LEN,
+        },
+        ProxyError::MessageTimeout { got, .. } => ProxyError::MessageTimeout {
+            got: n + got,
+            want: HEADER_LEN,
+        },
+        e => e,
+    })?;
     Ok(Some((hdr, fds)))
 }
 

@@ -180,14 +180,25 @@ impl FakeQemu {
     }
 }
 
-fn memfd(len: u64) -> OwnedFd {
-    // Safety: memfd_create with a static C string; ftruncate on the fd we own.
+/// A memfd of `len` bytes carrying `seals`.
+fn memfd_sealed(len: u64, seals: libc::c_int) -> OwnedFd {
+    // Safety: memfd_create with a static C string; ftruncate and F_ADD_SEALS on the fd we own.
     unsafe {
-        let fd = libc::memfd_create(c"guest-ram".as_ptr(), libc::MFD_CLOEXEC);
+        let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+        let fd = libc::memfd_create(c"guest-ram".as_ptr(), flags);
         assert!(fd >= 0);
         assert_eq!(libc::ftruncate(fd, len as libc::off_t), 0);
+        assert_eq!(libc::fcntl(fd, libc::F_ADD_SEALS, seals), 0);
         OwnedFd::from_raw_fd(fd)
     }
+}
+
+/// Guest RAM as QEMU's memory-backend-memfd makes it (seal=on).
+fn memfd(len: u64) -> OwnedFd {
+    memfd_sealed(
+        len,
+        libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+    )
 }
 
 fn eventfd() -> OwnedFd {
@@ -397,7 +408,7 @@ fn a_listening_server_serves_one_driver_after_another_and_keeps_the_model() {
     let stop2 = stop.clone();
     let t = std::thread::spawn(move || {
         let mut s = Server::detached(dev, ServerOptions::default());
-        let r = s.run_listening(&listener, &stop2);
+        let r = s.run_listening(&listener, &stop2, &mut |_| true);
         (r.map_err(|e| e.to_string()), s)
     });
     {
@@ -430,4 +441,221 @@ fn a_listening_server_serves_one_driver_after_another_and_keeps_the_model() {
         [(client::DMA_BASE, client::DMA_ARENA as u64)]
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A region is mapped only from a regular file that is long enough and sealed against
+/// resizing; a refusal is typed and leaves the old mapping in place.
+#[test]
+fn guest_ram_refuses_short_unsealed_and_non_file_descriptors() {
+    use guest_ram::RamRefused;
+
+    let region = |size| RamRegion {
+        gpa: 0x1000_0000,
+        size,
+        offset: 0,
+    };
+    let mut ram = guest_ram::GuestRam::default();
+    ram.replace(vec![(region(4096), memfd(4096))]).unwrap();
+    let refused = |r: Result<(), ProxyError>| match r {
+        Err(ProxyError::RamRefused { why, .. }) => why,
+        other => panic!("expected a RamRefused, got {other:?}"),
+    };
+    // Declared longer than the file: touching the tail would be a SIGBUS.
+    let why = refused(ram.replace(vec![(region(2 * 4096), memfd(4096))]));
+    assert_eq!(
+        why,
+        RamRefused::Short {
+            file: 4096,
+            needed: 8192
+        }
+    );
+    // Long enough but free to shrink later.
+    let why = refused(ram.replace(vec![(region(4096), memfd_sealed(4096, 0))]));
+    assert_eq!(why, RamRefused::Unsealed(0));
+    let why = refused(ram.replace(vec![(
+        region(4096),
+        memfd_sealed(4096, libc::F_SEAL_SHRINK),
+    )]));
+    assert_eq!(why, RamRefused::Unsealed(libc::F_SEAL_SHRINK));
+    // Not a file at all.
+    let why = refused(ram.replace(vec![(region(4096), eventfd())]));
+    assert!(matches!(why, RamRefused::NotAFile(_)), "{why:?}");
+    // One bad region refuses the whole set; the old RAM is still there.
+    let r = ram.replace(vec![
+        (region(4096), memfd(4096)),
+        (
+            RamRegion {
+                gpa: 0,
+                size: 4096,
+                offset: 4096,
+            },
+            memfd(4096),
+        ),
+    ]);
+    assert!(matches!(r, Err(ProxyError::RamRefused { index: 1, .. })));
+    assert_eq!(ram.regions(), [(0x1000_0000, 4096)]);
+    assert!(ram.write(0x1000_0000, &[1]));
+}
+
+/// A listening server on a fresh socket in a private temporary directory, with short bounds.
+struct Listening {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+    stop: std::sync::Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(Result<ServeStats, String>, Server<I225>)>,
+}
+
+impl Listening {
+    fn start(tag: &str, opts: ServerOptions, admit_uid: Option<u32>) -> Self {
+        let dir = std::env::temp_dir().join(format!("proxy-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("nic.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let dev = I225::new_i225(VirtualClock::new(0).source());
+        let thread = std::thread::spawn(move || {
+            let mut s = Server::detached(dev, opts);
+            // The test's stand-in for SO_PEERCRED: admit only when no uid is named.
+            let mut admit = |_: &UnixStream| admit_uid.is_none();
+            let r = s.run_listening(&listener, &stop2, &mut admit);
+            (r.map_err(|e| e.to_string()), s)
+        });
+        Self {
+            dir,
+            path,
+            stop,
+            thread,
+        }
+    }
+
+    fn finish(self) -> (ServeStats, Server<I225>) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let (r, s) = self.thread.join().unwrap();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        (r.unwrap(), s)
+    }
+}
+
+fn short_bounds() -> ServerOptions {
+    ServerOptions {
+        hello_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_millis(800),
+        ..ServerOptions::default()
+    }
+}
+
+/// A peer that connects and says nothing, one that sets up and then falls silent, and one that
+/// trickles its hello byte by byte are each dropped within their bound, and a driver behind
+/// them attaches.
+#[test]
+fn silent_and_slow_peers_cannot_hold_the_listening_server() {
+    use ptp_pci::{Mmio, PciFunction};
+
+    let l = Listening::start("silent", short_bounds(), None);
+    let t0 = std::time::Instant::now();
+    let silent = UnixStream::connect(&l.path).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut f = client::ProxyFunction::connect(&l.path).expect("a driver behind a silent peer");
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(2),
+        "the driver got in after {waited:?}: the silent peer was dropped at its hello bound"
+    );
+    // The driver set up, then goes silent itself: dropped after the idle bound, and its
+    // socket reads EOF.
+    let bar = f.map_bar(0).unwrap();
+    assert_ne!(bar.read32(intel_regs::igc::STATUS), u32::MAX);
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(
+        bar.read32(intel_regs::igc::STATUS),
+        u32::MAX,
+        "the idle driver was dropped"
+    );
+    drop((bar, f, silent));
+    // A peer trickling one byte of its header every 100 ms never completes its set-up.
+    let mut slow = UnixStream::connect(&l.path).unwrap();
+    let t1 = std::time::Instant::now();
+    let hdr = proto::encode_header(cmd::PCI_CFGREAD, 12);
+    let mut dropped = false;
+    for b in hdr.iter().cycle().take(64) {
+        if slow.write_all(&[*b]).is_err() {
+            dropped = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        dropped && t1.elapsed() < Duration::from_secs(2),
+        "the trickling peer was still served after {:?}",
+        t1.elapsed()
+    );
+    let f = client::ProxyFunction::connect(&l.path).unwrap();
+    assert_eq!(f.ids().vendor, 0x8086);
+    drop(f);
+    let (stats, s) = l.finish();
+    assert_eq!(s.clients(), 4);
+    assert_eq!(stats.client_timeouts, 3, "{stats:?}");
+}
+
+/// A connection `admit` refuses is closed unserved: its DEVICE_RESET never reaches the model.
+#[test]
+fn a_refused_peer_is_closed_unserved() {
+    let l = Listening::start("refused", short_bounds(), Some(65534));
+    let mut s = UnixStream::connect(&l.path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = s.write_all(&proto::encode_header(cmd::DEVICE_RESET, 0));
+    let mut b = [0u8; 24];
+    let n = s.read(&mut b).unwrap_or(0);
+    assert_eq!(n, 0, "a refused peer got an answer");
+    let (stats, srv) = l.finish();
+    assert_eq!((stats.resets, stats.messages), (0, 0));
+    assert_eq!(stats.peers_refused, 1);
+    assert_eq!(srv.clients(), 0);
+}
+
+/// A driver whose SYNC_SYSMEM carries an unsealed memfd is dropped with the refusal; the
+/// model lives and the next driver (with the client's own sealed arena) is served.
+#[test]
+fn an_unsealed_sysmem_drops_the_client_not_the_server() {
+    use ptp_pci::PciFunction;
+
+    let l = Listening::start("unsealed", short_bounds(), None);
+    let mut q = FakeQemu {
+        sock: UnixStream::connect(&l.path).unwrap(),
+    };
+    let region = RamRegion {
+        gpa: 0x1_0000_0000,
+        size: 4096,
+        offset: 0,
+    };
+    let ram = memfd_sealed(4096, 0);
+    q.send(
+        cmd::SYNC_SYSMEM,
+        &proto::encode_sysmem(&[region]),
+        &[ram.as_raw_fd()],
+    );
+    q.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    assert_eq!(
+        q.sock.read(&mut b).unwrap_or(0),
+        0,
+        "the client was dropped"
+    );
+    let mut f = client::ProxyFunction::connect(&l.path).unwrap();
+    let dma = f.alloc_dma(64).expect("the client's own arena is sealed");
+    assert_eq!(dma.bus_addr(), client::DMA_BASE);
+    // A round trip: SYNC_SYSMEM has no reply, so this makes sure it was handled.
+    assert_eq!(f.config_read32(0) & 0xFFFF, 0x8086);
+    drop((dma, f));
+    let (stats, s) = l.finish();
+    assert_eq!(stats.ram_refused, 1);
+    assert_eq!(stats.sysmem_syncs, 1, "only the sealed arena was applied");
+    assert_eq!(
+        s.ram_regions(),
+        [(client::DMA_BASE, client::DMA_ARENA as u64)]
+    );
 }
