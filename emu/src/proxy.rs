@@ -71,6 +71,15 @@ pub enum ProxyError {
         #[source]
         why: guest_ram::RamRefused,
     },
+    /// SET_IRQFD carried a descriptor that is not an eventfd (a pipe could block the
+    /// serving thread's write for good): the client is dropped.
+    #[error("SET_IRQFD: the {which} descriptor is not an eventfd ({what})")]
+    NotEventfd {
+        /// "irq" or "resample".
+        which: &'static str,
+        /// What it is instead.
+        what: String,
+    },
     /// A guest RAM region could not be mapped.
     #[error("mapping guest RAM {gpa:#x}+{size:#x}: {err}")]
     Map {

@@ -533,6 +533,13 @@ impl<D: ServedDevice> Server<D> {
                 Err(e) => log::error!("proxy: {e}"),
             },
             Message::SetIrqfd { irq, resample } => {
+                // We write and read these in the serving thread: a pipe or socket here could
+                // block it for good (a full pipe), so only eventfds are taken.
+                for (which, fd) in [("irq", &irq), ("resample", &resample)] {
+                    if let Err(what) = check_eventfd(fd) {
+                        return Err(ProxyError::NotEventfd { which, what });
+                    }
+                }
                 self.intx = Some(Intx { irq, resample });
                 self.level = false;
                 self.update_intx();
@@ -631,6 +638,16 @@ impl<D: ServedDevice> Server<D> {
             s.write_all(&proto::encode_ret(v))?;
         }
         Ok(())
+    }
+}
+
+/// Whether `fd` is an eventfd (what /proc says it is otherwise).
+fn check_eventfd(fd: &OwnedFd) -> Result<(), String> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|e| format!("/proc/self/fd: {e}"))?;
+    match link.to_str() {
+        Some("anon_inode:[eventfd]") => Ok(()),
+        _ => Err(link.display().to_string()),
     }
 }
 

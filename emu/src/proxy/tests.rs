@@ -165,6 +165,25 @@ impl FakeQemu {
         self.ret();
     }
 
+    /// Assigns BAR0 and enables memory decoding (a listening server's set-up).
+    fn set_up(&mut self) {
+        self.cfg_write(0x10, BASE as u32, 4);
+        self.cfg_write(0x04, 0x0006, 2);
+    }
+
+    /// Whether the device host dropped us now: a config read gets EOF or a reset within
+    /// 250 ms (well inside the test's idle bound), not an answer.
+    fn dropped(&mut self) -> bool {
+        self.sock
+            .set_read_timeout(Some(Duration::from_millis(250)))
+            .unwrap();
+        let p = proto::encode_cfg(0, 0, 2);
+        let mut m = proto::encode_header(cmd::PCI_CFGREAD, p.len()).to_vec();
+        m.extend_from_slice(&p);
+        // A write after the close may fail already (EPIPE): that is a drop too.
+        self.sock.write_all(&m).is_err() || closed(&mut self.sock)
+    }
+
     fn bar_read(&mut self, addr: u64, size: u32) -> u64 {
         self.send(cmd::BAR_READ, &proto::encode_bar(addr, 0, size, true), &[]);
         self.ret()
@@ -538,6 +557,15 @@ impl Listening {
     }
 }
 
+/// Whether the device host closed `sock` (EOF or reset; not a timeout, not an answer).
+fn closed(sock: &mut UnixStream) -> bool {
+    let mut b = [0u8; 24];
+    match sock.read(&mut b) {
+        Ok(n) => n == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
 fn short_bounds() -> ServerOptions {
     ServerOptions {
         hello_timeout: Duration::from_millis(300),
@@ -606,9 +634,7 @@ fn a_refused_peer_is_closed_unserved() {
     let mut s = UnixStream::connect(&l.path).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let _ = s.write_all(&proto::encode_header(cmd::DEVICE_RESET, 0));
-    let mut b = [0u8; 24];
-    let n = s.read(&mut b).unwrap_or(0);
-    assert_eq!(n, 0, "a refused peer got an answer");
+    assert!(closed(&mut s), "a refused peer got an answer");
     let (stats, srv) = l.finish();
     assert_eq!((stats.resets, stats.messages), (0, 0));
     assert_eq!(stats.peers_refused, 1);
@@ -625,6 +651,7 @@ fn an_unsealed_sysmem_drops_the_client_not_the_server() {
     let mut q = FakeQemu {
         sock: UnixStream::connect(&l.path).unwrap(),
     };
+    q.set_up();
     let region = RamRegion {
         gpa: 0x1_0000_0000,
         size: 4096,
@@ -636,15 +663,7 @@ fn an_unsealed_sysmem_drops_the_client_not_the_server() {
         &proto::encode_sysmem(&[region]),
         &[ram.as_raw_fd()],
     );
-    q.sock
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut b = [0u8; 1];
-    assert_eq!(
-        q.sock.read(&mut b).unwrap_or(0),
-        0,
-        "the client was dropped"
-    );
+    assert!(q.dropped(), "the client was dropped");
     let mut f = client::ProxyFunction::connect(&l.path).unwrap();
     let dma = f.alloc_dma(64).expect("the client's own arena is sealed");
     assert_eq!(dma.bus_addr(), client::DMA_BASE);
@@ -658,4 +677,36 @@ fn an_unsealed_sysmem_drops_the_client_not_the_server() {
         s.ram_regions(),
         [(client::DMA_BASE, client::DMA_ARENA as u64)]
     );
+}
+
+/// SET_IRQFD with a pipe instead of an eventfd (a full pipe would block the serving thread's
+/// INTx write for good) drops the client; the next one is served.
+#[test]
+fn a_pipe_as_irqfd_drops_the_client() {
+    let l = Listening::start("pipe-irqfd", short_bounds(), None);
+    let mut q = FakeQemu {
+        sock: UnixStream::connect(&l.path).unwrap(),
+    };
+    q.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    q.set_up();
+    let mut p = [0; 2];
+    // Safety: pipe2 fills two descriptors we then own.
+    let (r, w) = unsafe {
+        assert_eq!(libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC), 0);
+        (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1]))
+    };
+    q.send(cmd::SET_IRQFD, &[], &[w.as_raw_fd(), eventfd().as_raw_fd()]);
+    assert!(q.dropped(), "the client was dropped");
+    let mut q = FakeQemu {
+        sock: UnixStream::connect(&l.path).unwrap(),
+    };
+    q.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(q.cfg_read(0, 2), 0x8086);
+    drop((q, r));
+    let (_, s) = l.finish();
+    assert_eq!(s.clients(), 2);
 }
