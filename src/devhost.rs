@@ -189,7 +189,7 @@ fn run(a: DevhostArgs) -> Result<(), String> {
     log::info!("{name}: stopped: {stats:?}");
     if let Some(p) = &a.report {
         let text = report(&stats, server.device(), server.tx_stamp_latencies()).to_string();
-        std::fs::write(p, text).map_err(|e| format!("--report {}: {e}", p.display()))?;
+        crate::lab::config_file(p, &text).map_err(|e| format!("--report {e}"))?;
     }
     result.map(|_| ()).map_err(|e| e.to_string())
 }

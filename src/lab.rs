@@ -439,10 +439,10 @@ impl HostPaths {
     }
 }
 
-/// Writes a daemon's configuration file: mode 0644 whatever the umask (under umask 000 it was
-/// 0666, and anyone could rewrite ptpd's `privileged_uids` before a restart), never through a
-/// symlink.
-fn config_file(p: &Path, text: &str) -> Result<(), String> {
+/// Writes a daemon's configuration file or a report: mode 0644 whatever the umask (under umask
+/// 000 it was 0666, and anyone could rewrite ptpd's `privileged_uids` before a restart), never
+/// through a symlink.
+pub fn config_file(p: &Path, text: &str) -> Result<(), String> {
     use std::io::Write;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let err = |e: std::io::Error| format!("{}: {e}", p.display());
