@@ -231,7 +231,13 @@ impl<C: Connector> SchemeSync for PtpScheme<'_, C> {
         _ctx: &CallerCtx,
     ) -> Result<usize> {
         if let Some(session) = self.sessions.get_mut(&id) {
-            return session.read(buf).map_err(|e| Error::new(session_errno(&e)));
+            let (board, set) = match self.mgmt.as_ref() {
+                Some(m) => (&m.board, m.set.as_ref()),
+                None => return Err(Error::new(EBADF)),
+            };
+            return session
+                .read(buf, board, set)
+                .map_err(|e| Error::new(session_errno(&e)));
         }
         let (clock, uid) = match self.handles.get(id) {
             Some(Handle::Clock {

@@ -205,8 +205,23 @@ fn session_answers_writes_with_reads_and_checks_the_uid() {
         .encode()
     };
     let mut buf = [0u8; 1500];
+    // A SET's answer comes from the engine thread: the read says Empty until it is there.
+    let read_answer = |s: &mut MgmtSession, buf: &mut [u8]| {
+        let t = std::time::Instant::now();
+        loop {
+            match s.read(buf, &r.board, Some(&set)) {
+                Err(SessionError::Empty) if t.elapsed() < Duration::from_secs(5) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                other => return other,
+            }
+        }
+    };
     let mut user = MgmtSession::new(1001);
-    assert_eq!(user.read(&mut buf), Err(SessionError::Empty));
+    assert_eq!(
+        user.read(&mut buf, &r.board, Some(&set)),
+        Err(SessionError::Empty)
+    );
     assert!(matches!(
         user.write(&[0x0D, 0x02, 0x00], &r.board, Some(&set)),
         Err(SessionError::Malformed(_))
@@ -215,24 +230,27 @@ fn session_answers_writes_with_reads_and_checks_the_uid() {
     let get = req(Action::Get, id::DEFAULT_DATA_SET, vec![]);
     assert_eq!(user.write(&get, &r.board, Some(&set)), Ok(get.len()));
     assert!(matches!(
-        user.read(&mut buf[..10]),
+        user.read(&mut buf[..10], &r.board, Some(&set)),
         Err(SessionError::TooSmall(_))
     ));
-    let n = user.read(&mut buf).unwrap();
+    let n = user.read(&mut buf, &r.board, Some(&set)).unwrap();
     let reply = parse(&buf[..n]).unwrap();
     assert_eq!(reply.data, r.board.mgmt().unwrap().default.encode());
-    assert_eq!(user.read(&mut buf), Err(SessionError::Empty));
+    assert_eq!(
+        user.read(&mut buf, &r.board, Some(&set)),
+        Err(SessionError::Empty)
+    );
     // SET from an unprivileged uid: an error status, priority1 unchanged.
     let set1 = req(Action::Set, id::PRIORITY1, vec![5, 0]);
     user.write(&set1, &r.board, Some(&set)).unwrap();
-    let n = user.read(&mut buf).unwrap();
+    let n = read_answer(&mut user, &mut buf).unwrap();
     assert_eq!(&buf[48..50], &[0x00, 0x02], "MANAGEMENT_ERROR_STATUS");
     assert!(n >= 54);
     assert_eq!(r.board.mgmt().unwrap().default.priority1, 1);
     // From a privileged uid: applied.
     let mut admin = MgmtSession::new(1000);
     admin.write(&set1, &r.board, Some(&set)).unwrap();
-    let n = admin.read(&mut buf).unwrap();
+    let n = read_answer(&mut admin, &mut buf).unwrap();
     assert_eq!(parse(&buf[..n]).unwrap().data, vec![5, 0]);
     assert_eq!(r.board.mgmt().unwrap().default.priority1, 5);
 }
