@@ -17,7 +17,10 @@
 //! - `tx` / `rx`: the queue-0 engines (§9, §10); `stamping`: how i225 stamps frames there
 //!   (TX sets by TSTAMP_REG, RX header with TSYNCRXCTL.TYPE = ALL, §7, §8);
 //! - `addrfilter`: the RX destination-address filter; `hwstats`: the statistics block;
-//! - `phy`, `nvm`: the PHY behind MDIC, NVM/semaphores/PHPM; `known`: implemented offsets;
+//! - `phy`, `nvm`: the PHY behind MDIC, NVM/semaphores/PHPM (the part presents its flash:
+//!   a 2048-word shadow RAM behind EERD/SRWR, checksummed, committed by EECD.FLUPD);
+//!   `known`: implemented offsets, and the writable bits of storage registers whose reserved
+//!   bits read 0 (Linux igc's register test table, with each mask's source);
 //! - `noise`: jitter and quantisation of the stamps they latch ([`I225Config::stamp_jitter_ns`],
 //!   [`I225Config::stamp_quantum_ns`]);
 //! - `hooks`: actions armed for after a given register read (deterministic races).
@@ -49,9 +52,10 @@
 //! - TXSTMPL_n/TXSTMPH_n are read-only: writes are ignored \[assumption\]. TSYNCTXCTL's TXTT
 //!   bits are read-only to software \[assumption\].
 //! - Reads of write-only registers (ICS, IMC, EICS, EIMC) return 0; writes to read-only bits
-//!   (STATUS, EECD.PRES/AUTO_RD/FLASH_DETECTED, PHPM.RST_COMP, the statistics block) are
-//!   ignored. Offsets beyond a BAR read all ones (an unsupported request) and drop writes; an
-//!   unaligned offset is rounded down to its dword.
+//!   (STATUS, EECD.PRES/AUTO_RD/FLASH_DETECTED/FLUDONE/SIZE_EX, PHPM.RST_COMP, the
+//!   statistics block) are ignored; WUS and PBACL are write-1-to-clear and read 0. Offsets
+//!   beyond a BAR read all ones (an unsupported request) and drop writes; an unaligned
+//!   offset is rounded down to its dword.
 //! - An offset outside the implemented set (`known`) reads back what was written, and every
 //!   access to it is counted and its first logged ([`I225::unimplemented_accesses`]).
 //! - INTx: the legacy line is a level, `ICR & IMS` outside MSI-X mode
@@ -66,6 +70,8 @@ mod txstamp;
 mod tests;
 #[cfg(test)]
 mod tests_datapath;
+#[cfg(test)]
+mod tests_regs;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,6 +101,13 @@ use txstamp::TxStamps;
 pub use crate::nic::front::{BAR0_LEN, BAR3_LEN};
 /// MSI-X table entries of i225/i226: one "other" vector and four queue vectors.
 pub const MSIX_VECTORS: u16 = 5;
+
+/// Shadow RAM write (Linux igc_regs.h IGC_SRWR; `nvm`).
+const SRWR: u32 = 0x12018;
+/// Wake-up status, "R/W1C" (Linux igc_regs.h IGC_WUS).
+const WUS: u32 = 0x5810;
+/// MSI-X PBA clear, "R/W 1 to clear" (Linux igc_regs.h IGC_PBACL).
+const PBACL: u32 = 0x5B68;
 
 /// TSAUXC value read from an i226 after power-on in a third-party report (§2.3 \[U\]):
 /// DISABLE1..3, DIS_TS_CLEAR and EN_CLK0. Timer 0 still counts (DISABLE0 clear). Pass it as
@@ -274,6 +287,8 @@ impl I225 {
             drop_ts_irqs: 0,
         };
         dev.tsync.set_txts_quirk(cfg.tx_stamp_quirk);
+        // An I225/I226-LM presents its flash (nvm.rs); the igb models keep the flashless NVM.
+        dev.port.nvm = nvm::Nvm::i225_flash(cfg.mac, cfg.device_id);
         dev
     }
 
@@ -351,6 +366,7 @@ impl I225 {
         }
         match offset {
             PHPM => nvm::phpm_value(self.port.regs.get(PHPM)),
+            SRWR => self.port.nvm.srwr(),
             SYSTIML => self.tsync.peek_systiml(self.now()),
             SYSTIMH => self.tsync.systimh(),
             TIMINCA => self.tsync.phc.timinca(),
@@ -696,6 +712,13 @@ impl BarModel for I225 {
         }
         match offset {
             PHPM => self.port.regs.set(PHPM, v & !phpm::RST_COMP),
+            SRWR => self.port.nvm.write_srwr(v),
+            // Write 1 to clear; the model sets none of their bits (no wake-up, no pending
+            // MSI-X bit: the backend delivers vectors), so they read 0.
+            WUS | PBACL => {
+                let left = self.port.regs.get(offset) & !v;
+                self.port.regs.set(offset, left);
+            }
             SYSTIML => self.tsync.write_systiml(v),
             SYSTIMH => self.change_phc(|ts, t| ts.write_systimh(t, v)),
             TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
@@ -719,7 +742,8 @@ impl BarModel for I225 {
             // Everything else is storage, including the ring registers (TDH/RDH are also
             // written by the engines; TDT/RDT writes take effect at the next poll),
             // TSYNCRXCTL, RXPBS, SRRCTL and IVAR0, which the engines read when they run.
-            o => self.port.regs.set(o, v),
+            // Reserved bits read 0 where a source says so (`known::write_mask`).
+            o => self.port.regs.set(o, v & known::write_mask(o)),
         }
     }
 }

@@ -88,7 +88,7 @@ const SINGLE: &[u32] = &[
 /// Register arrays: (first, last) dword offsets, inclusive.
 const RANGES: &[(u32, u32)] = &[
     (0x1500, 0x1530), // ICR, ICS, IMS, IMC, IAM, GPIE, EICS, EIMS, EIMC, EIAC, EIAM
-    (0x1680, 0x1690), // EITR(0..4)
+    (0x1680, 0x16A4), // EITR(0..9) (igc_ethtool.c igc_ethtool_get_regs reads all ten)
     (0x1700, 0x1704), // IVAR0 (queues 0–3)
     (0x3004, 0x30CC), // TQAVCC(n) 0x3004+0x40n, TQAVHC(n) 0x300C+0x40n (CBS) [U: whole span]
     (0x3310, 0x3350), // GTXOFFSET, BASET_L/H, QBVCYCLET(_S), STQT(0..3), ENDQT(0..3), TXQCTL(0..3)
@@ -128,4 +128,66 @@ pub(super) fn implemented(offset: u32) -> bool {
     static MAP: std::sync::OnceLock<OffsetMap> = std::sync::OnceLock::new();
     MAP.get_or_init(|| OffsetMap::build(super::BAR0_LEN, in_tables))
         .contains(offset)
+}
+
+/// Where a storage register's reserved bits read 0: (first offset, count, stride, writable
+/// bits), with the source. A write keeps only the writable bits ([`write_mask`]). "reg_test" is
+/// Linux igc_diag.c `reg_test[]`: its pattern test expects `pattern & write & mask` back, so
+/// where its write pattern covers a bit its mask excludes, the part reads that bit as 0.
+///
+/// Storage registers Linux igc reads or writes that keep every bit, and why:
+/// - all 32 bits writable by reg_test (mask and write 0xFFFFFFFF): FCAL, RAL, MTA, RDBAH, TDBAH;
+/// - no source for their reserved bits (the reference has no datasheet register map, Linux's
+///   tables test only their own write patterns, QEMU stores them whole or models another part):
+///   TIPG (reg_test writes b29:0 only), RCTL and TCTL (set/check compares under its mask
+///   only), CTRL_EXT, CONNSW, VET (i350 has VET_EXT in b31:16, QEMU's 82576 keeps b15:0: the
+///   i225's is unknown), TSSDP, LEDCTL, MDICNFG, EEER, EEE_SU, IPCNFG, LTRC, LTRMINV, LTRMAXV,
+///   DMACR, RXPBS, TXPBS, DTXMXPKTSZ, TQAVCTRL, TXQCTL, STQT, ENDQT, BASET, QBVCYCLET, RXCSUM,
+///   RLPML, RFCTL, MRQC, RETA, RSSRK, PSRTYPE, SRRCTL, RXDCTL, TXDCTL, IVAR0, VLANPQF, ETQF,
+///   FTQF, IMIR, IMIREXT, WUC, WUFC, MANC, FACTPS, TSYNCRXCFG, TSYNCRXCTL, PTM_CTRL;
+/// - firmware's: SW_FW_SYNC (b31:16 are firmware's; none runs, and igc writes back what it
+///   read) and FWSM (reads 0: no firmware).
+///
+/// WUS and PBACL are write-1-to-clear instead (igc.rs).
+const MASKS: &[(u32, u32, u32, u32)] = &[
+    // FCAH, FCT: reg_test mask 0xFFFF, write 0xFFFFFFFF.
+    (0x002C, 1, 4, 0x0000_FFFF),
+    (0x0030, 1, 4, 0x0000_FFFF),
+    // FCTTV, FCRTV: QEMU igb_core.c igb_set_16bit [U: the 82576's, for the i225].
+    (0x0170, 1, 4, 0x0000_FFFF),
+    (0x2460, 1, 4, 0x0000_FFFF),
+    // FCRTH: the field reg_test writes, b17:4 [U: bits outside it read 0, as QEMU's 82576
+    // FCRTH keeps only its field]; FCRTL: the same field and XONE b31 (igc_defines.h
+    // IGC_FCRTL_XONE) [U].
+    (0x2168, 1, 4, 0x0003_FFF0),
+    (0x2160, 1, 4, 0x8003_FFF0),
+    // EITR(0..9): the interval b14:2 (igc_defines.h IGC_QVECTOR_MASK 0x7FFC); CNT_IGNR b31
+    // is write-only, the ITR counters read 0 (the model counts no interval) [U].
+    (0x1680, 10, 4, 0x0000_7FFC),
+    // RAH(0..15): reg_test TABLE64_TEST_HI mask 0x900FFFFF, write 0xFFFFFFFF.
+    (0x5404, 16, 8, 0x900F_FFFF),
+    // RDBAL/TDBAL(0..3): reg_test mask 0xFFFFFF80; Linux igb's reg_test_i210 (the i225's
+    // predecessor) writes 0xFFFFFFFF and expects b6:0 read 0.
+    (0xC000, 4, 0x40, 0xFFFF_FF80),
+    (0xE000, 4, 0x40, 0xFFFF_FF80),
+    // RDLEN/TDLEN(0..3): reg_test mask 0x000FFF80, write 0x000FFFFF.
+    (0xC008, 4, 0x40, 0x000F_FF80),
+    (0xE008, 4, 0x40, 0x000F_FF80),
+    // RDT/TDT(0..3): reg_test mask 0xFFFF; QEMU igb_set_rdt/igb_set_tdt keep b15:0.
+    (0xC018, 4, 0x40, 0x0000_FFFF),
+    (0xE018, 4, 0x40, 0x0000_FFFF),
+    // RDH/TDH(0..3): QEMU igb_core.c igb_set_16bit [U: the 82576's, for the i225].
+    (0xC010, 4, 0x40, 0x0000_FFFF),
+    (0xE010, 4, 0x40, 0x0000_FFFF),
+];
+
+/// The bits of a write to storage offset `offset` that stick: all of them where no source
+/// names reserved bits ([`MASKS`]).
+pub(super) fn write_mask(offset: u32) -> u32 {
+    MASKS
+        .iter()
+        .find(|&&(first, n, stride, _)| {
+            offset >= first && (offset - first) % stride == 0 && (offset - first) / stride < n
+        })
+        .map_or(u32::MAX, |&(_, _, _, bits)| bits)
 }

@@ -9,6 +9,9 @@ use crate::phc::NS_PER_S;
 const S: u64 = NS_PER_S;
 /// The "other" vector used by the MSI-X tests (igc uses vector 0 for it).
 const OTHER: u32 = 0;
+/// EECD after power-on or reset: PRES b8, AUTO_RD b9, SIZE_EX 5 (b14:11), FLASH_DETECTED
+/// b19, FLUDONE b26 (Linux igc_defines.h; nvm.rs).
+const EECD_POWER_ON: u32 = 0x0408_2B00;
 
 struct Rig {
     clock: VirtualClock,
@@ -119,7 +122,7 @@ fn unmodelled_offsets_are_storage_and_read_only_writes_are_ignored() {
     for off in [
         TCTL,
         RCTL,
-        rdbal(0),
+        rdbah(0),
         srrctl(0),
         TSYNCRXCTL,
         RXPBS,
@@ -327,7 +330,7 @@ fn ctrl_rst_resets_registers_sets_auto_rd_and_keeps_systim() {
     assert_eq!(r.dev.port_resets(), 1);
     assert_eq!(r.rd(CTRL) & ctrl::RST, 0, "RST self-clears");
     assert_eq!(r.rd(CTRL), 0);
-    assert_eq!(r.rd(EECD), eecd::PRES | eecd::AUTO_RD);
+    assert_eq!(r.rd(EECD), EECD_POWER_ON, "EECD.REQ (0x40) cleared");
     assert_eq!(r.rd(TCTL), 0);
     assert_eq!(
         r.rd(ral(0)),
@@ -537,10 +540,11 @@ fn mmd_registers_are_reached_through_13_and_14() {
 #[test]
 fn probe_registers_read_as_linux_igc_expects() {
     let mut r = Rig::new();
-    // EECD: NVM present, auto-read done, no flash (iNVM path) = 0x300; read-only bits.
-    assert_eq!(r.rd(EECD), 0x300);
-    r.wr(EECD, eecd::FLASH_DETECTED);
-    assert_eq!(r.rd(EECD), 0x300);
+    // EECD: NVM present, auto-read done, flash detected with its last update done, a
+    // 2048-word shadow RAM (SIZE_EX 5); read-only bits (nvm.rs).
+    assert_eq!(r.rd(EECD), EECD_POWER_ON);
+    r.wr(EECD, 0);
+    assert_eq!(r.rd(EECD), EECD_POWER_ON);
     // PHPM: PHY reset complete.
     assert_ne!(r.rd(PHPM) & phpm::RST_COMP, 0);
     r.wr(PHPM, 0x4);
@@ -942,8 +946,8 @@ fn linux_probe_and_open_touch_only_implemented_registers() {
     let mut r = Rig::new();
     let bounded =
         |r: &mut Rig, off: u32, done: &dyn Fn(u32) -> bool| (0..10).any(|_| done(r.rd(off)));
-    // igc_get_invariants_base / igc_init_nvm_params_i225: no flash → iNVM.
-    assert_eq!(r.rd(EECD) & eecd::FLASH_DETECTED, 0);
+    // igc_get_invariants_base / igc_init_nvm_params_i225: flash → the flash NVM ops.
+    assert_ne!(r.rd(EECD) & eecd::FLASH_DETECTED, 0);
     let _ = (r.rd(STATUS), r.rd(MANC));
     // igc_acquire_swfw_sync_i225 → igc_get_hw_semaphore_i225.
     assert!(bounded(&mut r, SWSM, &|v| v & swsm::SMBI == 0));

@@ -50,6 +50,7 @@ impl Port {
     /// pending for it (the driver sees LSC when it brings the link back up).
     pub(crate) fn port_reset(&mut self) {
         self.regs.clear();
+        self.nvm.reload();
         self.load_power_on(self.mac);
         self.reset_datapath();
         self.link.update(false);
@@ -102,7 +103,7 @@ impl Port {
         Some(match offset {
             STATUS => self.status(),
             MDIC => self.phy.mdic(),
-            EECD => nvm::eecd_value(self.regs.get(EECD)),
+            EECD => self.nvm.eecd_value(self.regs.get(EECD)),
             o if o == m.eerd => self.nvm.eerd(),
             o if (hwstats::FIRST..=hwstats::LAST).contains(&o) => self.hwstats.peek(o),
             o if o == m.icr => i.icr_value(),
@@ -143,8 +144,11 @@ impl Port {
             // Read-only.
             STATUS => {}
             o if (hwstats::FIRST..=hwstats::LAST).contains(&o) => {}
-            // PRES/AUTO_RD read-only set, FLASH_DETECTED read-only clear (`nvm`).
-            EECD => self.regs.set(EECD, nvm::eecd_value(v)),
+            // PRES/AUTO_RD/FLASH_DETECTED and the flash bits are the hardware's (`nvm`).
+            EECD => {
+                let stored = self.nvm.write_eecd(v);
+                self.regs.set(EECD, stored);
+            }
             o if o == m.eerd => self.nvm.write_eerd(v),
             SWSM => self.regs.set(SWSM, nvm::swsm_write(v)),
             MDIC => self.phy.write_mdic(v, self.link.up),
