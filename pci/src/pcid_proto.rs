@@ -101,6 +101,67 @@ impl PciBar {
     }
 }
 
+/// Why the MSI-X table pcid described cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MsixTableError {
+    #[error("MSI-X table in BAR {0}, which does not exist")]
+    NoSuchBar(u8),
+    #[error("MSI-X table in BAR {0}, which is not a memory BAR")]
+    NotMemoryBar(u8),
+    /// Misaligned, past the BAR's end, or beyond the 4 GiB a 32-bit register offset reaches.
+    #[error("MSI-X table {offset:#x}..{end:#x} outside BAR{bar} of {bar_len:#x} bytes")]
+    Outside {
+        bar: u8,
+        offset: u32,
+        end: u64,
+        bar_len: u64,
+    },
+}
+
+/// Where a function's MSI-X table lies, from pcid's `MsixInfo` and BARs: every one of its
+/// entries lies inside its memory BAR at an offset the 32-bit register funnel reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsixTable {
+    pub bar: u8,
+    pub offset: u32,
+    pub entries: u16,
+}
+
+impl MsixTable {
+    /// Bytes of one entry: address low, address high, data, vector control.
+    pub const ENTRY_LEN: u32 = 16;
+
+    /// Checks pcid's description of the table against the BARs it reported.
+    pub fn locate(info: &PcidMsixInfo, bars: &[PciBar; 6]) -> Result<Self, MsixTableError> {
+        let bar = info.table_bar;
+        let b = bars
+            .get(usize::from(bar))
+            .ok_or(MsixTableError::NoSuchBar(bar))?;
+        let (_, bar_len) = b.memory().ok_or(MsixTableError::NotMemoryBar(bar))?;
+        let offset = info.table_offset;
+        let end = u64::from(offset) + u64::from(Self::ENTRY_LEN) * u64::from(info.table_size);
+        if offset % Self::ENTRY_LEN != 0 || end > bar_len || end > 1 << 32 {
+            return Err(MsixTableError::Outside {
+                bar,
+                offset,
+                end,
+                bar_len,
+            });
+        }
+        Ok(Self {
+            bar,
+            offset,
+            entries: info.table_size,
+        })
+    }
+
+    /// Offset of entry `i`'s first dword in the BAR; `None` past the table.
+    pub fn entry(&self, i: u16) -> Option<u32> {
+        // Cannot overflow: locate() checked the table's end against 2^32.
+        (i < self.entries).then(|| self.offset + Self::ENTRY_LEN * u32::from(i))
+    }
+}
+
 /// `LegacyInterruptLine`: the INTx line pcid routed, or a device-tree interrupt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct LegacyInterruptLine {

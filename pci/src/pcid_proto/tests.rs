@@ -379,3 +379,72 @@ proptest! {
         let _ = Response::decode_frame(&f);
     }
 }
+
+fn msix(table_bar: u8, table_offset: u32, table_size: u16) -> PcidMsixInfo {
+    PcidMsixInfo {
+        table_bar,
+        table_offset,
+        table_size,
+        pba_bar: table_bar,
+        pba_offset: 0,
+    }
+}
+
+#[test]
+fn the_i225_msix_table_is_located_and_its_entries_lie_in_bar3() {
+    let t = MsixTable::locate(&msix(3, 0, 5), &i225().bars).unwrap();
+    assert_eq!((t.bar, t.offset, t.entries), (3, 0, 5));
+    assert_eq!(
+        (t.entry(0), t.entry(4), t.entry(5)),
+        (Some(0), Some(64), None)
+    );
+    // The whole 0x4000-byte BAR is 1024 entries; one more is outside.
+    assert!(MsixTable::locate(&msix(3, 0, 1024), &i225().bars).is_ok());
+    let e = MsixTable::locate(&msix(3, 16, 1024), &i225().bars).unwrap_err();
+    assert!(
+        matches!(e, MsixTableError::Outside { end: 0x4010, .. }),
+        "{e:?}"
+    );
+}
+
+/// Regression (issue 23, pcid channel fuzzing): a table near 4 GiB in a 64-bit BAR passed the
+/// old end-within-BAR check, and entry 1's offset then overflowed the u32 register offset
+/// (a panic in a debug build, a write at the wrapped offset in release).
+#[test]
+fn an_msix_table_beyond_a_32_bit_offset_is_refused() {
+    let mut bars = [PciBar::None; 6];
+    bars[2] = PciBar::Memory64 {
+        addr: 0x40_0000_0000,
+        size: 8 << 30,
+    };
+    let info = msix(2, 0xFFFF_FFF0, 2);
+    assert_eq!(
+        MsixTable::locate(&info, &bars),
+        Err(MsixTableError::Outside {
+            bar: 2,
+            offset: 0xFFFF_FFF0,
+            end: 0x1_0000_0010,
+            bar_len: 8 << 30
+        })
+    );
+    // The last entry that still has a 32-bit offset is fine.
+    let t = MsixTable::locate(&msix(2, 0xFFFF_FFF0, 1), &bars).unwrap();
+    assert_eq!(t.entry(0), Some(0xFFFF_FFF0));
+}
+
+#[test]
+fn an_msix_table_in_a_missing_io_or_unaligned_place_is_refused() {
+    let bars = i225().bars;
+    assert_eq!(
+        MsixTable::locate(&msix(6, 0, 1), &bars),
+        Err(MsixTableError::NoSuchBar(6))
+    );
+    assert_eq!(
+        MsixTable::locate(&msix(1, 0, 1), &bars),
+        Err(MsixTableError::NotMemoryBar(1))
+    );
+    assert!(matches!(
+        MsixTable::locate(&msix(3, 8, 1), &bars),
+        Err(MsixTableError::Outside { offset: 8, .. })
+    ));
+}

@@ -18,8 +18,8 @@ use libredox::Fd;
 pub use irq::{IrqKind, RedoxIrq};
 
 use crate::pcid_proto::{
-    self, Feature, FeatureInfo, FunctionInfo, MsiAddrAndData, ProtoError, Request, Response,
-    SetFeatureInfo,
+    self, Feature, FeatureInfo, FunctionInfo, MsiAddrAndData, MsixTable, ProtoError, Request,
+    Response, SetFeatureInfo,
 };
 use crate::{DmaRegion, IrqMode, IrqSupport, Mmio, PciError, PciFunction, PciIds, VolatileMmio};
 
@@ -271,21 +271,18 @@ impl RedoxPciFunction {
                 info.table_size
             )));
         }
-        let table = self.bar(info.table_bar)?;
-        let bar_len = self.info.bars[usize::from(info.table_bar)]
-            .memory()
-            .map_or(0, |(_, s)| s);
-        let end = u64::from(info.table_offset) + 16 * u64::from(info.table_size);
-        if info.table_offset % 16 != 0 || end > bar_len {
-            return Err(RedoxPciError::BadBar(format!(
-                "MSI-X table {:#x}..{end:#x} outside BAR{} of {bar_len:#x} bytes",
-                info.table_offset, info.table_bar
-            )));
-        }
-        // Entry i: addr_lo, addr_hi, msg_data, vec_ctl (bit 0 = masked).
-        let entry = |i: u16| info.table_offset + 16 * u32::from(i);
-        for i in 0..info.table_size {
-            let ctl = entry(i) + 12;
+        let layout = MsixTable::locate(&info, &self.info.bars)
+            .map_err(|e| RedoxPciError::BadBar(e.to_string()))?;
+        let table = self.bar(layout.bar)?;
+        // Entry i: addr_lo, addr_hi, msg_data, vec_ctl (bit 0 = masked); every i below
+        // `entries` has one (locate checked the whole table).
+        let entry = |i: u16| {
+            layout
+                .entry(i)
+                .ok_or_else(|| RedoxPciError::BadBar(format!("no MSI-X entry {i}")))
+        };
+        for i in 0..layout.entries {
+            let ctl = entry(i)? + 12;
             table.write32(ctl, table.read32(ctl) | 1);
         }
         match self.call(Request::EnableFeature(Feature::MsiX))? {
@@ -297,7 +294,7 @@ impl RedoxPciFunction {
         for i in 0..count {
             let (fd, vector) = irq::alloc_cpu_vector(apic)?;
             let (addr, data) = irq::msi_message(apic, vector)?;
-            let e = entry(i);
+            let e = entry(i)?;
             table.write32(e, addr as u32);
             table.write32(e + 4, (addr >> 32) as u32);
             table.write32(e + 8, data);
