@@ -9,12 +9,9 @@ use std::time::{Duration, Instant};
 
 use super::layout::{self, Geometry};
 use super::map::Mapping;
-use super::{Bell, RingConfig, RingEndpoint, RingError, Wake, Woken};
+use super::{Bell, RingConfig, RingEndpoint, RingError, Wake, Woken, decode_setup, setup_message};
 use crate::transport::SeqpacketConn;
 
-/// Setup message: tag, layout version, region length (u64 LE). The descriptors ride along.
-const SETUP_TAG: &[u8; 7] = b"PTPRING";
-const SETUP_LEN: usize = 16;
 /// Descriptors in the setup message: region, the attacher's data and space bells, the
 /// creator's data and space bells.
 const SETUP_FDS: usize = 5;
@@ -209,14 +206,6 @@ pub fn offer_ring(conn: &SeqpacketConn, cfg: RingConfig) -> Result<RingEndpoint,
     Ok(RingEndpoint::new(map, g, 0, cfg.spin, Box::new(bell)))
 }
 
-pub(super) fn setup_message(len: usize) -> [u8; SETUP_LEN] {
-    let mut msg = [0u8; SETUP_LEN];
-    msg[..7].copy_from_slice(SETUP_TAG);
-    msg[7] = layout::VERSION as u8;
-    msg[8..].copy_from_slice(&(len as u64).to_le_bytes());
-    msg
-}
-
 /// Receives a region offered by [`offer_ring`] over `conn` (waiting at most `timeout`), checks
 /// it (setup message, sealed size, header) and returns side B. `spin` as in [`RingConfig`].
 pub fn accept_ring(
@@ -226,12 +215,8 @@ pub fn accept_ring(
 ) -> Result<RingEndpoint, RingError> {
     let deadline = Instant::now().checked_add(timeout);
     let (msg, mut fds) = recv_fds(sock(conn), deadline)?;
-    if msg.len() != SETUP_LEN || &msg[..7] != SETUP_TAG {
-        return Err(RingError::NotOffered(msg));
-    }
-    if msg[7] as u32 != layout::VERSION {
-        return Err(RingError::BadVersion(msg[7] as u32));
-    }
+    // The length it announces is not trusted: the sealed memfd's own size is what is mapped.
+    decode_setup(&msg)?;
     if fds.len() != SETUP_FDS {
         return Err(RingError::Setup(format!(
             "{} descriptors, want {SETUP_FDS}",

@@ -38,12 +38,15 @@ use crate::transport::{Transport, TransportError};
 
 mod layout;
 mod map;
+mod probe;
 // Used by the Redox driver's pool (and host-tested everywhere).
 #[cfg_attr(not(target_os = "redox"), allow(dead_code))]
 mod segment;
+pub use layout::{CONTROL_LEN, Geometry, MAGIC, MAX_SLOT, MAX_SLOTS, MIN_SLOT, VERSION};
 use layout::{Control, RingView};
-pub use layout::{Geometry, MAGIC, MAX_SLOT, MAX_SLOTS, MIN_SLOT, VERSION};
 use map::Mapping;
+#[doc(hidden)]
+pub use probe::{RegionProbe, probe_region};
 #[cfg_attr(not(target_os = "redox"), allow(unused_imports))]
 use segment::Segment;
 pub use segment::{Lent, RingPool};
@@ -132,6 +135,40 @@ pub fn parse_mapped_offer(msg: &[u8]) -> Option<usize> {
     let len = u64::from_le_bytes(rest.try_into().ok()?);
     let len = usize::try_from(len).ok()?;
     layout::check_region_len(len).ok().map(|()| len)
+}
+
+/// Linux setup message: tag, layout version, region length (u64 LE); the region's memfd and
+/// the bells ride along with it (`linux.rs`).
+const SETUP_TAG: &[u8; 7] = b"PTPRING";
+/// Bytes of a setup message.
+pub const SETUP_LEN: usize = 16;
+
+/// The setup message that offers a region of `len` bytes.
+pub fn setup_message(len: usize) -> [u8; SETUP_LEN] {
+    let mut msg = [0u8; SETUP_LEN];
+    msg[..7].copy_from_slice(SETUP_TAG);
+    msg[7] = layout::VERSION as u8;
+    msg[8..].copy_from_slice(&(len as u64).to_le_bytes());
+    msg
+}
+
+/// Decodes the first message on a ring's control connection: the region length the offer
+/// announces (informational: the attacher maps the sealed memfd's own size), `NotOffered` with
+/// the bytes for anything that is not an offer, `BadVersion` for another layout.
+pub fn decode_setup(msg: &[u8]) -> Result<u64, RingError> {
+    let Some((head, len)) = msg.split_first_chunk::<8>() else {
+        return Err(RingError::NotOffered(msg.to_vec()));
+    };
+    let Ok(len) = <[u8; 8]>::try_from(len) else {
+        return Err(RingError::NotOffered(msg.to_vec()));
+    };
+    if &head[..7] != SETUP_TAG {
+        return Err(RingError::NotOffered(msg.to_vec()));
+    }
+    if u32::from(head[7]) != VERSION {
+        return Err(RingError::BadVersion(head[7].into()));
+    }
+    Ok(u64::from_le_bytes(len))
 }
 
 /// How a region is made.

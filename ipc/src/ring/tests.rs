@@ -3,7 +3,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::linux::{new_region, send_fds, setup_message};
+use super::linux::{new_region, send_fds};
+use super::setup_message;
 use super::*;
 use crate::msg::{DriverRequest, PtpdToDriver};
 use crate::transport::{Channel, SeqpacketConn, TransportError};
