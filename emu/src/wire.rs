@@ -23,7 +23,10 @@ use crate::rng::SplitMix64;
 #[cfg(target_os = "linux")]
 mod unix;
 #[cfg(target_os = "linux")]
-pub use unix::{HEADER_LEN, MAGIC, UnixDatagramWire, VERSION, decode_datagram, encode_datagram};
+pub use unix::{
+    HEADER_LEN, MAGIC, UnixDatagramWire, VERSION, decode_any, decode_datagram, encode_datagram,
+    encode_hello,
+};
 
 /// A frame as it reaches a NIC's PHY.
 #[derive(Debug, Clone, PartialEq, Eq)]

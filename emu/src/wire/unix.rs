@@ -122,7 +122,7 @@ pub fn encode_datagram(frame: &[u8], departure_ns: u64) -> Option<Vec<u8>> {
 
 /// Decodes one datagram into (departure_ns, frame); `None` if malformed or a HELLO.
 pub fn decode_datagram(d: &[u8]) -> Option<(u64, &[u8])> {
-    match decode(d)? {
+    match decode_any(d)? {
         (_, _, true) => None,
         (dep, frame, false) => Some((dep, frame)),
     }
@@ -142,8 +142,16 @@ fn encode_into(out: &mut Vec<u8>, frame: &[u8], departure_ns: u64, flags: u8) ->
     true
 }
 
-/// (departure, frame, hello) of a valid datagram.
-fn decode(d: &[u8]) -> Option<(u64, &[u8], bool)> {
+/// A HELLO datagram, as [`UnixDatagramWire::connect`] sends it (departure 0, no frame).
+pub fn encode_hello() -> Vec<u8> {
+    let mut hello = Vec::with_capacity(HEADER_LEN);
+    encode_into(&mut hello, &[], 0, FLAG_HELLO);
+    hello
+}
+
+/// (departure, frame, hello) of any valid datagram, HELLO included: the decoding every
+/// datagram a [`UnixDatagramWire`] reads goes through (public for the fuzz target).
+pub fn decode_any(d: &[u8]) -> Option<(u64, &[u8], bool)> {
     let (hdr, frame) = d.split_at_checked(HEADER_LEN)?;
     if hdr[0..4] != MAGIC || hdr[4] != VERSION {
         return None;
@@ -245,9 +253,7 @@ impl UnixDatagramWire {
     }
 
     fn hello(&self) -> io::Result<()> {
-        let mut hello = Vec::with_capacity(HEADER_LEN);
-        encode_into(&mut hello, &[], 0, FLAG_HELLO);
-        self.sock.send(&hello).map(|_| ())
+        self.sock.send(&encode_hello()).map(|_| ())
     }
 
     /// The bound end went away (a restarted NIC binds a new socket at the same path):
@@ -339,7 +345,7 @@ impl UnixDatagramWire {
             let Some(d) = self.rx_buf.get(..n) else {
                 return;
             };
-            let Some((dep, frame, hello)) = decode(d) else {
+            let Some((dep, frame, hello)) = decode_any(d) else {
                 self.stats.malformed += 1;
                 continue;
             };
