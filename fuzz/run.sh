@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-20}
 san=${FUZZ_SANITIZER:-address}
-targets=(ipc_wire clock_request ptp_frame rx_ts_header ptpd_config mgmt_tlv)
+targets=(ipc_wire clock_request ptp_frame rx_ts_header ptpd_config mgmt_tlv
+    proxy_proto pcid_channel ring_setup wire_datagram fault_command)
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build -O -s "$san"

@@ -3,6 +3,9 @@
 //! exists, decode(encode(x)) == x for every decoded x. The targets under `fuzz_targets/` only
 //! call these.
 
+mod peers;
+pub use peers::{fault_command, pcid_channel, proxy_proto, ring_setup, wire_datagram};
+
 use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;

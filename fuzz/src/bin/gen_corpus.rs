@@ -5,7 +5,10 @@
 use std::net::Ipv4Addr;
 use std::path::Path;
 
+use ptp_emu::proxy::proto::{self, RamRegion, cmd};
+use ptp_emu::wire;
 use ptp_ipc::*;
+use ptp_pci::pcid_proto;
 use ptpd::ptp::config::NetworkTransport;
 use ptpd::ptp::mgmt::{self, Action, MgmtRequest, PortIdentity};
 use ptpd::ptp::net::FrameBuilder;
@@ -303,6 +306,237 @@ fn request(action: Action, management_id: u16, data: Vec<u8>) -> Vec<u8> {
     .encode()
 }
 
+/// One proxy message as the stream carries it: descriptor count, header, payload.
+fn proxy(nfds: u8, c: i32, payload: &[u8]) -> Vec<u8> {
+    let mut v = vec![nfds];
+    v.extend_from_slice(&proto::encode_header(c, payload.len()));
+    v.extend_from_slice(payload);
+    v
+}
+
+/// What QEMU sends a device host, one kind per seed, and a boot-like session: guest RAM, the
+/// INTx eventfds, the IDs read, BAR0 assigned and enabled, register accesses, a reset.
+fn proxy_streams() -> Vec<Vec<u8>> {
+    let ram = [
+        RamRegion {
+            gpa: 0,
+            size: 0xA_0000,
+            offset: 0,
+        },
+        RamRegion {
+            gpa: 0x10_0000,
+            size: 0x7F0_0000,
+            offset: 0x10_0000,
+        },
+    ];
+    let bar0 = 0xFEB0_0000u64;
+    let msgs = [
+        proxy(2, cmd::SYNC_SYSMEM, &proto::encode_sysmem(&ram)),
+        proxy(2, cmd::SET_IRQFD, &[]),
+        proxy(0, cmd::PCI_CFGREAD, &proto::encode_cfg(0, 0, 4)),
+        proxy(
+            0,
+            cmd::PCI_CFGWRITE,
+            &proto::encode_cfg(0x10, bar0 as u32, 4),
+        ),
+        proxy(0, cmd::PCI_CFGWRITE, &proto::encode_cfg(0x04, 0x0006, 2)),
+        proxy(0, cmd::PCI_CFGREAD, &proto::encode_cfg(0x3d, 0, 1)),
+        proxy(
+            0,
+            cmd::BAR_WRITE,
+            &proto::encode_bar(bar0 + 0xB604, 0x8000_0000, 4, true),
+        ),
+        proxy(0, cmd::BAR_READ, &proto::encode_bar(bar0 + 0x8, 0, 4, true)),
+        proxy(
+            0,
+            cmd::BAR_READ,
+            &proto::encode_bar(bar0 + 0xB65C, 0, 8, true),
+        ),
+        proxy(0, cmd::DEVICE_RESET, &[]),
+    ];
+    let mut out: Vec<Vec<u8>> = msgs.to_vec();
+    out.push(msgs.concat());
+    out
+}
+
+/// pcid's responses of an i225 session (tag 0, framed) and igcd's requests (tag 1).
+fn pcid_messages() -> Vec<Vec<u8>> {
+    use pcid_proto::*;
+    let mut bars = [PciBar::None; 6];
+    bars[0] = PciBar::Memory32 {
+        addr: 0xFC20_0000,
+        size: 0x10_0000,
+    };
+    bars[2] = PciBar::Port(0xE000);
+    bars[3] = PciBar::Memory64 {
+        addr: 0x40_0000_0000,
+        size: 0x4000,
+    };
+    let info = FunctionInfo {
+        addr: PciAddress {
+            segment: 0,
+            bus: 3,
+            device: 0,
+            function: 0,
+        },
+        bars,
+        legacy_interrupt_line: Some(LegacyInterruptLine {
+            irq: 11,
+            phandled: Some((1, [2, 3, 4], 3)),
+        }),
+        full_device_id: FullDeviceId {
+            vendor_id: 0x8086,
+            device_id: 0x15F3,
+            class: 2,
+            subclass: 0,
+            interface: 0,
+            revision: 3,
+        },
+    };
+    let msix = PcidMsixInfo {
+        table_bar: 3,
+        table_offset: 0,
+        table_size: 5,
+        pba_bar: 3,
+        pba_offset: 0x2000,
+    };
+    let responses = [
+        Response::EnabledDevice,
+        Response::Config(info),
+        Response::AllFeatures(vec![Feature::Msi, Feature::MsiX]),
+        Response::VendorCapabilities(vec![vec![9, 0, 1], vec![]]),
+        Response::FeatureEnabled(Feature::MsiX),
+        Response::FeatureStatus(Feature::Msi, false),
+        Response::Error(ServerError::NonexistentFeature(Feature::Msi)),
+        Response::Error(ServerError::InvalidBitPattern),
+        Response::FeatureInfo(Feature::MsiX, FeatureInfo::MsiX(msix)),
+        Response::FeatureInfo(
+            Feature::Msi,
+            FeatureInfo::Msi(MsiInfo {
+                log2_multiple_message_capable: 2,
+                is_64bit: true,
+                has_per_vector_masking: false,
+            }),
+        ),
+        Response::SetFeatureInfo(Feature::Msi),
+        Response::ReadConfig(0x15F3_8086),
+        Response::WriteConfig,
+    ];
+    let mut out: Vec<Vec<u8>> = responses
+        .iter()
+        .map(|r| [&[0][..], &r.encode_frame()].concat())
+        .collect();
+    // igcd's start on Redox: config, then the MSI-X table located against its BARs.
+    let session = [&responses[1], &responses[2], &responses[8]];
+    let mut s = vec![0];
+    session.iter().for_each(|r| s.extend(r.encode_frame()));
+    out.push(s);
+    let requests = [
+        Request::EnableDevice,
+        Request::RequestConfig,
+        Request::RequestFeatures,
+        Request::RequestVendorCapabilities,
+        Request::EnableFeature(Feature::MsiX),
+        Request::FeatureInfo(Feature::MsiX),
+        Request::SetFeatureInfo(SetFeatureInfo::Msi {
+            multi_message_enable: Some(0),
+            message_address_and_data: Some(MsiAddrAndData {
+                addr: 0xFEE0_0000,
+                data: 0x41,
+            }),
+            mask_bits: None,
+        }),
+        Request::SetFeatureInfo(SetFeatureInfo::MsiX {
+            function_mask: Some(false),
+        }),
+        Request::ReadConfig(0x10),
+        Request::WriteConfig(0x04, 0x0406),
+    ];
+    out.extend(requests.iter().map(|r| [&[1][..], &r.encode()].concat()));
+    out
+}
+
+/// A region as `layout::init` leaves it (geometry `slot_size` × `slots`, generation 1) with
+/// `msgs` published in ring 0 (A → B) as `try_push` writes them: a u32 LE length, the bytes.
+/// Offsets from ipc/src/ring/layout.rs: header on line 0, ring 0's head on line 4.
+fn ring_region(slot_size: u32, slots: u32, msgs: &[&[u8]]) -> Vec<u8> {
+    let g = ring::Geometry::new(slot_size, slots).expect("seed geometry");
+    let mut r = vec![0u8; g.region_len()];
+    r[0..8].copy_from_slice(&ring::MAGIC.to_le_bytes());
+    r[8..12].copy_from_slice(&ring::VERSION.to_le_bytes());
+    r[12..16].copy_from_slice(&slot_size.to_le_bytes());
+    r[16..20].copy_from_slice(&slots.to_le_bytes());
+    r[24..32].copy_from_slice(&1u64.to_le_bytes());
+    for (i, m) in msgs.iter().enumerate() {
+        let at = ring::CONTROL_LEN + i * slot_size as usize;
+        r[at..at + 4].copy_from_slice(&(m.len() as u32).to_le_bytes());
+        r[at + 4..at + 4 + m.len()].copy_from_slice(m);
+    }
+    r[256..264].copy_from_slice(&(msgs.len() as u64).to_le_bytes());
+    r
+}
+
+/// Tag 0: Linux setup messages; 1: Redox named offers; 2: regions holding driver messages.
+fn ring_seeds() -> Vec<Vec<u8>> {
+    let g = ring::RingConfig::default().geometry;
+    let mut out = vec![
+        [&[0][..], &ring::setup_message(g.region_len())].concat(),
+        [&[0][..], &ring::setup_message(1024)].concat(),
+        [&[1][..], &ring::named_offer("ptp-igcd-0.ring3")].concat(),
+        [&[1][..], &ring::named_offer("a")].concat(),
+    ];
+    let mut hello = Vec::new();
+    PtpdToDriver {
+        seq: 1,
+        request: DriverRequest::Hello,
+    }
+    .encode(&mut hello);
+    let mut stamp = Vec::new();
+    DriverToPtpd::Event(driver_events().swap_remove(0)).encode(&mut stamp);
+    out.push([&[2][..], &ring_region(64, 2, &[&hello, b"x"])].concat());
+    out.push([&[2][..], &ring_region(64, 4, &[&stamp, &hello, &[]])].concat());
+    out.push([&[2][..], &ring_region(128, 2, &[])].concat());
+    out
+}
+
+/// A cable (delay 50 ns, jitter 10 ns, seed 7) and datagrams separated by FF FE FD: a HELLO,
+/// then PTP frames as igcd's wire sends them.
+fn wire_seeds() -> Vec<Vec<u8>> {
+    let sep = [0xFF, 0xFE, 0xFD];
+    let mut cable = 50u16.to_le_bytes().to_vec();
+    cable.extend_from_slice(&10u16.to_le_bytes());
+    cable.extend_from_slice(&7u32.to_le_bytes());
+    let grams: Vec<Vec<u8>> =
+        std::iter::once(wire::encode_hello())
+            .chain(frames().iter().enumerate().map(|(i, f)| {
+                wire::encode_datagram(f, 1_000_000 + 125_000 * i as u64).expect("frame")
+            }))
+            .collect();
+    let mut out: Vec<Vec<u8>> = grams
+        .iter()
+        .take(4)
+        .map(|g| [&cable[..], g].concat())
+        .collect();
+    out.push([cable.clone(), grams.join(&sep[..])].concat());
+    out
+}
+
+/// Every command of the fault socket's table, one per seed, and a lab's session.
+fn fault_seeds() -> Vec<Vec<u8>> {
+    let cmds = [
+        "drop-tx-stamps 3",
+        "stick-txtt 1",
+        "clear-txtt 1",
+        "drop-ts-irqs 20",
+        "link down",
+        "link up",
+        "stats",
+    ];
+    let mut out: Vec<Vec<u8>> = cmds.iter().map(|c| c.as_bytes().to_vec()).collect();
+    out.push(cmds.join("\n").into_bytes());
+    out
+}
+
 fn main() {
     let mut ipc = vec![];
     for r in requests() {
@@ -322,4 +556,9 @@ fn main() {
     write("rx_ts_header", &rx_buffers());
     write("ptpd_config", &configs());
     write("mgmt_tlv", &mgmt_requests());
+    write("proxy_proto", &proxy_streams());
+    write("pcid_channel", &pcid_messages());
+    write("ring_setup", &ring_seeds());
+    write("wire_datagram", &wire_seeds());
+    write("fault_command", &fault_seeds());
 }
