@@ -4,7 +4,9 @@
 # Each target starts from its committed seeds (corpus/<target>, only read) and keeps what it
 # finds in a temporary directory, so the committed corpus stays small. A panic or sanitizer
 # report fails the run; libFuzzer leaves the input in artifacts/<target>/ (reproduce with
-# `RUSTC_BOOTSTRAP=1 cargo fuzz run -O <target> artifacts/<target>/crash-...`).
+# `RUSTC_BOOTSTRAP=1 cargo fuzz run -O -a <target> artifacts/<target>/crash-...`).
+# -a: debug assertions, and with them overflow checks, so an arithmetic overflow on hostile
+# input is a crash here rather than a silently wrapped value (a release build wraps).
 # cargo-fuzz needs nightly features: RUSTC_BOOTSTRAP=1 on the stable toolchain. FUZZ_SANITIZER
 # (default address; `none` where ASan does not link) is passed to cargo fuzz -s.
 set -euo pipefail
@@ -15,12 +17,12 @@ targets=(ipc_wire clock_request ptp_frame rx_ts_header ptpd_config mgmt_tlv
     proxy_proto pcid_channel ring_setup wire_datagram fault_command)
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 export RUSTC_BOOTSTRAP=1
-cargo fuzz build -O -s "$san"
+cargo fuzz build -O -a -s "$san"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for t in "${targets[@]}"; do
     mkdir -p "$work/$t"
-    cargo fuzz run -O -s "$san" "$t" "$work/$t" "corpus/$t" -- \
+    cargo fuzz run -O -a -s "$san" "$t" "$work/$t" "corpus/$t" -- \
         -max_total_time="$secs" -print_final_stats=1 >"$work/$t.log" 2>&1 || {
         tail -n 60 "$work/$t.log"
         echo "fuzz/run.sh: $t failed (input in fuzz/artifacts/$t/)" >&2
