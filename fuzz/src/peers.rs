@@ -203,7 +203,7 @@ const RING0_HEAD: usize = 4 * 64;
 
 /// A ring's first control message and the region behind it, as an attacher reads them. Byte 0
 /// picks: the Linux setup message (decodes to its announced length and re-encodes to the
-/// input), the Redox named offer (the name round-trips and is a safe segment name), or a
+/// input), the Redox mapped offer (a length a ring region can have, which round-trips), or a
 /// whole region ([`ring::probe_region`]): a geometry that fits the region, and exactly the
 /// messages an independent reading of the bytes says ring 0 holds.
 pub fn ring_setup(data: &[u8]) {
@@ -217,10 +217,9 @@ pub fn ring_setup(data: &[u8]) {
             Err(e) => assert!(matches!(e, RingError::BadVersion(v) if v != ring::VERSION)),
         },
         1 => {
-            if let Some(name) = ring::parse_named_offer(bytes) {
-                assert!((1..=ring::MAX_RING_NAME).contains(&name.len()));
-                assert!(!name.contains('/') && name != "." && name != "..");
-                assert_eq!(ring::named_offer(name), bytes);
+            if let Some(len) = ring::parse_mapped_offer(bytes) {
+                assert!(len >= ring::CONTROL_LEN && len <= ring::MAX_REGION, "{len}");
+                assert_eq!(ring::mapped_offer(len), bytes);
             }
         }
         _ => check_region(bytes),

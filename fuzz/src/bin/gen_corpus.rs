@@ -476,14 +476,14 @@ fn ring_region(slot_size: u32, slots: u32, msgs: &[&[u8]]) -> Vec<u8> {
     r
 }
 
-/// Tag 0: Linux setup messages; 1: Redox named offers; 2: regions holding driver messages.
+/// Tag 0: Linux setup messages; 1: Redox mapped offers; 2: regions holding driver messages.
 fn ring_seeds() -> Vec<Vec<u8>> {
     let g = ring::RingConfig::default().geometry;
     let mut out = vec![
         [&[0][..], &ring::setup_message(g.region_len())].concat(),
         [&[0][..], &ring::setup_message(1024)].concat(),
-        [&[1][..], &ring::named_offer("ptp-igcd-0.ring3")].concat(),
-        [&[1][..], &ring::named_offer("a")].concat(),
+        [&[1][..], &ring::mapped_offer(g.region_len())].concat(),
+        [&[1][..], &ring::mapped_offer(4096)].concat(),
     ];
     let mut hello = Vec::new();
     PtpdToDriver {
