@@ -9,7 +9,7 @@
 //! - `regfile`: BAR storage and MMIO counters; `known`: the unimplemented-offset record;
 //! - `irq`: ICR/IMS/EICR/... and MSI-X delivery (the offsets are the caller's);
 //! - `link` / `phy` / `nvm`: STATUS link bits, the MDIC PHY, EERD/EECD/SWSM;
-//! - `tx` / `rx` / `csum` / `addrfilter` / `hwstats`: the queue-0 data path;
+//! - `tx` / `tso` / `rx` / `csum` / `addrfilter` / `hwstats`: the queue-0 data path;
 //! - `noise`: stamp jitter and quantisation; `hooks`: actions armed after a register read.
 
 pub(crate) mod addrfilter;
@@ -28,6 +28,7 @@ pub(crate) mod phy;
 pub(crate) mod regfile;
 pub(crate) mod rx;
 pub(crate) mod tscause;
+pub(crate) mod tso;
 pub(crate) mod tx;
 
 use std::sync::Arc;
@@ -59,15 +60,17 @@ pub struct NicStats {
     /// Frames sent with no wire attached (dropped).
     pub tx_no_wire: u64,
     /// Malformed TX frames dropped (bad buffer address, zero length, no EOP in a full ring,
-    /// ...).
+    /// a TSO request the model cannot segment, ...).
     pub tx_malformed: u64,
     /// Frames whose checksums were inserted (POPTS.IXSM/TXSM with a context).
     pub tx_csum_inserted: u64,
     /// Frames whose checksum request the model could not honour (offsets outside the frame,
     /// SCTP): sent unchanged.
     pub tx_csum_skipped: u64,
-    /// TSO frames (DCMD.TSE) dropped: segmentation is not modelled.
-    pub tx_tso_unmodelled: u64,
+    /// TSO frames (DCMD.TSE) segmented (each also counted in TSCTC).
+    pub tx_tso_packets: u64,
+    /// The segments they made (each also counted in `tx_frames`).
+    pub tx_tso_segments: u64,
     /// Polls at which the TX queue stalled on a descriptor DMA could not read.
     pub tx_dma_errors: u64,
     /// Frames written to an RX buffer.
@@ -78,9 +81,9 @@ pub struct NicStats {
     pub rx_stamped: u64,
     /// Frames dropped for want of a free RX descriptor (RX missed).
     pub rx_missed: u64,
-    /// Frames dropped as larger than the RX buffer.
-    pub rx_too_big: u64,
-    /// Frames dropped as shorter than an Ethernet header.
+    /// Frames dropped as longer than the long-packet limit (RCTL.LPE, RLPML; counted in ROC).
+    pub rx_oversize: u64,
+    /// Frames dropped as shorter than 64 bytes with FCS (counted in RUC).
     pub rx_runt: u64,
     /// Frames dropped because RX was disabled or the link down.
     pub rx_not_ready: u64,

@@ -122,7 +122,7 @@ pub fn apply(nic: &mut I225, host: &mut dyn DeviceHost, cmd: FaultCommand) -> St
                 st.rx_frames,
                 st.rx_missed
                     + st.rx_not_ready
-                    + st.rx_too_big
+                    + st.rx_oversize
                     + st.rx_runt
                     + st.rx_filtered
                     + st.rx_dma_errors,

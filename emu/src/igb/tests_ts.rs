@@ -169,6 +169,8 @@ fn ptp_l2(msg_type: u8, seq: u16) -> Vec<u8> {
     p[20..26].copy_from_slice(&[0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF]);
     p[30..32].copy_from_slice(&seq.to_be_bytes());
     f.extend_from_slice(&p);
+    // Padded to the 60-byte minimum, as the sender's MAC does (TCTL.PSP): shorter is a runt.
+    f.resize(60, 0);
     f
 }
 

@@ -3,8 +3,10 @@
 //!
 //! A context descriptor (DTYP 0x2) holds, for context slot IDX (mss_l4len_idx b6:4):
 //! IPLEN (vlan_macip_lens b8:0) and MACLEN (b15:9), the IPv4 flag TUCMD.IPV4
-//! (type_tucmd_mlhl b10) and L4T (b12:11: 0 UDP, 1 TCP, 2 SCTP). A data descriptor's
-//! POPTS (olinfo_status b13:8) asks for insertion with the context in its IDX (b6:4):
+//! (type_tucmd_mlhl b10) and L4T (b12:11: 0 UDP, 1 TCP, 2 SCTP), and for segmentation
+//! (`tso`) L4LEN (mss_l4len_idx b15:8) and MSS (b31:16) (igc_tso: IGC_ADVTXD_L4LEN_SHIFT 8,
+//! IGC_ADVTXD_MSS_SHIFT 16). A data descriptor's POPTS (olinfo_status b13:8) asks for
+//! insertion with the context in its IDX (b6:4):
 //!
 //! - IXSM (b8): the IPv4 header checksum over IPLEN bytes at MACLEN, its field (header byte
 //!   10) taken as zero \[U: the hardware overwrites it; Linux zeroes it for TSO anyway\].
@@ -14,9 +16,9 @@
 //!   A UDP result of 0 is sent as 0xFFFF (0 means "no checksum", RFC 768) \[U\]. The sum
 //!   runs to the end of the frame as posted (before TCTL.PSP padding) \[U\].
 //!
-//! SCTP (CRC32c) and TSO are not modelled (the model does not advertise them; igc offers
-//! SCTP CRC offload, so such a frame is sent unchanged and counted). A context whose offsets
-//! fall outside the frame inserts nothing and is counted too.
+//! SCTP (CRC32c) is not modelled (igc offers SCTP CRC offload, so such a frame is sent
+//! unchanged and counted). A context whose offsets fall outside the frame inserts nothing and
+//! is counted too. TSO segments go through [`insert`] one by one (`tso`).
 
 /// L4 type field of a context descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,6 +37,10 @@ pub(crate) struct TxContext {
     pub(crate) iplen: usize,
     pub(crate) ipv4: bool,
     pub(crate) l4: L4,
+    /// L4 header length (TSO).
+    pub(crate) l4len: usize,
+    /// Maximum segment size: payload bytes per segment (TSO).
+    pub(crate) mss: usize,
 }
 
 /// Context slots per queue (IDX is 3 bits).
@@ -48,6 +54,9 @@ const TUCMD_IPV4: u32 = 1 << 10;
 const L4T_SHIFT: u32 = 11;
 const MACLEN_SHIFT: u32 = 9;
 const IDX_SHIFT: u32 = 4;
+/// mss_l4len_idx fields.
+const L4LEN_SHIFT: u32 = 8;
+const MSS_SHIFT: u32 = 16;
 
 /// The slot a context (`mss_l4len_idx`) or data (`olinfo_status`) descriptor names.
 pub(crate) fn slot(dword3: u32) -> usize {
@@ -55,8 +64,10 @@ pub(crate) fn slot(dword3: u32) -> usize {
 }
 
 /// A context descriptor's slot contents.
-pub(crate) fn parse(vlan_macip_lens: u32, type_tucmd_mlhl: u32) -> TxContext {
+pub(crate) fn parse(vlan_macip_lens: u32, type_tucmd_mlhl: u32, mss_l4len_idx: u32) -> TxContext {
     TxContext {
+        l4len: ((mss_l4len_idx >> L4LEN_SHIFT) & 0xFF) as usize,
+        mss: (mss_l4len_idx >> MSS_SHIFT) as usize,
         iplen: (vlan_macip_lens & 0x1FF) as usize,
         maclen: ((vlan_macip_lens >> MACLEN_SHIFT) & 0x7F) as usize,
         ipv4: type_tucmd_mlhl & TUCMD_IPV4 != 0,
@@ -81,7 +92,7 @@ pub(crate) enum Outcome {
 }
 
 /// One's-complement sum of `b` as big-endian 16-bit words (an odd last byte padded with 0).
-fn sum16(b: &[u8]) -> u32 {
+pub(crate) fn sum16(b: &[u8]) -> u32 {
     let mut s: u32 = 0;
     let mut it = b.chunks_exact(2);
     for w in &mut it {
@@ -94,7 +105,7 @@ fn sum16(b: &[u8]) -> u32 {
     s
 }
 
-fn fold(mut s: u32) -> u16 {
+pub(crate) fn fold(mut s: u32) -> u16 {
     while s > 0xFFFF {
         s = (s & 0xFFFF) + (s >> 16);
     }
@@ -151,17 +162,21 @@ mod tests {
     #[test]
     fn parse_reads_the_linux_layout() {
         // igc_tx_csum for IPv4/UDP behind a 14-byte MAC header: IPLEN 20, MACLEN 14 << 9.
-        let c = parse(20 | 14 << 9, 0x2 << 20 | 1 << 29 | TUCMD_IPV4);
+        let c = parse(20 | 14 << 9, 0x2 << 20 | 1 << 29 | TUCMD_IPV4, 0);
         assert_eq!(
             c,
             TxContext {
                 maclen: 14,
                 iplen: 20,
                 ipv4: true,
-                l4: L4::Udp
+                l4: L4::Udp,
+                l4len: 0,
+                mss: 0,
             }
         );
-        assert_eq!(parse(40 | 18 << 9, 1 << 11).l4, L4::Tcp);
+        // igc_tso for IPv6/TCP: L4LEN 32 << 8, MSS 1428 << 16.
+        let c = parse(40 | 18 << 9, 1 << 11, 32 << 8 | 1428 << 16 | 1 << 4);
+        assert_eq!((c.l4, c.l4len, c.mss), (L4::Tcp, 32, 1428));
         assert_eq!(slot(3 << 4), 3);
     }
 }

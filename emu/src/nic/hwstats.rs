@@ -3,9 +3,13 @@
 //! watchdog tick): read-only, clear-on-read counters.
 //!
 //! Counted by the model: GPRC/GORC, TPR/TOR, BPRC/MPRC, PRC64..PRC1522 (frames accepted by
-//! the address filter, written to the host or not), MPC (missed: no free descriptor), RNBC
-//! (same event \[U\]), ROC (longer than the buffer \[U\]), GPTC/GOTC, TPT/TOT, BPTC/MPTC,
-//! PTC64..PTC1522. Octet counts include the 4-byte FCS \[U\]. Every other counter in the block
+//! the address filter, written to the host or not), MPC (missed: no free descriptors), RNBC
+//! (same event \[U\]), RUC (shorter than 64 bytes with FCS) and ROC (longer than the
+//! long-packet limit, RCTL.LPE/RLPML: igc_rx_fifo_flush_base reads ROC to flush the errors its
+//! RLPML = 0 trick causes; Linux reports RUC and ROC as rx_length_errors), GPTC/GOTC, TPT/TOT,
+//! BPTC/MPTC, PTC64..PTC1522 (every TSO segment is a frame here), TSCTC (TSO frames
+//! segmented: igc_regs.h "TCP Segmentation Context Tx"). Octet counts include the 4-byte FCS
+//! \[U\]. Every other counter in the block
 //! reads 0. The 64-bit octet counters are pairs: the low dword reads the low half, the high
 //! dword reads the high half and then clears both (low first, as Linux reads them) \[U\].
 
@@ -22,6 +26,7 @@ const GPTC: u32 = 0x4080;
 const GORCL: u32 = 0x4088;
 const GOTCL: u32 = 0x4090;
 const RNBC: u32 = 0x40A0;
+const RUC: u32 = 0x40A4;
 const ROC: u32 = 0x40AC;
 const TORL: u32 = 0x40C0;
 const TOTL: u32 = 0x40C8;
@@ -30,6 +35,7 @@ const TPT: u32 = 0x40D4;
 const PTC64: u32 = 0x40D8;
 const MPTC: u32 = 0x40F0;
 const BPTC: u32 = 0x40F4;
+const TSCTC: u32 = 0x40F8;
 /// Low dwords of the 64-bit pairs (the high dword follows at +4).
 const PAIRS: [u32; 6] = [GORCL, GOTCL, TORL, TOTL, 0x4128, 0x4130];
 
@@ -92,9 +98,19 @@ impl HwStats {
         self.add(RNBC, 1);
     }
 
-    /// A frame dropped as longer than the buffer.
+    /// A frame dropped as longer than the long-packet limit.
     pub(crate) fn rx_oversize(&mut self) {
         self.add(ROC, 1);
+    }
+
+    /// A frame dropped as shorter than the 64-byte minimum.
+    pub(crate) fn rx_undersize(&mut self) {
+        self.add(RUC, 1);
+    }
+
+    /// A TSO frame segmented (its segments are counted by [`Self::tx_sent`]).
+    pub(crate) fn tso_sent(&mut self) {
+        self.add(TSCTC, 1);
     }
 
     /// A frame (without FCS) that left the MAC.

@@ -36,13 +36,14 @@ pub(crate) enum CtrlWrite {
 
 impl Port {
     /// Non-zero register values after power-on or port reset (§10.1): the NVM MAC in RAL0/RAH0
-    /// with RAH.AV, EECD.AUTO_RD (NVM read done).
+    /// with RAH.AV, EECD.AUTO_RD (NVM read done), RLPML (`rx`).
     pub(crate) fn load_power_on(&mut self, m: [u8; 6]) {
         self.regs
             .set(ral(0), u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
         self.regs
             .set(rah(0), u32::from_le_bytes([m[4], m[5], 0, 0]) | rah::AV);
         self.regs.set(EECD, eecd::PRES | eecd::AUTO_RD);
+        self.regs.set(super::rx::RLPML, super::rx::RLPML_POWER_ON);
     }
 
     /// Port reset of the shared state: registers back to power-on, data path and interrupts

@@ -42,16 +42,21 @@
 //!   `tx_dma_errors`): the hardware cannot know what it holds. It is retried at every poll.
 //! - \[assumption\] Only advanced descriptors (DEXT) are understood. Context descriptors
 //!   (DTYP 0x2) load their context slot; a data descriptor's POPTS.IXSM/TXSM insert the
-//!   checksums that context describes (`csum`). A frame with DCMD.TSE (TSO) is dropped and
-//!   counted (`tx_tso_unmodelled`): segmentation is not modelled. A legacy descriptor, another
-//!   DTYP, a zero DTALEN, a frame over [`MAX_TX_FRAME`] or a buffer DMA cannot read makes the
-//!   frame malformed: it is dropped and counted, and its descriptors up to its EOP (or all posted
-//!   ones) are consumed and written back, so the queue never wedges.
-//! - \[assumption\] A frame whose EOP is not posted yet waits for it; if the ring is full
-//!   (n − 1 descriptors posted) without an EOP, it can never complete and is malformed.
-//! - PAYLEN is ignored; the frame is the concatenated DTALEN bytes.
-//!   With TCTL.PSP, frames under 60 bytes are padded with zeros to 60 (the FCS is not on the
-//!   model's wire).
+//!   checksums that context describes (`csum`). A frame whose first data descriptor has
+//!   DCMD.TSE is segmented as its context's MSS and L4LEN describe (`tso`): each segment is a
+//!   frame on the wire, counted in `tx_tso_segments` (and TSCTC once per TSO frame). A legacy
+//!   descriptor, another DTYP, a zero DTALEN, a frame over [`MAX_TX_FRAME`] (a TSE frame:
+//!   over [`MAX_TSO_FRAME`]), a buffer DMA cannot read or a TSO request `tso` refuses makes
+//!   the frame malformed: it is dropped and counted, and its descriptors up to its EOP (or all
+//!   posted ones) are consumed and written back, so the queue never wedges.
+//! - A frame spans data descriptors up to the one with EOP (§9); context descriptors may sit
+//!   between them. \[assumption\] A frame whose EOP is not posted yet waits for it; if the
+//!   ring is full (n − 1 descriptors posted) without an EOP, it can never complete and is
+//!   malformed.
+//! - Without TSE, PAYLEN is ignored; the frame is the concatenated DTALEN bytes. With TSE,
+//!   PAYLEN must match them (`tso`). With TCTL.PSP, frames (and segments) under 60 bytes are
+//!   padded with zeros to 60 (the FCS is not on the model's wire).
+//! - \[assumption\] A TSE frame with MAC_TSTAMP has its first segment stamped.
 //! - Write-back sets only DW3 = DD (§9: "DW3 status, DD b0, written only when RS was set");
 //!   the rest of the descriptor keeps what the driver wrote \[assumption\].
 //! - Departure: the first frame of an idle link leaves `tx_pipeline_ns` after the engine
@@ -65,6 +70,7 @@ use ptp_pci::emulated::DeviceHost;
 
 use super::csum;
 use super::irq::QueueCause;
+use super::tso::Tso;
 use super::{Mac, q};
 
 /// Which thread runs the TX engine after a TDT write (module docs, "Where the engine runs").
@@ -132,6 +138,9 @@ pub(crate) fn after_write<M: Mac>(m: &mut M, bar: u8, offset: u32, host: &mut dy
 
 /// Largest frame the engine gathers (bytes); longer ones are malformed.
 pub const MAX_TX_FRAME: usize = 16 * 1024;
+/// Largest TSE frame the engine gathers: PAYLEN's 18 bits (b31:14) behind the longest header a
+/// context describes (MACLEN 127 + IPLEN 511 + L4LEN 255).
+pub const MAX_TSO_FRAME: usize = (1 << 18) - 1 + 127 + 511 + 255;
 /// Frames shorter than this are padded with TCTL.PSP (64-byte minimum less the FCS).
 const MIN_FRAME: usize = 60;
 /// Bytes on the wire besides the frame: preamble + SFD (8), FCS (4), inter-frame gap (12).
@@ -247,14 +256,19 @@ fn fetch(
         if !bad {
             let dtyp = cmd & DTYP_MASK;
             if cmd & txd::DEXT != 0 && dtyp == DTYP_CTXT {
-                ctx[csum::slot(dw3)] = csum::parse(addr as u32, cmd);
+                ctx[csum::slot(dw3)] = csum::parse(addr as u32, cmd, dw3);
                 continue;
             }
             let len = (cmd & txd::DTALEN_MASK) as usize;
+            // TSE on the first data descriptor (igc sets it on all of them) decides the limit.
+            let limit = match first.map_or(cmd, |(c, _)| c) & TSE {
+                0 => MAX_TX_FRAME,
+                _ => MAX_TSO_FRAME,
+            };
             let ok = cmd & txd::DEXT != 0
                 && dtyp == txd::DTYP_DATA
                 && len != 0
-                && data.len() + len <= MAX_TX_FRAME
+                && data.len() + len <= limit
                 && {
                     let start = data.len();
                     data.resize(start + len, 0);
@@ -347,20 +361,13 @@ fn process<M: Mac>(
     Some(match fetched {
         Fetch::Idle => return None,
         Fetch::Frame {
+            data,
             first_cmd,
+            olinfo,
             consumed,
             rs,
-            ..
         } if first_cmd & TSE != 0 => {
-            // TCP segmentation is not modelled: the frame is dropped, counted and logged
-            // once rather than put on the cable as one oversized frame.
-            if p.stats.tx_tso_unmodelled == 0 {
-                log::warn!(
-                    "{} model: TSO frame (TSE) dropped: segmentation is not modelled",
-                    p.unimpl.name()
-                );
-            }
-            p.stats.tx_tso_unmodelled += 1;
+            send_tso(m, &data, first_cmd, olinfo, tctl, host);
             (consumed, rs)
         }
         Fetch::Frame {
@@ -376,9 +383,7 @@ fn process<M: Mac>(
                 csum::Outcome::Inserted => p.stats.tx_csum_inserted += 1,
                 csum::Outcome::Skipped => p.stats.tx_csum_skipped += 1,
             }
-            if tctl & tctl::PSP != 0 && data.len() < MIN_FRAME {
-                data.resize(MIN_FRAME, 0);
-            }
+            pad(&mut data, tctl);
             send_frame(m, &data, first_cmd, host);
             (consumed, rs)
         }
@@ -391,6 +396,49 @@ fn process<M: Mac>(
             return None;
         }
     })
+}
+
+/// With TCTL.PSP, pads a short frame with zeros to the 60-byte minimum.
+fn pad(data: &mut Vec<u8>, tctl: u32) {
+    if tctl & tctl::PSP != 0 && data.len() < MIN_FRAME {
+        data.resize(MIN_FRAME, 0);
+    }
+}
+
+/// A TSE frame: its segments leave the MAC one after the other (`tso`), or, if the model
+/// cannot segment it, it is dropped as malformed (logged once).
+fn send_tso<M: Mac>(
+    m: &mut M,
+    data: &[u8],
+    first_cmd: u32,
+    olinfo: u32,
+    tctl: u32,
+    host: &mut dyn DeviceHost,
+) {
+    let p = m.port();
+    let ctx = p.tx_ctx[csum::slot(olinfo)];
+    let tso = match Tso::new(data, olinfo, &ctx) {
+        Ok(t) => t,
+        Err(e) => {
+            if p.stats.tx_malformed == 0 {
+                log::warn!("{} model: TSO frame dropped: {e}", p.unimpl.name());
+            }
+            p.stats.tx_malformed += 1;
+            return;
+        }
+    };
+    p.stats.tx_tso_packets += 1;
+    p.hwstats.tso_sent();
+    for k in 0..tso.count() {
+        let mut seg = tso.segment(k);
+        pad(&mut seg, tctl);
+        let cmd = match k {
+            0 => first_cmd,
+            _ => first_cmd & !txd::MAC_TSTAMP,
+        };
+        send_frame(m, &seg, cmd, host);
+        m.port().stats.tx_tso_segments += 1;
+    }
 }
 
 /// One frame leaves the MAC: departure instant, TX stamp (the family's), wire.
