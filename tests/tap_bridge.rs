@@ -220,6 +220,29 @@ fn bridge_keeps_arrival_instants_and_departure_on_read() {
         (dep - before) / 1000
     );
 
+    // A frame shorter than the 60-byte minimum (Linux hands a TAP a 42-byte ARP reply as
+    // built) leaves the bridge zero-padded to 60, as the far end's MAC sends it: the models
+    // drop shorter frames as runts.
+    let short = frame(b"short")[..42].to_vec();
+    // Safety: `short` is valid for reads of its length.
+    let sent = unsafe { libc::send(sock.as_raw_fd(), short.as_ptr().cast(), short.len(), 0) };
+    assert_eq!(sent, 42, "{}", io::Error::last_os_error());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let padded = loop {
+        if let Some(w) = wire.poll_rx(u64::MAX)
+            && w.data.get(14..19) == Some(&b"short"[..])
+        {
+            break w.data;
+        }
+        assert!(Instant::now() < deadline, "short frame never left the TAP");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(
+        padded,
+        [short, vec![0; 18]].concat(),
+        "padded to 60 with zeros"
+    );
+
     // SIGTERM: a clean exit with the counters. Exactly one frame came from the wire; the TAP
     // also sent Linux's own (IPv6 neighbour discovery and the like).
     // Safety: kill(2) on our unreaped child's pid.

@@ -18,6 +18,8 @@ use super::{BridgeOptions, BridgeStats, TapError, WireEnd};
 const MAX_WAIT: Duration = Duration::from_millis(100);
 /// Frames moved from the TAP per wake-up before the wire side gets its turn.
 const TAP_READS_PER_WAKE: usize = 64;
+/// Shortest frame on the cable without its FCS (64 bytes with it, IEEE 802.3).
+const MIN_FRAME: usize = 60;
 
 /// A running bridge: the TAP (inside the namespace) and the wire end (outside it).
 pub struct TapBridge {
@@ -119,7 +121,13 @@ impl TapBridge {
                 _ => return,
             };
             let departure = mono_ns();
-            self.wire.transmit(&self.buf[..n], departure);
+            // The bridge is the far end's MAC: a short frame leaves it padded to the 60-byte
+            // minimum (TCTL.PSP on an Intel part). Linux hands a TAP frames as built (a
+            // 42-byte ARP reply), and a model receiving one drops it as a runt.
+            if n < MIN_FRAME {
+                self.buf[n..MIN_FRAME].fill(0);
+            }
+            self.wire.transmit(&self.buf[..n.max(MIN_FRAME)], departure);
             self.stats.tap_to_wire += 1;
         }
     }

@@ -83,9 +83,10 @@ pub struct Driver {
     _dir: TempDir,
 }
 
-/// A PTPv2 Sync over L2, 58 bytes; the sequenceId carries the request id.
+/// A PTPv2 Sync over L2 (58 bytes) padded to the 60-byte minimum as a sending MAC pads it
+/// (the models drop shorter frames as runts); the sequenceId carries the request id.
 pub fn sync_frame(id: u64) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + 44];
+    let mut f = vec![0u8; 60];
     f[0..6].copy_from_slice(&[0x01, 0x1B, 0x19, 0, 0, 0]);
     f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
     f[12..14].copy_from_slice(&0x88F7u16.to_be_bytes());
