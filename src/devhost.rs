@@ -13,8 +13,10 @@
 //! one after another: a driver that dies leaves the model, its PHC, its cable and its truth
 //! record running, and the next driver attaches to it (the lab's `--nic-process`).
 //! Serving ends when QEMU closes the socket (not with --listen) or on SIGTERM/SIGINT; then the
-//! report (JSON) is written: the proxy counters, every BAR0 offset the guest touched and every
-//! access to an offset the model does not implement.
+//! report (JSON) is written: the proxy counters, the model's data-path counters, every BAR0
+//! offset the guest touched, every access to an offset the model does not implement, and
+//! under `not_carried_out` every frame the model dropped or sent without its offload, by
+//! reason (all 0 in a healthy run).
 //!
 //! Who may drive the model (`--listen`): whoever connects can reset it, steer its PHC and
 //! have it DMA into memory of theirs, so the rule is igcd's for its driver channel — root,
@@ -35,6 +37,7 @@ use std::time::{Duration, Instant};
 use intel_common::daemon::access::ChannelAccess;
 use ptp_ipc::transport::sockfile::{self, SocketFile};
 
+use ptp_emu::NicStats;
 use ptp_emu::igc::{BAR0_LEN, I225, LinkSpeed};
 use ptp_emu::proxy::{ServeStats, Server, ServerOptions};
 
@@ -304,6 +307,15 @@ fn report(s: &ServeStats, nic: &I225, latencies: &[u64]) -> serde_json::Value {
         "port_resets": nic.port_resets(),
         "tx_frames": st.tx_frames,
         "rx_frames": st.rx_frames,
+        "tx_tso_packets": st.tx_tso_packets,
+        "tx_tso_segments": st.tx_tso_segments,
+        "tx_csum_inserted": st.tx_csum_inserted,
+        // Drops a part makes too, not model gaps: frames before the ring is ready, frames for
+        // other addresses, frames that found no free descriptor.
+        "rx_not_ready": st.rx_not_ready,
+        "rx_filtered": st.rx_filtered,
+        "rx_missed": st.rx_missed,
+        "not_carried_out": not_carried_out(&st),
         "tx_stamps_latched": st.tx_stamps_latched,
         "link_up": nic.link_up(),
         // Every valid stamp a TXSTMPH read released, in any set (the model's count): the
@@ -313,6 +325,25 @@ fn report(s: &ServeStats, nic: &I225, latencies: &[u64]) -> serde_json::Value {
         "tx_stamp_delivery_us": percentiles_us(latencies),
         "touched": touched,
         "unimplemented": unimplemented,
+    })
+}
+
+/// Every frame the model did not carry out as posted or as it came, by reason: all 0 in a
+/// healthy run, so a VM test can assert them (with `unimplemented` for register accesses).
+fn not_carried_out(st: &NicStats) -> serde_json::Value {
+    serde_json::json!({
+        // TX frames dropped: malformed descriptors or buffers, a TSO request the model cannot
+        // segment, no wire attached.
+        "tx_malformed": st.tx_malformed,
+        "tx_no_wire": st.tx_no_wire,
+        // Polls at which the TX queue stalled on a descriptor DMA could not read.
+        "tx_dma_errors": st.tx_dma_errors,
+        // Checksum offloads sent without the checksum (SCTP, offsets outside the frame).
+        "tx_csum_skipped": st.tx_csum_skipped,
+        // RX frames dropped by the length limits (ROC / RUC) or for an unreachable buffer.
+        "rx_oversize": st.rx_oversize,
+        "rx_runt": st.rx_runt,
+        "rx_dma_errors": st.rx_dma_errors,
     })
 }
 
@@ -349,6 +380,47 @@ mod tests {
             (Some(90.0), Some(100.0))
         );
         assert!(percentiles_us(&[]).is_null());
+    }
+
+    #[test]
+    fn not_carried_out_names_every_drop_counter() {
+        let st = NicStats {
+            tx_malformed: 1,
+            tx_no_wire: 2,
+            tx_dma_errors: 3,
+            tx_csum_skipped: 4,
+            rx_oversize: 5,
+            rx_runt: 6,
+            rx_dma_errors: 7,
+            ..NicStats::default()
+        };
+        let v = not_carried_out(&st);
+        let got: Vec<(&str, u64)> = v
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, n)| (k.as_str(), n.as_u64().unwrap()))
+            .collect();
+        let mut want = vec![
+            ("tx_malformed", 1),
+            ("tx_no_wire", 2),
+            ("tx_dma_errors", 3),
+            ("tx_csum_skipped", 4),
+            ("rx_oversize", 5),
+            ("rx_runt", 6),
+            ("rx_dma_errors", 7),
+        ];
+        want.sort();
+        let mut got = got;
+        got.sort();
+        assert_eq!(got, want);
+        assert!(
+            not_carried_out(&NicStats::default())
+                .as_object()
+                .unwrap()
+                .values()
+                .all(|n| n == 0)
+        );
     }
 
     #[test]
