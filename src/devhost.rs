@@ -318,6 +318,9 @@ fn report(s: &ServeStats, nic: &I225, latencies: &[u64]) -> serde_json::Value {
         "not_carried_out": not_carried_out(&st),
         "tx_stamps_latched": st.tx_stamps_latched,
         "link_up": nic.link_up(),
+        // The speed STATUS reports (with the link up): a VM test compares it with what the
+        // guest asked for (tests/vm_linux_tools.rs).
+        "link_speed_mbps": nic.link_speed().mbps(),
         // Every valid stamp a TXSTMPH read released, in any set (the model's count): the
         // server's own count follows one release register only (set 0, for the latency), which
         // missed igcd's stamps in sets 1-3 (vm_userspace: 488 counted, igcd had read 491).

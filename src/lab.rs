@@ -892,6 +892,16 @@ impl Lab {
         Ok(())
     }
 
+    /// Stops guest host `i` (`--linux-igc`) and returns its device host's report; None if host
+    /// `i` is no guest or its device host wrote none.
+    pub fn stop_guest(&mut self, i: u32) -> Option<serde_json::Value> {
+        let g = self.guests.get_mut(i as usize)?.take()?;
+        self.clients[i as usize] = None;
+        self.truth[i as usize] = None;
+        self.identities[i as usize] = None;
+        g.shutdown()
+    }
+
     /// Stops host `i` (ptpd and igcd).
     pub fn stop_host(&mut self, i: u32) {
         if let Some(g) = self.guests.get_mut(i as usize) {

@@ -16,10 +16,12 @@ mod initramfs;
 pub mod lock;
 mod nic;
 mod qemu10;
+pub mod report;
 
 pub use initramfs::{APT_LINE, GuestSetup, Packages};
 pub use nic::{NicVmConfig, dgram_loop, dgram_pair, hub_loop};
 pub use qemu10::Qemu10;
+pub use report::{assert_report_clean, report_problems};
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use ptp_emu::phc::PhcLaw;
 use ptp_emu::truth::TruthReader;
-use redox_ptp::vm::{CmdOutput, Vm, VmConfig};
+use redox_ptp::vm::{CmdOutput, Vm, VmConfig, assert_report_clean};
 
 /// One VM at a time: two TCG guests on a 2-core machine would starve each other.
 static ONE_VM: Mutex<()> = Mutex::new(());
@@ -272,14 +272,8 @@ fn probe_and_phc(tag: &str, speed: &str, ethtool_speed: &str) {
         "igc warned or failed:\n{}",
         warnings.join("\n")
     );
-    assert_eq!(
-        report["unimplemented"],
-        serde_json::json!([]),
-        "Linux touched registers the model does not implement (probe, open, PTP, close)"
-    );
-    for key in ["malformed", "dma_faults", "bar_misses"] {
-        assert_eq!(report[key], 0, "{key} in {report}");
-    }
+    // Registers the model does not implement (probe, open, PTP, close), frames it dropped.
+    assert_report_clean(tag, &report);
     eprintln!("[{tag}] passed in {:.1} s", t0.elapsed().as_secs_f64());
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -132,6 +132,14 @@ impl GuestHost {
         parse_status(&text)
     }
 
+    /// Powers the guest off; its device host's report (src/devhost.rs), if it wrote one.
+    pub fn shutdown(self) -> Option<serde_json::Value> {
+        self.vm
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .shutdown()
+    }
+
     /// The guest's ptp4l log (for the lab's logs).
     pub fn log(&self) -> String {
         self.run("tail -n 40 /tmp/ptp4l.log").unwrap_or_else(|e| e)

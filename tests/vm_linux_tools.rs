@@ -1,0 +1,776 @@
+//! Issue 24: Linux's own tools on our i225. One Debian 6.1 guest (igc.ko) boots on the model
+//! through the device host; its cable ends in `ptplab tap-bridge`, whose TAP (10.213.0.1) lives
+//! in a network namespace this test creates. The guest (10.213.0.2) then runs, each as a NAMED
+//! check judged on its own (a failure does not stop the rest; all verdicts are printed, then the
+//! test fails if any check did):
+//!
+//! - `ethtool -i`: firmware version not `0:0` (igc prints the NVM's version words);
+//! - `ethtool -e`: the NVM is more than 128 bytes and its words 0-2 are the MAC;
+//! - `ethtool -d`: the register dump runs;
+//! - `ethtool -t eth0 online`: PASS;
+//! - a TCP bulk transfer (4 MiB, busybox httpd in the guest → a client in the namespace) with
+//!   TSO on: the bytes arrive intact and the guest retransmits nothing (/proc/net/snmp);
+//! - pings of 4000 and 8000 bytes at MTU 9000 to the TAP;
+//! - link speeds by advertisement (1000, 100, 2500, 100 Full) and by `speed 100 duplex full`:
+//!   the guest's `ethtool eth0` shows the negotiated speed; `autoneg off` is refused by igc
+//!   ("Force mode currently not supported", Linux igc_ethtool.c), so the link must stay as it was;
+//! - `ethtool -L eth0 combined 2`, only when igc runs on MSI-X (else skipped, saying so);
+//! - `ethtool -t eth0 offline` last (it oopses the 6.1 guest on a model without flash): PASS and
+//!   every result 0;
+//! - from the device host's report after shutdown: nothing unimplemented or dropped
+//!   ([`redox_ptp::vm::report_problems`]), TSO frames segmented by the model counted
+//!   (`tso_segments`), and the model's link at the last speed asked for.
+//!
+//! Each guest command runs in the background with a bound inside the guest, so a command stuck
+//! in the kernel (an oops holding the RTNL lock) ends as "hung" instead of hanging the test; after
+//! each check the kernel log is read for an oops (`BUG:`, `Oops:`, `general protection`), which
+//! fails the check with its text.
+//!
+//! Needs root (network namespace, TAP) and the VM packages (tests/vm_igc.rs); fails saying what
+//! is missing.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use redox_ptp::procs::Children;
+use redox_ptp::tap::Netns;
+use redox_ptp::vm::{Vm, VmConfig, report_problems};
+
+const TAP_ADDR: &str = "10.213.0.1";
+const GUEST_ADDR: &str = "10.213.0.2";
+const HTTP_PORT: u16 = 8080;
+/// `seq 1 BLOB_LINES` is the file the guest serves: 4.03 MiB of distinct lines, so a segment
+/// placed at a wrong offset shows.
+const BLOB_LINES: u32 = 620_000;
+
+/// A check's outcome.
+#[derive(Debug, Clone)]
+enum Verdict {
+    Pass(String),
+    Fail(String),
+    Skip(String),
+}
+
+use Verdict::{Fail, Pass, Skip};
+
+/// What one guest command did.
+struct Out {
+    rc: i32,
+    text: String,
+}
+
+impl Out {
+    fn ok(&self) -> bool {
+        self.rc == 0
+    }
+}
+
+/// The guest and its bookkeeping: every verdict, the kernel log so far, and what made the guest
+/// unusable if something did.
+struct Session {
+    vm: Option<Vm>,
+    verdicts: Vec<(String, Verdict)>,
+    kernel_log: Vec<String>,
+    /// Set once the guest stops answering, or once its kernel oopsed (the RTNL lock may be
+    /// held for good): later checks fail at once with this reason instead of each waiting out
+    /// its bound.
+    unusable: Option<String>,
+    n: u32,
+}
+
+impl Session {
+    /// Runs `cmd` in the guest in the background, waiting at most `limit_s` seconds for it
+    /// inside the guest (rc 124 and "@@HUNG" when it did not end).
+    fn sh(&mut self, cmd: &str, limit_s: u32) -> Result<Out, String> {
+        if let Some(why) = &self.unusable {
+            return Err(format!("not run: {why}"));
+        }
+        self.n += 1;
+        let n = self.n;
+        let ticks = limit_s * 5;
+        let line = format!(
+            "rm -f /tmp/c{n}.rc; ( {cmd} ; echo $? > /tmp/c{n}.rc ) > /tmp/c{n}.out 2>&1 & \
+             i=0; while [ ! -e /tmp/c{n}.rc ] && [ $i -lt {ticks} ]; do sleep 0.2; i=$((i+1)); done; \
+             cat /tmp/c{n}.out; if [ -e /tmp/c{n}.rc ]; then (exit $(cat /tmp/c{n}.rc)); \
+             else echo @@HUNG; (exit 124); fi"
+        );
+        let vm = self.vm.as_mut().ok_or("no guest")?;
+        let host_limit = Duration::from_secs(u64::from(limit_s) + 30);
+        match vm.run(&line, host_limit) {
+            Ok(o) => {
+                let text = o.text();
+                eprintln!("$ {cmd}  (rc {})\n{text}", o.rc);
+                Ok(Out { rc: o.rc, text })
+            }
+            Err(e) => {
+                let why = format!("the guest stopped answering during {cmd:?}: {e}");
+                self.unusable = Some(why.clone());
+                Err(why)
+            }
+        }
+    }
+
+    /// New kernel log lines since the last call (busybox `dmesg -c` reads and clears).
+    fn new_kernel_lines(&mut self) -> Vec<String> {
+        let Some(vm) = self.vm.as_mut() else {
+            return Vec::new();
+        };
+        // Run directly, not in the background: dmesg needs no lock an oops could hold.
+        match vm.run("dmesg -c", Duration::from_secs(20)) {
+            Ok(o) => {
+                self.kernel_log.extend(o.lines.iter().cloned());
+                o.lines
+            }
+            Err(e) => {
+                self.unusable
+                    .get_or_insert(format!("the guest stopped answering dmesg: {e}"));
+                Vec::new()
+            }
+        }
+    }
+
+    /// Records `name`'s verdict from `f`; a kernel oops during it fails it with the oops text.
+    fn check(&mut self, name: &str, f: impl FnOnce(&mut Self) -> Verdict) {
+        eprintln!("=== check: {name}");
+        let from = self.kernel_log.len();
+        let mut v = f(self);
+        self.new_kernel_lines();
+        if let Some(oops) = oops_text(&self.kernel_log[from..]) {
+            let own = match &v {
+                Pass(d) | Fail(d) | Skip(d) => d.lines().take(3).collect::<Vec<_>>().join(" / "),
+            };
+            let igc: Vec<&String> = self.kernel_log[from..]
+                .iter()
+                .filter(|l| l.contains("igc") && (l.contains("fail") || l.contains("testing")))
+                .collect();
+            v = Fail(format!(
+                "the guest kernel oopsed: {oops}\n(igc said before: {igc:?}; the check itself \
+                 said: {own})"
+            ));
+            self.unusable
+                .get_or_insert(format!("the guest kernel oopsed during {name:?}"));
+        }
+        eprintln!("=== {name}: {v:?}");
+        self.verdicts.push((name.to_string(), v));
+    }
+
+    /// Brings eth0 up (if down) and waits up to `secs` for the carrier; the final operstate.
+    fn wait_up(&mut self, secs: u32) -> Result<(), String> {
+        let cmd = format!(
+            "ip link set eth0 up; for i in $(seq {}); do \
+             [ $(cat /sys/class/net/eth0/operstate) = up ] && break; sleep 0.2; done; \
+             cat /sys/class/net/eth0/operstate",
+            secs * 5
+        );
+        let out = self.sh(&cmd, secs + 5)?;
+        match out.text.lines().last().map(str::trim) {
+            Some("up") => Ok(()),
+            other => Err(format!("eth0 did not come up within {secs} s: {other:?}")),
+        }
+    }
+}
+
+/// The first kernel oops or BUG in `lines` with the lines after it (up to 12), if any.
+fn oops_text(lines: &[String]) -> Option<String> {
+    const MARKS: &[&str] = &[
+        "BUG:",
+        "Oops:",
+        "general protection fault",
+        "kernel BUG at",
+        "Kernel panic",
+    ];
+    let i = lines
+        .iter()
+        .position(|l| MARKS.iter().any(|m| l.contains(m)))?;
+    Some(lines[i..lines.len().min(i + 12)].join("\n"))
+}
+
+/// `ethtool -t` output: whether it says PASS, and every (test, result) line.
+fn parse_selftest(text: &str) -> (bool, Vec<(String, i64)>) {
+    let pass = text.contains("The test result is PASS");
+    let results = text
+        .lines()
+        .filter_map(|l| {
+            let (name, n) = l.trim_end().rsplit_once(char::is_whitespace)?;
+            let name = name.trim();
+            (name.contains("test") && !name.starts_with("The test"))
+                .then(|| Some((name.to_string(), n.parse().ok()?)))
+                .flatten()
+        })
+        .collect();
+    (pass, results)
+}
+
+/// The guest's TCP RetransSegs from /proc/net/snmp's two `Tcp:` lines.
+fn retrans_segs(snmp: &str) -> Option<u64> {
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next()?, tcp.next()?);
+    let i = names.split_whitespace().position(|w| w == "RetransSegs")?;
+    values.split_whitespace().nth(i)?.parse().ok()
+}
+
+/// `Speed: 100Mb/s` → 100 in `ethtool eth0` output.
+fn ethtool_speed(text: &str) -> Option<u32> {
+    let s = text.lines().find_map(|l| l.trim().strip_prefix("Speed:"))?;
+    s.trim().trim_end_matches("Mb/s").parse().ok()
+}
+
+fn selftest(s: &mut Session, mode: &str, limit: u32) -> Verdict {
+    let out = match s.sh(&format!("ethtool -t eth0 {mode}"), limit) {
+        Ok(o) => o,
+        Err(e) => return Fail(e),
+    };
+    let (pass, results) = parse_selftest(&out.text);
+    let nonzero: Vec<&(String, i64)> = results.iter().filter(|(_, n)| *n != 0).collect();
+    if pass && nonzero.is_empty() && !results.is_empty() && out.ok() {
+        Pass(format!("PASS, results {results:?}"))
+    } else {
+        Fail(format!(
+            "rc {}, PASS {pass}, non-zero results {nonzero:?}; output:\n{}",
+            out.rc, out.text
+        ))
+    }
+}
+
+fn firmware_version(s: &mut Session) -> Verdict {
+    let out = match s.sh("ethtool -i eth0", 20) {
+        Ok(o) => o,
+        Err(e) => return Fail(e),
+    };
+    let fw = out
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix("firmware-version:"))
+        .map(|v| v.trim().to_string());
+    match fw {
+        Some(v) if !v.is_empty() && v != "0:0" && v != "N/A" => Pass(format!("firmware {v}")),
+        other => Fail(format!(
+            "firmware-version {other:?} (a part with its flash shows its NVM's version \
+             words)\n{}",
+            out.text
+        )),
+    }
+}
+
+fn nvm_dump(s: &mut Session) -> Verdict {
+    let out = match s.sh(
+        "ethtool -e eth0 raw on | wc -c; ethtool -e eth0 offset 0 length 6; \
+         cat /sys/class/net/eth0/address",
+        30,
+    ) {
+        Ok(o) => o,
+        Err(e) => return Fail(e),
+    };
+    let mut lines = out.text.lines();
+    let len: Option<usize> = lines.next().and_then(|l| l.trim().parse().ok());
+    let mac = out
+        .text
+        .lines()
+        .last()
+        .unwrap_or("")
+        .trim()
+        .replace(':', " ");
+    let first = out
+        .text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("0x0000:"))
+        .map(|b| b.split_whitespace().collect::<Vec<_>>().join(" "));
+    match (len, first) {
+        (Some(n), Some(b)) if n > 128 && b == mac => {
+            Pass(format!("{n} bytes of NVM; words 0-2 are the MAC ({b})"))
+        }
+        (len, first) => Fail(format!(
+            "NVM length {len:?} (want > 128), first bytes {first:?} (want the MAC {mac})\n{}",
+            out.text
+        )),
+    }
+}
+
+fn register_dump(s: &mut Session) -> Verdict {
+    match s.sh(
+        "ethtool -d eth0 > /tmp/regs.txt && wc -l < /tmp/regs.txt",
+        30,
+    ) {
+        Ok(o) if o.ok() && o.text.trim().parse::<u32>().is_ok_and(|n| n > 0) => Pass(format!(
+            "{} lines (offsets it reads that the model lacks show in the report check)",
+            o.text.trim()
+        )),
+        Ok(o) => Fail(format!("rc {}: {}", o.rc, o.text)),
+        Err(e) => Fail(e),
+    }
+}
+
+/// Runs `f` on a thread inside network namespace `ns` (setns affects only the calling thread).
+fn in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+        // Safety: setns(2) on a namespace file descriptor we own; it changes this thread's
+        // network namespace only, and the thread ends with `f`.
+        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        if r != 0 {
+            return Err(format!("setns {path}: {}", std::io::Error::last_os_error()));
+        }
+        Ok(f())
+    })
+    .join()
+    .map_err(|_| "the namespace thread panicked".to_string())?
+}
+
+/// GETs `path` from the guest's httpd over HTTP/1.0; the body and how long it took.
+fn http_get(path: &str, within: Duration) -> Result<(Vec<u8>, Duration), String> {
+    let t0 = Instant::now();
+    let addr: SocketAddr = format!("{GUEST_ADDR}:{HTTP_PORT}").parse().unwrap();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: guest\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut all = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        if t0.elapsed() > within {
+            return Err(format!(
+                "{} bytes after {within:?}, transfer not finished",
+                all.len()
+            ));
+        }
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
+            Err(e) => return Err(format!("after {} bytes: {e}", all.len())),
+        }
+    }
+    let body = all
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| all[i + 4..].to_vec())
+        .ok_or_else(|| format!("no HTTP header end in {} bytes", all.len()))?;
+    Ok((body, t0.elapsed()))
+}
+
+fn expected_blob() -> Vec<u8> {
+    (1..=BLOB_LINES)
+        .flat_map(|i| format!("{i}\n").into_bytes())
+        .collect()
+}
+
+fn tcp_bulk(s: &mut Session, ns: &str) -> Verdict {
+    let setup = "ethtool -K eth0 tso on; ethtool -k eth0 | grep tcp-segmentation-offload:; \
+                 mkdir -p /www; seq 1 620000 > /www/blob; httpd -p 8080 -h /www; \
+                 grep Tcp: /proc/net/snmp";
+    let before = match s.sh(setup, 60) {
+        Ok(o) if o.text.contains("tcp-segmentation-offload: on") => retrans_segs(&o.text),
+        Ok(o) => return Fail(format!("TSO not on in the guest:\n{}", o.text)),
+        Err(e) => return Fail(e),
+    };
+    let got = in_netns(ns, || http_get("/blob", Duration::from_secs(90)));
+    let after = s
+        .sh(
+            "grep Tcp: /proc/net/snmp; ethtool -S eth0 | grep tcp_seg",
+            20,
+        )
+        .ok();
+    let after_n = after.as_ref().and_then(|o| retrans_segs(&o.text));
+    let seg_stats = after.map(|o| o.text).unwrap_or_default();
+    let (body, took) = match got.and_then(|r| r) {
+        Ok(r) => r,
+        Err(e) => return Fail(format!("transfer failed: {e}")),
+    };
+    let want = expected_blob();
+    let intact = body == want;
+    let retrans = before.zip(after_n).map(|(b, a)| a.saturating_sub(b));
+    let detail = format!(
+        "{} of {} bytes in {:.2} s ({:.1} Mb/s), {}, guest RetransSegs +{retrans:?}; guest \
+         stats: {}",
+        body.len(),
+        want.len(),
+        took.as_secs_f64(),
+        body.len() as f64 * 8.0 / took.as_secs_f64() / 1e6,
+        if intact { "intact" } else { "CORRUPT" },
+        seg_stats.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
+    if intact && retrans == Some(0) {
+        Pass(detail)
+    } else {
+        Fail(detail)
+    }
+}
+
+fn jumbo_ping(s: &mut Session, size: u32) -> Verdict {
+    let cmd = format!("ping -c 3 -w 15 -s {size} {TAP_ADDR}");
+    match s.sh(&cmd, 25) {
+        Ok(o) if o.ok() && o.text.contains("3 packets received") => Pass(
+            o.text
+                .lines()
+                .find(|l| l.contains("round-trip"))
+                .unwrap_or("")
+                .to_string(),
+        ),
+        Ok(o) => {
+            let errs = s
+                .sh(
+                    "ethtool -S eth0 | grep -E 'length_errors|rx_errors|no_buffer'",
+                    20,
+                )
+                .map(|e| e.text.split_whitespace().collect::<Vec<_>>().join(" "))
+                .unwrap_or_else(|e| e);
+            let stats = o.text.lines().last().unwrap_or("").to_string();
+            Fail(format!("rc {}: {stats}; guest igc counters: {errs}", o.rc))
+        }
+        Err(e) => Fail(e),
+    }
+}
+
+/// Sets the MTU on both ends (guest eth0, the namespace's tap0) and waits for the link.
+fn set_mtu(s: &mut Session, ns: &Netns, mtu: u32) -> Result<(), String> {
+    let st = ns
+        .command("ip")
+        .args(["link", "set", "tap0", "mtu", &mtu.to_string()])
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !st.success() {
+        return Err(format!("tap0 mtu {mtu}: {st}"));
+    }
+    let o = s.sh(&format!("ip link set eth0 mtu {mtu}"), 20)?;
+    if !o.ok() {
+        return Err(format!("guest mtu {mtu}: {}", o.text));
+    }
+    s.wait_up(20)
+}
+
+/// The guest's view of the link: its speed from `ethtool eth0`.
+fn guest_speed(s: &mut Session) -> Result<Option<u32>, String> {
+    let o = s.sh("ethtool eth0 | grep -E 'Speed|Duplex|Link detected'", 20)?;
+    Ok(ethtool_speed(&o.text))
+}
+
+/// `ethtool -s eth0 ARGS`, then the link up again at `want` Mb/s.
+fn speed_step(s: &mut Session, args: &str, want: u32) -> Verdict {
+    match s.sh(&format!("ethtool -s eth0 {args}"), 30) {
+        Ok(o) if o.ok() => {}
+        Ok(o) => return Fail(format!("ethtool -s eth0 {args}: rc {}: {}", o.rc, o.text)),
+        Err(e) => return Fail(e),
+    }
+    if let Err(e) = s.wait_up(30) {
+        return Fail(e);
+    }
+    match guest_speed(s) {
+        Ok(Some(got)) if got == want => Pass(format!("link up at {got} Mb/s")),
+        Ok(got) => Fail(format!("link up at {got:?} Mb/s, want {want}")),
+        Err(e) => Fail(e),
+    }
+}
+
+/// `autoneg off` is not supported by igc (its set_link_ksettings logs "Force mode currently
+/// not supported" and keeps autonegotiating): the link must come back at the speed it had.
+fn forced_speed(s: &mut Session) -> Verdict {
+    let before = match guest_speed(s) {
+        Ok(Some(v)) => v,
+        Ok(None) => return Fail("no speed before the step".into()),
+        Err(e) => return Fail(e),
+    };
+    let v = speed_step(s, "speed 100 duplex full autoneg off", before);
+    s.new_kernel_lines();
+    let said = s
+        .kernel_log
+        .iter()
+        .any(|l| l.contains("Force mode currently not supported"));
+    match v {
+        Pass(d) if said => Pass(format!("igc refused force mode; {d} as before")),
+        Pass(d) => Fail(format!("{d}, but igc did not log refusing force mode")),
+        other => other,
+    }
+}
+
+fn channels(s: &mut Session) -> Verdict {
+    let irq = match s.sh("grep -E 'eth0|igc' /proc/interrupts", 20) {
+        Ok(o) => o.text,
+        Err(e) => return Fail(e),
+    };
+    // igc names its MSI-X queue vectors "<netdev>-TxRx-<n>" (Linux igc_main.c,
+    // igc_request_msix); on MSI or INTx there is one line named after the netdev.
+    if !irq.contains("TxRx") {
+        return Skip(format!(
+            "no MSI-X: igc is on {:?}",
+            irq.lines().collect::<Vec<_>>()
+        ));
+    }
+    let cmd = "ethtool -L eth0 combined 2 && ethtool -l eth0 && grep TxRx /proc/interrupts";
+    match s.sh(cmd, 30) {
+        Ok(o) if o.ok() && o.text.contains("eth0-TxRx-1") => {
+            match s.wait_up(20).and_then(|_| {
+                s.sh(&format!("ping -c 2 -w 10 {TAP_ADDR}"), 15)
+                    .map(|o| o.ok())
+            }) {
+                Ok(true) => Pass("two queue pairs, traffic flows".into()),
+                Ok(false) => Fail("two queue pairs, but ping fails".into()),
+                Err(e) => Fail(e),
+            }
+        }
+        Ok(o) => Fail(format!("rc {}: {}", o.rc, o.text)),
+        Err(e) => Fail(e),
+    }
+}
+
+/// The report's count of frames the model segmented (TSO), by the name the datapath gives it.
+fn tso_segments(report: &serde_json::Value) -> Verdict {
+    let found = report
+        .get("tso_segments")
+        .map(|v| ("tso_segments".to_string(), v.clone()))
+        .or_else(|| {
+            report.as_object().and_then(|m| {
+                m.iter()
+                    .find(|(k, _)| k.contains("tso") && !k.contains("unmodelled"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+            })
+        });
+    match found {
+        Some((k, v)) if v.as_u64().is_some_and(|n| n > 0) => Pass(format!("{k} = {v}")),
+        Some((k, v)) => Fail(format!("{k} = {v}: no frame segmented by the model")),
+        None => Fail(format!(
+            "the report has no tso_segments counter (keys: {})",
+            report
+                .as_object()
+                .map(|m| m.keys().cloned().collect::<Vec<_>>().join(" "))
+                .unwrap_or_default()
+        )),
+    }
+}
+
+fn exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ptplab"))
+}
+
+/// Starts the tap-bridge on the cable's other end and waits for its TAP.
+fn start_bridge(kids: &mut Children, ns: &Netns, wire: &std::path::Path, dir: &std::path::Path) {
+    let ready = dir.join("tap.ready");
+    let log = dir.join("tap-bridge.log");
+    let mut cmd = std::process::Command::new(exe());
+    cmd.arg("tap-bridge")
+        .arg("--wire")
+        .arg(format!("connect:{}", wire.display()))
+        .args(["--netns", ns.name(), "--tap", "tap0"])
+        .args(["--addr", &format!("{TAP_ADDR}/24")])
+        .arg("--ready-file")
+        .arg(&ready)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(dir.join("tap-bridge.err")).unwrap());
+    kids.spawn("tap-bridge", cmd).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !ready.exists() {
+        let gone = kids.exited();
+        assert!(
+            gone.is_empty() && Instant::now() < deadline,
+            "tap-bridge did not come up ({gone:?}): {}",
+            std::fs::read_to_string(dir.join("tap-bridge.err")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn boot(dir: &std::path::Path, wire: &std::path::Path) -> Vm {
+    let cfg = VmConfig {
+        devhost: vec![exe().into(), "devhost".into()],
+        devhost_args: ["--seed", "24", "--wire"]
+            .iter()
+            .map(Into::into)
+            .chain([format!("bind:{}", wire.display()).into()])
+            .collect(),
+        run_dir: dir.join("vm"),
+        cache_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vm-cache"),
+        boot_timeout: Duration::from_secs(120),
+    };
+    Vm::boot(&cfg).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The guest-side checks, in an order that keeps the one known to wedge the guest's RTNL lock
+/// (the offline self-test) last.
+fn guest_checks(s: &mut Session, ns: &Netns) {
+    s.check("ethtool -i: firmware version", firmware_version);
+    s.check("ethtool -e: NVM image", nvm_dump);
+    s.check("ethtool -d: register dump", register_dump);
+    s.check("ethtool -t online", |s| selftest(s, "online", 40));
+    let ns_name = ns.name().to_string();
+    s.check("TCP 4 MiB with TSO: intact, no retransmits", |s| {
+        tcp_bulk(s, &ns_name)
+    });
+    let mtu = set_mtu(s, ns, 9000);
+    for size in [4000, 8000] {
+        s.check(&format!("ping {size} B at MTU 9000"), |s| match &mtu {
+            Ok(()) => jumbo_ping(s, size),
+            Err(e) => Fail(format!("MTU 9000: {e}")),
+        });
+    }
+    if let Err(e) = set_mtu(s, ns, 1500) {
+        eprintln!("back to MTU 1500: {e}");
+    }
+    s.check("advertise 1000 Full → 1000 Mb/s", |s| {
+        speed_step(s, "autoneg on advertise 0x020", 1000)
+    });
+    s.check(
+        "speed 100 autoneg off → igc refuses, link as before",
+        forced_speed,
+    );
+    s.check("autoneg on speed 100 duplex full → 100 Mb/s", |s| {
+        speed_step(s, "autoneg on speed 100 duplex full", 100)
+    });
+    s.check("advertise 2500 Full → 2500 Mb/s", |s| {
+        speed_step(s, "autoneg on advertise 0x800000000000", 2500)
+    });
+    s.check("advertise 100 Full → 100 Mb/s", |s| {
+        speed_step(s, "autoneg on advertise 0x008", 100)
+    });
+    s.check("ethtool -L eth0 combined 2", channels);
+    s.check("ethtool -t offline: PASS, all 0", |s| {
+        selftest(s, "offline", 90)
+    });
+}
+
+fn report_checks(s: &mut Session, report: Option<serde_json::Value>) {
+    let Some(r) = report else {
+        s.verdicts.push((
+            "device host report".into(),
+            Fail("the device host wrote no report".into()),
+        ));
+        return;
+    };
+    let problems = report_problems(&r);
+    let v = if problems.is_empty() {
+        Pass("nothing unimplemented or dropped".into())
+    } else {
+        Fail(problems.join("; "))
+    };
+    s.verdicts
+        .push(("device host: nothing unimplemented or dropped".into(), v));
+    s.verdicts.push((
+        "device host: TSO frames segmented by the model".into(),
+        tso_segments(&r),
+    ));
+    let speed = match r["link_speed_mbps"].as_u64() {
+        Some(100) => Pass("the model's link is at 100 Mb/s, the last speed advertised".into()),
+        other => Fail(format!(
+            "the model's link speed is {other:?} Mb/s after the guest advertised 100 Full only"
+        )),
+    };
+    s.verdicts
+        .push(("device host: link at the advertised 100 Mb/s".into(), speed));
+}
+
+#[test]
+fn linux_tools_on_our_i225() {
+    // Safety: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert!(
+        euid == 0,
+        "vm_linux_tools needs root: it creates a network namespace and a TAP device"
+    );
+    let t0 = Instant::now();
+    let dir = std::env::temp_dir().join(format!(
+        "redox-ptp-vmtools-{}-{}",
+        std::process::id(),
+        ptp_ipc::time::mono_ns()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wire = dir.join("wire.sock");
+    let ns = Netns::unique("rptp24").unwrap_or_else(|e| panic!("{e}"));
+    let vm = boot(&dir, &wire);
+    eprintln!("guest ready after {:.1} s", t0.elapsed().as_secs_f64());
+    let mut kids = Children::default();
+    start_bridge(&mut kids, &ns, &wire, &dir);
+    let mut s = Session {
+        vm: Some(vm),
+        verdicts: Vec::new(),
+        kernel_log: Vec::new(),
+        unusable: None,
+        n: 0,
+    };
+    let addr = s.sh(&format!("ip addr add {GUEST_ADDR}/24 dev eth0"), 10);
+    let up = addr.and_then(|_| s.wait_up(30));
+    s.new_kernel_lines();
+    match up {
+        Ok(()) => guest_checks(&mut s, &ns),
+        Err(e) => s.verdicts.push(("eth0 up".into(), Fail(e))),
+    }
+    let report = s.vm.take().and_then(Vm::shutdown);
+    kids.stop_all();
+    report_checks(&mut s, report);
+    let table: Vec<String> = s
+        .verdicts
+        .iter()
+        .map(|(name, v)| match v {
+            Pass(d) => format!("PASS {name}: {d}"),
+            Skip(d) => format!("SKIP {name}: {d}"),
+            Fail(d) => format!("FAIL {name}: {d}"),
+        })
+        .collect();
+    eprintln!(
+        "\n=== Linux tools on our i225 ({:.1} s; logs in {}):\n{}",
+        t0.elapsed().as_secs_f64(),
+        dir.display(),
+        table.join("\n")
+    );
+    let failed: Vec<&String> = table.iter().filter(|l| l.starts_with("FAIL")).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} checks failed:\n{}",
+        failed.len(),
+        table.len(),
+        failed
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn parsers_read_what_the_tools_print() {
+    let t = "The test result is FAIL\nThe test extra info:\nRegister test  (offline)\t 1\n\
+             Eeprom test    (offline)\t 0\nInterrupt test (offline)\t 0\n\
+             Loopback test  (offline)\t 0\nLink test   (on/offline)\t 0\n";
+    let (pass, r) = parse_selftest(t);
+    assert!(!pass);
+    assert_eq!(r.len(), 5, "{r:?}");
+    assert_eq!(r[0], ("Register test  (offline)".to_string(), 1));
+    assert!(parse_selftest(&t.replace("FAIL", "PASS")).0);
+    let snmp = "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails \
+                EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n\
+                Tcp: 1 200 120000 -1 0 1 0 0 0 900 3000 122 0 0 0\n";
+    assert_eq!(retrans_segs(snmp), Some(122));
+    assert_eq!(retrans_segs("Ip: 1 2\n"), None);
+    assert_eq!(
+        ethtool_speed("\tSpeed: 2500Mb/s\n\tDuplex: Full"),
+        Some(2500)
+    );
+    assert_eq!(ethtool_speed("\tSpeed: Unknown!"), None);
+    let lines: Vec<String> = [
+        "igc 0000:00:04.0 eth0: Offline testing starting",
+        "BUG: kernel NULL pointer dereference, address: 0000000000000000",
+        "RIP: 0010:0x0",
+    ]
+    .map(String::from)
+    .to_vec();
+    let oops = oops_text(&lines).unwrap();
+    assert!(
+        oops.starts_with("BUG: kernel NULL") && oops.contains("RIP"),
+        "{oops}"
+    );
+    assert!(oops_text(&lines[..1]).is_none());
+    let r = serde_json::json!({"tx_frames": 3});
+    assert!(matches!(tso_segments(&r), Fail(m) if m.contains("no tso_segments")));
+    let r = serde_json::json!({"tso_segments": 12});
+    assert!(matches!(tso_segments(&r), Pass(_)));
+}
