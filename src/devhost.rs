@@ -2,14 +2,15 @@
 //!
 //! ```text
 //! ptplab devhost (--socket-fd N | --listen PATH) [--link-speed 10|100|1000|2500] [--report PATH]
-//!                [--emulate i225|i226] [igcd's emulation options: --wire, --cable-delay-ns,
+//!                [--emulate i225|i226|i210|i211|i350|82576] [the driver's emulation options: --wire, --cable-delay-ns,
 //!                 --cable-jitter-ns, --cable-loss, --stamp-quantum-ns, --stamp-jitter-ns,
 //!                 --seed, --osc-ppm, --truth, --name] [--allow-uid UID] [--allow-gid GID]
 //! ```
 //! `N` is this process's end of the stream socket whose other end QEMU holds as
 //! `-device x-pci-proxy-dev,fd=…`. The model is built exactly as `igcd --emulate` builds it
 //! (same options, same cable, same ground-truth record), so a VM's NIC joins the lab's cable
-//! like any igcd host. With `--listen PATH` it serves drivers instead (`igcd --devhost PATH`),
+//! like any igcd host; an igb part (`--emulate i210`, ...) is built as `igbd --emulate` builds
+//! it, so a guest's Linux igb runs on our i210 (tests/vm_linux_tools.rs). With `--listen PATH` it serves drivers instead (`igcd --devhost PATH`),
 //! one after another: a driver that dies leaves the model, its PHC, its cable and its truth
 //! record running, and the next driver attaches to it (the lab's `--nic-process`).
 //! Serving ends when QEMU closes the socket (not with --listen) or on SIGTERM/SIGINT; then the
@@ -37,9 +38,10 @@ use std::time::{Duration, Instant};
 use intel_common::daemon::access::ChannelAccess;
 use ptp_ipc::transport::sockfile::{self, SocketFile};
 
-use ptp_emu::NicStats;
+use ptp_emu::igb::Igb;
 use ptp_emu::igc::{BAR0_LEN, I225, LinkSpeed};
-use ptp_emu::proxy::{ServeStats, Server, ServerOptions};
+use ptp_emu::proxy::{ServeStats, ServedDevice, Server, ServerOptions};
+use ptp_emu::{NicPort, NicStats};
 
 /// Set by SIGTERM/SIGINT; the serving loop checks it after every wait.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -55,7 +57,7 @@ struct DevhostArgs {
 }
 
 const USAGE: &str = "usage: ptplab devhost (--socket-fd N | --listen PATH) [--link-speed 10|100|1000|2500] \
-[--report PATH] [igcd --emulate options: --emulate, --wire, --cable-*, --stamp-*, --seed, --osc-ppm, --truth, --name] \
+[--report PATH] [igcd/igbd --emulate options: --emulate i225|i226|i210|i211|i350|82576, --wire, --cable-*, --stamp-*, --seed, --osc-ppm, --truth, --name] \
 [--allow-uid UID] [--allow-gid GID]";
 
 fn parse_speed(s: &str) -> Result<LinkSpeed, String> {
@@ -147,21 +149,94 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
 }
 
+/// The models `--emulate` may name that are igb parts (served with igbd's model builder);
+/// every other name goes to igcd's.
+const IGB_MODELS: &[&str] = &["i210", "i211", "i350", "82576"];
+
+/// The value of `--emulate` in the model's arguments.
+fn emulate_name(args: &[OsString]) -> Option<&str> {
+    let i = args.iter().position(|a| a == "--emulate")?;
+    args.get(i + 1)?.to_str()
+}
+
 fn run(a: DevhostArgs) -> Result<(), String> {
-    let opts = match igcd::Options::parse(a.igcd) {
+    if emulate_name(&a.igcd).is_some_and(|m| IGB_MODELS.contains(&m)) {
+        let opts = match igbd::Options::parse(a.igcd.clone()) {
+            Ok(Some(o)) => o,
+            Ok(None) => return Err(USAGE.into()),
+            Err(e) => return Err(e.to_string()),
+        };
+        let model = opts.emulate.ok_or("--emulate is required")?;
+        let (nic, name) = igbd::options::emulated_model(model, &opts).map_err(|e| e.to_string())?;
+        let access = ChannelAccess::for_this_process(&opts);
+        return serve(&a, nic, &name, access);
+    }
+    let opts = match igcd::Options::parse(a.igcd.clone()) {
         Ok(Some(o)) => o,
         Ok(None) => return Err(USAGE.into()),
         Err(e) => return Err(e.to_string()),
     };
     let model = opts.emulate.ok_or("--emulate is required")?;
-    let (mut nic, name) = igcd::options::emulated_model(model, &opts).map_err(|e| e.to_string())?;
+    let (nic, name) = igcd::options::emulated_model(model, &opts).map_err(|e| e.to_string())?;
+    let access = ChannelAccess::for_this_process(&opts);
+    serve(&a, nic, &name, access)
+}
+
+/// What the device host needs of a model beyond serving it: its name, its port's counters and
+/// link, and its data-path counters, for the log and the report. Both families keep these in
+/// their shared port (`ptp_emu::NicPort`).
+trait Hosted: ServedDevice {
+    fn part_name(&self) -> &'static str;
+    fn port(&self) -> &NicPort;
+    fn port_mut(&mut self) -> &mut NicPort;
+    fn counters(&self) -> NicStats;
+}
+
+impl Hosted for I225 {
+    fn part_name(&self) -> &'static str {
+        I225::part_name(self)
+    }
+    fn port(&self) -> &NicPort {
+        self.nic()
+    }
+    fn port_mut(&mut self) -> &mut NicPort {
+        self.nic_mut()
+    }
+    fn counters(&self) -> NicStats {
+        self.stats()
+    }
+}
+
+impl Hosted for Igb {
+    fn part_name(&self) -> &'static str {
+        Igb::part_name(self)
+    }
+    fn port(&self) -> &NicPort {
+        self.nic()
+    }
+    fn port_mut(&mut self) -> &mut NicPort {
+        self.nic_mut()
+    }
+    fn counters(&self) -> NicStats {
+        self.stats()
+    }
+}
+
+/// Serves `nic` to QEMU (`--socket-fd`) or to drivers (`--listen`) until the end, then writes
+/// the report.
+fn serve<D: Hosted>(
+    a: &DevhostArgs,
+    mut nic: D,
+    name: &str,
+    access: ChannelAccess,
+) -> Result<(), String> {
     if let Some(s) = a.link_speed {
-        nic.set_link_speed(s, &mut ptp_emu::host::RecordingHost::new());
+        nic.port_mut()
+            .set_link_speed(s, &mut ptp_emu::host::RecordingHost::new());
     }
     install_signals();
     let (server, result) = match &a.listen {
         Some(path) => {
-            let access = ChannelAccess::for_this_process(&opts);
             let (listener, _file) = listen(path, &access)?;
             log::info!(
                 "{name}: serving {} to drivers at {} ({access} may connect)",
@@ -276,18 +351,19 @@ impl Admission {
 
 /// The report: proxy counters, model counters, every BAR0 offset the guest touched and the
 /// accesses to offsets the model does not implement.
-fn report(s: &ServeStats, nic: &I225, latencies: &[u64]) -> serde_json::Value {
+fn report<D: Hosted>(s: &ServeStats, nic: &D, latencies: &[u64]) -> serde_json::Value {
+    let port = nic.port();
     let touched: Vec<serde_json::Value> = (0..BAR0_LEN)
         .step_by(4)
-        .filter(|&o| nic.reads(o) + nic.writes(o) > 0)
-        .map(|o| serde_json::json!({"offset": o, "reads": nic.reads(o), "writes": nic.writes(o)}))
+        .filter(|&o| port.reads(o) + port.writes(o) > 0)
+        .map(|o| serde_json::json!({"offset": o, "reads": port.reads(o), "writes": port.writes(o)}))
         .collect();
-    let unimplemented: Vec<serde_json::Value> = nic
+    let unimplemented: Vec<serde_json::Value> = port
         .unimplemented_accesses()
         .iter()
         .map(|u| serde_json::json!({"offset": u.offset, "reads": u.reads, "writes": u.writes}))
         .collect();
-    let st = nic.stats();
+    let st = nic.counters();
     serde_json::json!({
         "messages": s.messages,
         "cfg_reads": s.cfg_reads,
@@ -304,7 +380,7 @@ fn report(s: &ServeStats, nic: &I225, latencies: &[u64]) -> serde_json::Value {
         "peers_refused": s.peers_refused,
         "client_timeouts": s.client_timeouts,
         "ram_refused": s.ram_refused,
-        "port_resets": nic.port_resets(),
+        "port_resets": port.port_resets(),
         "tx_frames": st.tx_frames,
         "rx_frames": st.rx_frames,
         "tx_tso_packets": st.tx_tso_packets,
@@ -317,10 +393,10 @@ fn report(s: &ServeStats, nic: &I225, latencies: &[u64]) -> serde_json::Value {
         "rx_missed": st.rx_missed,
         "not_carried_out": not_carried_out(&st),
         "tx_stamps_latched": st.tx_stamps_latched,
-        "link_up": nic.link_up(),
+        "link_up": port.link_up(),
         // The speed STATUS reports (with the link up): a VM test compares it with what the
         // guest asked for (tests/vm_linux_tools.rs).
-        "link_speed_mbps": nic.link_speed().mbps(),
+        "link_speed_mbps": port.link_speed().mbps(),
         // Every valid stamp a TXSTMPH read released, in any set (the model's count): the
         // server's own count follows one release register only (set 0, for the latency), which
         // missed igcd's stamps in sets 1-3 (vm_userspace: 488 counted, igcd had read 491).
@@ -448,5 +524,12 @@ mod tests {
         assert!(p(&["--listen", "/a", "--socket-fd", "3"]).is_err());
         assert!(p(&["--socket-fd", "3", "--link-speed", "5000"]).is_err());
         assert!(p(&["--socket-fd", "3", "--channel", "/c"]).is_err());
+        let a = p(&["--socket-fd", "5", "--emulate", "i210", "--seed", "3"]).unwrap();
+        assert_eq!(emulate_name(&a.igcd), Some("i210"));
+        assert!(IGB_MODELS.contains(&"i210") && !IGB_MODELS.contains(&"i225"));
+        assert_eq!(
+            emulate_name(&p(&["--socket-fd", "5"]).unwrap().igcd),
+            Some("i225")
+        );
     }
 }

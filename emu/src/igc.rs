@@ -657,6 +657,16 @@ impl I225 {
         self.txs.latched_per_set
     }
 
+    /// The port's shared state (counters, link, cable), as `Igb::nic` gives igb's.
+    pub fn nic(&self) -> &Port {
+        &self.port
+    }
+
+    /// The port's shared state, mutably.
+    pub fn nic_mut(&mut self) -> &mut Port {
+        &mut self.port
+    }
+
     /// Data-path and fault counters.
     pub fn stats(&self) -> I225Stats {
         I225Stats {

@@ -129,3 +129,27 @@ impl ServedDevice for I225 {
         Some(TXSTMPH[0])
     }
 }
+
+impl ServedDevice for crate::igb::Igb {
+    /// The port's legacy line level (`ICR & IMS` outside MSI-X mode), as on the i225.
+    fn intx_level(&self) -> bool {
+        self.nic().intx_level()
+    }
+
+    /// CTRL.RST (e1000 CTRL b26): the model's port reset (see `crate::igb`'s docs for what
+    /// survives it).
+    fn reset_function(&mut self, host: &mut dyn DeviceHost) {
+        use intel_regs::igb::{CTRL, ctrl};
+        self.write32(0, CTRL, ctrl::RST, host);
+    }
+
+    fn tx_stamps_latched(&self) -> u64 {
+        self.stats().tx_stamps_latched
+    }
+
+    /// TXSTMPH: the igb parts have one TX stamp pair, released by reading its high half
+    /// (intel-timesync.md §7.5; Linux igb_ptp_tx_hwtstamp reads TXSTMPL then TXSTMPH).
+    fn tx_stamp_release(&self) -> Option<u32> {
+        Some(intel_regs::igb::TXSTMPH)
+    }
+}
