@@ -42,7 +42,9 @@ mod probe;
 // Used by the Redox driver's pool (and host-tested everywhere).
 #[cfg_attr(not(target_os = "redox"), allow(dead_code))]
 mod segment;
-pub use layout::{CONTROL_LEN, Geometry, MAGIC, MAX_REGION, MAX_SLOT, MAX_SLOTS, MIN_SLOT, VERSION};
+pub use layout::{
+    CONTROL_LEN, Geometry, MAGIC, MAX_REGION, MAX_SLOT, MAX_SLOTS, MIN_SLOT, VERSION,
+};
 use layout::{Control, RingView};
 use map::Mapping;
 #[doc(hidden)]
