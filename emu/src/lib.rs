@@ -33,6 +33,8 @@ pub mod wire;
 pub use clock::{HostClock, TimeSource, VirtualClock};
 pub use igb::{Igb, IgbConfig, IgbPart};
 pub use igc::{I225, I225Config, I225Stats, LinkSpeed, ReadAction};
-pub use nic::{NicStats, Port as NicPort, TxEngine, UnimplementedAccess};
+pub use nic::{
+    MsixMessage, MsixSignal, MsixTable, NicStats, Port as NicPort, TxEngine, UnimplementedAccess,
+};
 pub use phc::{Phc, SysTime, TimeFormat, WrapExtender};
 pub use wire::{Cable, Disconnected, Loopback, WireFrame, WirePort};

@@ -22,6 +22,7 @@ pub(crate) mod irq;
 pub(crate) mod known;
 pub(crate) mod link;
 pub(crate) mod mmio;
+pub(crate) mod msix;
 pub(crate) mod noise;
 pub(crate) mod nvm;
 pub(crate) mod phy;
@@ -40,6 +41,7 @@ use ptp_pci::emulated::DeviceHost;
 pub use hooks::{MAX_ARMED_READS, ReadAction};
 pub use known::UnimplementedAccess;
 pub use link::LinkSpeed;
+pub use msix::{MsixMessage, MsixSignal, MsixTable};
 pub use tx::{MAX_TX_FRAME, TxEngine};
 
 pub(crate) use mmio::{CtrlWrite, IrqMap};
@@ -151,8 +153,9 @@ pub struct Port {
     /// Where PHC law changes and register/wire counters are reported (the ground-truth
     /// record); `None` in deterministic tests.
     pub(crate) observer: Option<SharedObserver>,
-    /// BAR3: MSI-X table and PBA, storage only (the backend delivers vectors itself).
-    pub(crate) msix: regfile::RegFile,
+    /// BAR3: the MSI-X table and PBA (`msix`); the PCI backend decides what a signalled
+    /// vector becomes.
+    pub(crate) msix: msix::MsixTable,
     /// Per-register BAR0 counters and totals over both BARs.
     pub(crate) counters: regfile::Counters,
     /// The MAC address in NVM (RAL0/RAH0 at power-on and reset).
@@ -239,16 +242,12 @@ impl Port {
             nvm: nvm::Nvm::new(p.mac),
             reported_lost: 0,
             observer: None,
-            msix: regfile::RegFile::new(front::BAR3_LEN),
+            msix: msix::MsixTable::new(p.msix_vectors),
             counters: regfile::Counters::new(front::BAR0_LEN),
             mac: p.mac,
             port_resets: 0,
         };
         port.load_power_on(p.mac);
-        // PCIe: MSI-X vector control = masked at reset (storage only, see `msix`).
-        for n in 0..u32::from(p.msix_vectors) {
-            port.msix.set(n * 16 + 12, 1);
-        }
         port
     }
 

@@ -1,5 +1,5 @@
 //! The PCI front every model serves alike: BAR0 dispatch with MMIO counters, the
-//! unimplemented-offset record and the read hooks, BAR3 (MSI-X table and PBA, storage only),
+//! unimplemented-offset record and the read hooks, BAR3 (MSI-X table and PBA, `msix`),
 //! the ground-truth observer's BAR counters, and one poll of link, TX and RX.
 
 use std::time::Duration;
@@ -58,7 +58,7 @@ pub(crate) fn read32<M: BarModel>(
         }
         3 if offset < BAR3_LEN => {
             p.counters.total_reads += 1;
-            p.msix.get(offset)
+            p.msix.read(offset)
         }
         // Unsupported request: all ones, as on PCIe.
         _ => u32::MAX,
@@ -90,7 +90,7 @@ pub(crate) fn write32<M: BarModel>(
         }
         3 if offset < BAR3_LEN => {
             p.counters.total_writes += 1;
-            p.msix.set(offset, v);
+            p.msix.write(offset, v);
         }
         _ => {}
     }
