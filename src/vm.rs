@@ -11,6 +11,8 @@
 //!
 //! Guest kernel options: `irqpoll nolapic_timer nohz=off` make the guest call igc's legacy
 //! handler on every 4 ms timer tick, since under TCG nothing delivers the proxy's INTx.
+//! `pci=nomsi` ([`PROXY_APPEND`]) keeps the guest off MSI and MSI-X, which the model
+//! advertises as the part does but QEMU 7.2's proxy cannot deliver (`ptp_emu::proxy`).
 
 mod initramfs;
 pub mod lock;
@@ -36,6 +38,14 @@ use ptp_ipc::time::mono_ns;
 
 /// The guest kernel command line.
 pub const APPEND: &str = "console=ttyS0 irqpoll nolapic_timer nohz=off panic=-1 quiet";
+
+/// Added for a guest whose NIC is served over `x-pci-proxy-dev`: the function advertises MSI
+/// and MSI-X, which have no path to the guest there (`ptp_emu::proxy`); with MSI-X enabled
+/// Linux igc would wait for messages that never come (and `irqpoll` polls only shared
+/// handlers, which MSI-X vectors are not). With `pci=nomsi`, pci_enable_msix_range and
+/// pci_enable_msi fail and igc falls back to its shared INTx handler by itself
+/// (igc_set_interrupt_capability).
+pub const PROXY_APPEND: &str = "pci=nomsi";
 
 /// Why a VM could not be run.
 #[derive(Debug, thiserror::Error)]
@@ -243,7 +253,8 @@ impl Vm {
         let report_path = cfg.run_dir.join("devhost.json");
         let devhost = spawn_devhost(cfg, &dev_end, &report_path)?;
         drop(dev_end);
-        let append = std::iter::once(APPEND)
+        let append = [APPEND, PROXY_APPEND]
+            .into_iter()
             .chain(setup.append.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");

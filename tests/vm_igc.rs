@@ -212,6 +212,41 @@ fn nic_warnings(dmesg: &str) -> Vec<String> {
         .collect()
 }
 
+/// Issue 24: the PCI Express link igc's probe reports (pcie_print_link_status), as a real
+/// I225 prints it; the PCIe link attributes sysfs derives from the capability; and the
+/// interrupt mode: INTx, since the guest runs with `pci=nomsi` (QEMU's proxy cannot deliver
+/// MSI/MSI-X, `ptp_emu::proxy`), so one queue pair and no `ethtool -L combined 2`. After
+/// the interface is up: igc requests its interrupt at open.
+fn check_pcie_and_irq_mode(g: &mut Guest, probe: &str) {
+    assert!(
+        probe.contains("4.000 Gb/s available PCIe bandwidth (5.0 GT/s PCIe x1 link)"),
+        "igc's link line:\n{probe}"
+    );
+    assert!(!probe.contains("Unknown"), "{probe}");
+    let dev = "/sys/class/net/eth0/device";
+    let link = g
+        .run_ok(&format!(
+            "cat {dev}/max_link_speed {dev}/max_link_width {dev}/current_link_speed \
+             {dev}/current_link_width"
+        ))
+        .text();
+    let want = ["5.0 GT/s PCIe", "1", "5.0 GT/s PCIe", "1"];
+    assert_eq!(link.lines().map(str::trim).collect::<Vec<_>>(), want);
+    let msi = g
+        .run(&format!("ls {dev}/msi_irqs 2>/dev/null; true"))
+        .text();
+    assert_eq!(msi.trim(), "", "no MSI/MSI-X vectors");
+    let irqs = g.run_ok("grep eth0 /proc/interrupts").text();
+    assert!(irqs.contains("IO-APIC") && !irqs.contains("MSI"), "{irqs}");
+    let channels = g.run_ok("ethtool -l eth0").text();
+    assert!(channels.contains("Combined:\t1"), "{channels}");
+    assert_ne!(
+        g.run("ethtool -L eth0 combined 2").rc,
+        0,
+        "one vector: one pair"
+    );
+}
+
 fn probe_and_phc(tag: &str, speed: &str, ethtool_speed: &str) {
     let _one = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
     let t0 = Instant::now();
@@ -219,6 +254,7 @@ fn probe_and_phc(tag: &str, speed: &str, ethtool_speed: &str) {
     let probe = g.run_ok("dmesg | grep -i igc");
     assert!(probe.text().contains("PHC"), "igc did not register its PHC");
     link_up(&mut g);
+    check_pcie_and_irq_mode(&mut g, &probe.text());
     let eth = g.run_ok("ethtool eth0").text();
     assert!(eth.contains(&format!("Speed: {ethtool_speed}")), "{eth}");
     assert!(eth.contains("Link detected: yes"), "{eth}");

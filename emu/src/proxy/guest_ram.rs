@@ -173,8 +173,11 @@ impl Mapping {
 #[derive(Default)]
 pub struct GuestRam {
     maps: Vec<Mapping>,
-    /// MSI-X messages the model tried to send (there is no MSI-X path: counted only).
-    pub msix_dropped: u64,
+    /// Vectors the model signalled since the server last routed them (oldest first; at
+    /// most [`MAX_RAISED`], the rest only counted in `raised_overflow`).
+    pub(crate) raised: Vec<u16>,
+    /// Signals past [`MAX_RAISED`] between two routings.
+    pub(crate) raised_overflow: u64,
     /// DMA accesses that fell outside guest RAM.
     pub dma_faults: u64,
     /// SYNC_SYSMEM messages applied.
@@ -251,9 +254,19 @@ impl GuestRam {
     }
 }
 
+/// Most signals kept between two routings (the server routes after every access and poll,
+/// so a handful at most in practice).
+pub(crate) const MAX_RAISED: usize = 1024;
+
 impl DeviceHost for GuestRam {
-    fn raise_msix(&mut self, _vector: u16) {
-        self.msix_dropped += 1;
+    /// Kept for the server, which knows the function's interrupt mode (config space) and
+    /// routes each signal: through the MSI-X table, as an MSI, or not at all under INTx.
+    fn raise_msix(&mut self, vector: u16) {
+        if self.raised.len() < MAX_RAISED {
+            self.raised.push(vector);
+        } else {
+            self.raised_overflow += 1;
+        }
     }
 
     fn dma_read(&mut self, bus: u64, out: &mut [u8]) -> bool {

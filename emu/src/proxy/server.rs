@@ -11,6 +11,7 @@ use super::config::ConfigSpace;
 use super::guest_ram::GuestRam;
 use super::proto::{self, HEADER_LEN, MAX_FDS, Message, ProtoError};
 use super::{ProxyError, ServedDevice};
+use crate::nic::MsixSignal;
 
 /// Counters of what the guest did through the proxy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -21,12 +22,16 @@ pub struct ServeStats {
     pub cfg_reads: u64,
     /// Config writes.
     pub cfg_writes: u64,
-    /// BAR0 reads and writes that reached the model.
+    /// BAR reads that reached the model (BAR0 and the MSI-X BAR).
     pub bar_reads: u64,
-    /// BAR0 writes that reached the model.
+    /// BAR writes that reached the model.
     pub bar_writes: u64,
-    /// BAR accesses outside BAR0 or to I/O space (answered all ones / dropped).
+    /// BAR accesses outside every BAR, to I/O space, or while the function does not decode
+    /// memory (answered all ones / dropped).
     pub bar_misses: u64,
+    /// BAR0 dwords inside the part's BAR but past the model's register space (reads answered
+    /// 0, writes dropped) \[U\]: the I225's BAR0 is 1 MiB, the model's registers 128 KiB.
+    pub bar_unmodelled: u64,
     /// Malformed messages (answered with a failure where a reply was due).
     pub malformed: u64,
     /// Rising edges of the INTx line (eventfd writes, resamples included).
@@ -37,8 +42,16 @@ pub struct ServeStats {
     pub sysmem_syncs: u64,
     /// DMA accesses outside guest RAM.
     pub dma_faults: u64,
-    /// MSI-X messages the model sent (no path for them: dropped).
+    /// MSI-X messages the function sent, MSI-X enabled and the vector unmasked (QEMU's proxy
+    /// has no path for them: dropped), and signals with MSI-X enabled that the table could not
+    /// take (past its end).
     pub msix_dropped: u64,
+    /// MSI-X signals held as Pending by a mask (sent, and counted dropped, on unmask).
+    pub msix_pending: u64,
+    /// MSI messages the function sent with MSI enabled (no path for them either: dropped).
+    pub msi_dropped: u64,
+    /// Function Level Resets the guest initiated (PCIe Device Control bit 15).
+    pub flrs: u64,
     /// TX timestamps the driver read (TXSTMPH_0) after the model latched them.
     pub tx_stamps_delivered: u64,
     /// Listening: connections the admission check refused (closed unserved).
@@ -168,8 +181,7 @@ impl<D: ServedDevice> Server<D> {
 
     /// A server for `dev` with no client yet ([`Self::run_listening`] accepts them).
     pub fn detached(dev: D, opts: ServerOptions) -> Self {
-        let bar0_len = dev.bar_len(0).unwrap_or(0);
-        let cfg = ConfigSpace::new(dev.ids(), bar0_len);
+        let cfg = ConfigSpace::new(&dev.pci_profile());
         Self {
             sock: None,
             watch: None,
@@ -227,7 +239,6 @@ impl<D: ServedDevice> Server<D> {
         ServeStats {
             sysmem_syncs: self.ram.syncs,
             dma_faults: self.ram.dma_faults,
-            msix_dropped: self.ram.msix_dropped,
             ..self.stats
         }
     }
@@ -415,7 +426,7 @@ impl<D: ServedDevice> Server<D> {
         let next = self.dev.poll(&mut self.ram).unwrap_or(self.opts.max_sleep);
         self.next_poll = Instant::now() + next.min(self.opts.max_sleep);
         self.note_stamps();
-        self.update_intx();
+        self.update_interrupts();
     }
 
     /// Notes when a new TX stamp was latched (the oldest undelivered one counts).
@@ -440,9 +451,56 @@ impl<D: ServedDevice> Server<D> {
         }
     }
 
-    /// Re-evaluates the INTx level; a rising edge writes the eventfd.
+    /// Routes the vectors the model signalled, sends MSI-X messages a changed mask released,
+    /// then re-evaluates the INTx level.
+    fn update_interrupts(&mut self) {
+        for v in std::mem::take(&mut self.ram.raised) {
+            self.route(v);
+        }
+        self.stats.msix_dropped += std::mem::take(&mut self.ram.raised_overflow);
+        if self.cfg.msix_enabled() {
+            let fmask = self.cfg.msix_function_masked();
+            if let Some(t) = self.dev.msix_table() {
+                self.stats.msix_dropped += t.release(fmask).len() as u64;
+            }
+        }
+        self.update_intx();
+    }
+
+    /// One signal of the model's, by the function's interrupt mode: an MSI-X message through
+    /// the table (masked: Pending), an MSI message, or nothing under INTx (the level carries
+    /// it). A message that would go out has no path through QEMU's proxy: counted.
+    fn route(&mut self, v: u16) {
+        if self.cfg.msix_enabled() {
+            let fmask = self.cfg.msix_function_masked();
+            match self.dev.msix_table().map(|t| t.signal(v, fmask)) {
+                Some(MsixSignal::Pending) => self.stats.msix_pending += 1,
+                _ => self.stats.msix_dropped += 1,
+            }
+        } else if self.cfg.msi_enabled() {
+            self.stats.msi_dropped += 1;
+        }
+    }
+
+    /// A PCI reset (DEVICE_RESET) or FLR: the function, its MSI-X table and its config space
+    /// back to power-on.
+    fn reset_function(&mut self) {
+        self.dev.reset_function(&mut self.ram);
+        if let Some(t) = self.dev.msix_table() {
+            t.reset();
+        }
+        self.cfg.reset();
+        // What the reset itself signalled went nowhere: the function is in INTx mode now.
+        self.ram.raised.clear();
+    }
+
+    /// Re-evaluates the INTx level; a rising edge writes the eventfd. A function with MSI or
+    /// MSI-X enabled does not use INTx (PCI 3.0 §6.8).
     fn update_intx(&mut self) {
-        let level = self.dev.intx_level() && !self.cfg.intx_disabled();
+        let level = self.dev.intx_level()
+            && !self.cfg.intx_disabled()
+            && !self.cfg.msi_enabled()
+            && !self.cfg.msix_enabled();
         if level && !self.level {
             self.signal_intx();
         }
@@ -542,7 +600,7 @@ impl<D: ServedDevice> Server<D> {
                 }
                 self.intx = Some(Intx { irq, resample });
                 self.level = false;
-                self.update_intx();
+                self.update_interrupts();
             }
             Message::CfgRead { addr, len } => {
                 self.stats.cfg_reads += 1;
@@ -552,13 +610,17 @@ impl<D: ServedDevice> Server<D> {
             Message::CfgWrite { addr, val, len } => {
                 self.stats.cfg_writes += 1;
                 self.cfg.write(addr, val, len);
+                if self.cfg.take_flr() {
+                    self.stats.flrs += 1;
+                    self.reset_function();
+                }
                 self.reply(0)?;
-                self.update_intx();
+                self.update_interrupts();
             }
             Message::BarRead { addr, size, memory } => {
                 let v = self.bar_read(addr, size, memory);
                 self.reply(v)?;
-                self.update_intx();
+                self.update_interrupts();
             }
             Message::BarWrite {
                 addr,
@@ -580,56 +642,90 @@ impl<D: ServedDevice> Server<D> {
             }
             Message::DeviceReset => {
                 self.stats.resets += 1;
-                self.dev.reset_function(&mut self.ram);
-                self.cfg.reset();
+                self.reset_function();
                 self.reply(0)?;
-                self.update_intx();
+                self.update_interrupts();
             }
         }
         Ok(())
     }
 
-    /// BAR0 offset of a memory access of `size` bytes at `addr`, if it lies inside BAR0.
-    fn bar0_offset(&self, addr: u64, size: u8, memory: bool) -> Option<u32> {
-        let base = self.cfg.bar0_base();
-        let off = addr.checked_sub(base)?;
-        let end = off.checked_add(u64::from(size))?;
-        (memory && base != 0 && end <= u64::from(self.cfg.bar0_len())).then_some(off as u32)
+    /// The BAR (0 or 3) and offset of a memory access of `size` bytes at `addr`, if it lies
+    /// inside an assigned BAR of a function that decodes memory.
+    fn bar_target(&self, addr: u64, size: u8, memory: bool) -> Option<(u8, u32)> {
+        if !memory || !self.cfg.decodes_memory() {
+            return None;
+        }
+        [0u8, 3].into_iter().find_map(|n| {
+            let base = self.cfg.bar_base(usize::from(n));
+            let off = addr.checked_sub(base)?;
+            let end = off.checked_add(u64::from(size))?;
+            (base != 0 && end <= u64::from(self.cfg.bar_len(usize::from(n))))
+                .then_some((n, off as u32))
+        })
+    }
+
+    /// Whether BAR0 dword `dw` lies past the model's register space (counted, see
+    /// [`ServeStats::bar_unmodelled`]).
+    fn unmodelled(&mut self, bar: u8, dw: u32) -> bool {
+        let past = bar == 0 && dw >= self.dev.bar_len(0).unwrap_or(0);
+        self.stats.bar_unmodelled += u64::from(past);
+        past
+    }
+
+    /// A dword read of the model.
+    fn read_dword(&mut self, bar: u8, dw: u32) -> u32 {
+        if self.unmodelled(bar, dw) {
+            return 0;
+        }
+        let v = self.dev.read32(bar, dw, &mut self.ram);
+        if bar == 0 {
+            self.note_release(dw);
+        }
+        v
     }
 
     /// A read of 1, 2, 4 or 8 bytes: dword reads of the model (an 8-byte read is the low
     /// dword then the high one), narrowed to the bytes asked for.
     fn bar_read(&mut self, addr: u64, size: u8, memory: bool) -> u64 {
-        let Some(off) = self.bar0_offset(addr, size, memory) else {
+        let Some((bar, off)) = self.bar_target(addr, size, memory) else {
             self.stats.bar_misses += 1;
             return u64::MAX >> (64 - 8 * u32::from(size));
         };
         self.stats.bar_reads += 1;
-        let lo = u64::from(self.dev.read32(0, off & !3, &mut self.ram));
-        self.note_release(off & !3);
+        let lo = u64::from(self.read_dword(bar, off & !3));
         if size == 8 {
-            let hi = u64::from(self.dev.read32(0, (off & !3) + 4, &mut self.ram));
+            let hi = u64::from(self.read_dword(bar, (off & !3) + 4));
             return lo | hi << 32;
         }
         let shifted = lo >> ((off & 3) * 8);
         shifted & (u64::MAX >> (64 - 8 * u32::from(size)))
     }
 
-    /// A write of 1, 2, 4 or 8 bytes (8: low dword, then high). A narrow write reaches the
-    /// model as a dword write with the other bytes zero: merging would need a read, which has
-    /// side effects on this part \[assumption: igc writes registers 32 bits wide\].
+    /// A write of 1, 2, 4 or 8 bytes (8: low dword, then high). On BAR0 a narrow write reaches
+    /// the model as a dword write with the other bytes zero: merging would need a read, which
+    /// has side effects on this part \[assumption: igc writes registers 32 bits wide\]. On the
+    /// MSI-X BAR, whose reads have none, the other bytes are kept (PCIe 3.0 §6.8.2 lets
+    /// software write the table's fields narrower than a dword).
     fn bar_write(&mut self, addr: u64, val: u64, size: u8, memory: bool) {
-        let Some(off) = self.bar0_offset(addr, size, memory) else {
+        let Some((bar, off)) = self.bar_target(addr, size, memory) else {
             self.stats.bar_misses += 1;
             return;
         };
         self.stats.bar_writes += 1;
         let dw = off & !3;
-        let v = (val << ((off & 3) * 8)) as u32;
-        self.dev.write32(0, dw, v, &mut self.ram);
-        if size == 8 {
+        let shift = (off & 3) * 8;
+        let mut v = (val << shift) as u32;
+        if bar == 3 && size < 4 {
+            let keep = !((u32::MAX >> (32 - 8 * u32::from(size))) << shift);
+            v |= self.dev.read32(3, dw, &mut self.ram) & keep;
+        }
+        if !self.unmodelled(bar, dw) {
+            self.dev.write32(bar, dw, v, &mut self.ram);
+        }
+        if size == 8 && !self.unmodelled(bar, dw + 4) {
             self.dev
-                .write32(0, dw + 4, (val >> 32) as u32, &mut self.ram);
+                .write32(bar, dw + 4, (val >> 32) as u32, &mut self.ram);
         }
     }
 
