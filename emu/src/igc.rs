@@ -83,7 +83,7 @@ use ptp_pci::emulated::{Device, DeviceHost};
 
 pub use crate::nic::irq::OTHER_CAUSES;
 pub use crate::nic::{
-    LinkSpeed, MAX_ARMED_READS, MAX_TX_FRAME, ReadAction, TxEngine, UnimplementedAccess,
+    LinkMode, LinkSpeed, MAX_ARMED_READS, MAX_TX_FRAME, ReadAction, TxEngine, UnimplementedAccess,
 };
 pub use txstamp::TX_STAMP_SETS;
 
@@ -406,6 +406,11 @@ impl I225 {
     /// See [`NicPort::link_speed`](crate::NicPort::link_speed).
     pub fn link_speed(&self) -> LinkSpeed {
         self.port.link_speed()
+    }
+
+    /// See [`NicPort::link_mode`](crate::NicPort::link_mode).
+    pub fn link_mode(&self) -> Option<crate::nic::LinkMode> {
+        self.port.link_mode()
     }
 
     /// See [`NicPort::link_up`](crate::NicPort::link_up).

@@ -34,7 +34,8 @@ pub use clock::{HostClock, TimeSource, VirtualClock};
 pub use igb::{Igb, IgbConfig, IgbPart};
 pub use igc::{I225, I225Config, I225Stats, LinkSpeed, ReadAction};
 pub use nic::{
-    MsixMessage, MsixSignal, MsixTable, NicStats, Port as NicPort, TxEngine, UnimplementedAccess,
+    LinkMode, MsixMessage, MsixSignal, MsixTable, NicStats, Port as NicPort, TxEngine,
+    UnimplementedAccess,
 };
 pub use phc::{Phc, SysTime, TimeFormat, WrapExtender};
-pub use wire::{Cable, Disconnected, Loopback, WireFrame, WirePort};
+pub use wire::{Cable, Disconnected, LinkModes, LinkOffer, Loopback, WireFrame, WirePort};

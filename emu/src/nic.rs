@@ -40,7 +40,7 @@ use ptp_pci::emulated::DeviceHost;
 
 pub use hooks::{MAX_ARMED_READS, ReadAction};
 pub use known::UnimplementedAccess;
-pub use link::LinkSpeed;
+pub use link::{LinkMode, LinkSpeed};
 pub use msix::{MsixMessage, MsixSignal, MsixTable};
 pub use tx::{MAX_TX_FRAME, TxEngine};
 

@@ -14,6 +14,13 @@
 //!
 //! The [`Cable`] holds the path's realism and faults: delay (per direction, so asymmetry),
 //! seeded jitter and random loss, and deterministic loss injection (`drop_next`).
+//!
+//! Link negotiation: each end's PHY publishes a [`LinkOffer`] (its autonegotiation
+//! advertisement, or the mode it is forced to) with [`WirePort::publish`], and reads the other
+//! end's with [`WirePort::partner`]; both ends resolve the link from the same two offers, so
+//! they agree. A port that carries no offers ([`Loopback`], a TAP bridge's end that never
+//! publishes) has no partner offer: the PHY then treats its partner as an autonegotiating one
+//! that advertises every mode.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -24,8 +31,8 @@ use crate::rng::SplitMix64;
 mod unix;
 #[cfg(target_os = "linux")]
 pub use unix::{
-    HEADER_LEN, MAGIC, UnixDatagramWire, VERSION, decode_any, decode_datagram, encode_datagram,
-    encode_hello,
+    Datagram, HEADER_LEN, MAGIC, UnixDatagramWire, VERSION, decode_any, decode_datagram,
+    encode_datagram, encode_hello,
 };
 
 /// A frame as it reaches a NIC's PHY.
@@ -55,6 +62,130 @@ pub struct WireStats {
     /// Datagrams from others than the wire's peer (dropped): on a bound end, a HELLO from a
     /// uid other than root or its own, or a frame from another address than the peer's.
     pub foreign: u64,
+}
+
+/// Copper link modes (speed and duplex), one bit each, in the order IEEE 802.3 Annex 28B.3
+/// prefers them (a higher bit wins): 2.5GBASE-T full (802.3bz adds it above 1000BASE-T) >
+/// 1000BASE-T full > half > 100BASE-TX full > half > 10BASE-T full > half.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct LinkModes(u8);
+
+impl LinkModes {
+    /// No mode (a PHY that is powered down offers none).
+    pub const NONE: Self = Self(0);
+    /// 10BASE-T half duplex.
+    pub const HALF_10: Self = Self(1 << 0);
+    /// 10BASE-T full duplex.
+    pub const FULL_10: Self = Self(1 << 1);
+    /// 100BASE-TX half duplex.
+    pub const HALF_100: Self = Self(1 << 2);
+    /// 100BASE-TX full duplex.
+    pub const FULL_100: Self = Self(1 << 3);
+    /// 1000BASE-T half duplex.
+    pub const HALF_1000: Self = Self(1 << 4);
+    /// 1000BASE-T full duplex.
+    pub const FULL_1000: Self = Self(1 << 5);
+    /// 2.5GBASE-T (full duplex only).
+    pub const FULL_2500: Self = Self(1 << 6);
+    /// Every mode above.
+    pub const ALL: Self = Self(0x7F);
+
+    /// The set with these bits (`None` if a bit names no mode).
+    pub const fn from_bits(bits: u8) -> Option<Self> {
+        if bits & !Self::ALL.0 == 0 {
+            Some(Self(bits))
+        } else {
+            None
+        }
+    }
+
+    /// The bits (one per mode, see the constants).
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// Whether every mode of `other` is in `self`.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The preferred mode of the set (its highest bit), if any.
+    pub const fn best(self) -> Option<Self> {
+        if self.0 == 0 {
+            None
+        } else {
+            Some(Self(1 << (7 - self.0.leading_zeros())))
+        }
+    }
+}
+
+impl std::ops::BitOr for LinkModes {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+impl std::ops::BitAnd for LinkModes {
+    type Output = Self;
+    fn bitand(self, rhs: Self) -> Self {
+        Self(self.0 & rhs.0)
+    }
+}
+
+/// What one end of a cable offers its link partner: its PHY's autonegotiation advertisement
+/// (IEEE 802.3 clause 28 base page, clause 40 1000BASE-T and clause 126 MultiGBASE-T pages),
+/// or the one mode it is forced to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct LinkOffer {
+    /// Autonegotiating (`modes` is the advertisement) or forced (`modes` is the one mode).
+    pub autoneg: bool,
+    /// The modes advertised, or the forced mode; empty: no link (PHY powered down).
+    pub modes: LinkModes,
+    /// PAUSE (b0) and ASM_DIR (b1) advertised (IEEE 802.3 28.2.1.2.3).
+    pub pause: u8,
+    /// Negotiations this end started (restart, reset, reconfiguration), wrapping: a new value
+    /// tells the partner the link went down and came back.
+    pub generation: u16,
+}
+
+impl LinkOffer {
+    /// Bytes of [`to_bytes`](Self::to_bytes).
+    pub const LEN: usize = 4;
+    const AUTONEG: u8 = 1 << 0;
+    const PAUSE_SHIFT: u8 = 1;
+    const PAUSE_MASK: u8 = 0b11;
+
+    /// Encoded: modes, flags (b0 autoneg, b2:1 pause), generation (u16 little-endian).
+    pub fn to_bytes(self) -> [u8; Self::LEN] {
+        let flags = (u8::from(self.autoneg) * Self::AUTONEG)
+            | ((self.pause & Self::PAUSE_MASK) << Self::PAUSE_SHIFT);
+        let g = self.generation.to_le_bytes();
+        [self.modes.bits(), flags, g[0], g[1]]
+    }
+
+    /// Decodes [`to_bytes`](Self::to_bytes)' form; `None` for another length, an unknown mode
+    /// bit or an unknown flag.
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        let &[modes, flags, g0, g1] = b else {
+            return None;
+        };
+        let known = Self::AUTONEG | Self::PAUSE_MASK << Self::PAUSE_SHIFT;
+        if flags & !known != 0 {
+            return None;
+        }
+        Some(Self {
+            autoneg: flags & Self::AUTONEG != 0,
+            modes: LinkModes::from_bits(modes)?,
+            pause: (flags >> Self::PAUSE_SHIFT) & Self::PAUSE_MASK,
+            generation: u16::from_le_bytes([g0, g1]),
+        })
+    }
 }
 
 /// A NIC's attachment to the wire.
@@ -89,6 +220,14 @@ pub trait WirePort: Send {
     /// The port's counters.
     fn stats(&self) -> WireStats {
         WireStats::default()
+    }
+    /// This end's PHY offers `offer` to the partner (called when it changes). Ports that
+    /// carry no offers drop it.
+    fn publish(&mut self, _offer: LinkOffer) {}
+    /// The partner's last published offer; `None` if it published none (or the port carries
+    /// none): the PHY treats such a partner as advertising every mode.
+    fn partner(&self) -> Option<LinkOffer> {
+        None
     }
 }
 
@@ -466,6 +605,37 @@ mod tests {
         }
         assert_eq!(l.in_flight(), MAX_QUEUED);
         assert_eq!(l.stats().overflow, 3);
+    }
+
+    #[test]
+    fn link_modes_order_and_offer_encoding() {
+        let m = LinkModes::HALF_100 | LinkModes::FULL_10 | LinkModes::HALF_10;
+        assert_eq!(
+            m.best(),
+            Some(LinkModes::HALF_100),
+            "100 half beats 10 full"
+        );
+        assert_eq!(LinkModes::ALL.best(), Some(LinkModes::FULL_2500));
+        assert_eq!(LinkModes::NONE.best(), None);
+        assert_eq!(LinkModes::from_bits(0x80), None);
+        let o = LinkOffer {
+            autoneg: true,
+            modes: LinkModes::FULL_1000 | LinkModes::FULL_100,
+            pause: 0b10,
+            generation: 0x1234,
+        };
+        assert_eq!(o.to_bytes(), [0x28, 0b101, 0x34, 0x12]);
+        assert_eq!(LinkOffer::from_bytes(&o.to_bytes()), Some(o));
+        assert_eq!(
+            LinkOffer::from_bytes(&[0x28, 0b1000, 0, 0]),
+            None,
+            "unknown flag"
+        );
+        assert_eq!(LinkOffer::from_bytes(&[0x28, 1, 0]), None, "short");
+        // Ports without offers drop them and report no partner.
+        let mut l = Loopback::new(0);
+        l.publish(o);
+        assert_eq!(l.partner(), None);
     }
 
     #[test]

@@ -453,11 +453,13 @@ fn mdic_phy_access_completes_at_once() {
     assert_ne!(r.rd(MDIC) & mdic::READY, 0);
     r.wr(MDIC, read(9));
     assert_eq!(r.rd(MDIC) & mdic::DATA_MASK, 0x0200);
-    r.wr(MDIC, read(1));
-    assert_eq!(r.rd(MDIC) & 0x4, 0, "BMSR link down");
-    r.wr(CTRL, ctrl::SLU);
+    // The PHY links with its partner whatever the MAC's CTRL.SLU says.
     r.wr(MDIC, read(1));
     assert_eq!(r.rd(MDIC) & 0x24, 0x24, "BMSR link up, AN complete");
+    assert_eq!(r.rd(STATUS) & status::LU, 0, "the MAC's link waits for SLU");
+    r.dev.set_cable(false, &mut r.host);
+    r.wr(MDIC, read(1));
+    assert_eq!(r.rd(MDIC) & 0x24, 0, "BMSR link down without a cable");
 }
 
 /// MDIC read of PHY register `reg` (PHY address 1), as Linux igc_read_phy_reg_mdic.
@@ -499,10 +501,10 @@ fn xmdio(r: &mut Rig, dev: u16, addr: u16, write: Option<u16>) -> u16 {
 
 #[test]
 fn phy_status_registers_follow_the_link() {
-    let mut r = Rig::new();
+    let mut r = Rig::with(|c| c.cable_connected = false);
     assert_eq!(phy_rd(&mut r, 1), 0x7949, "BMSR, link down");
     assert_eq!(phy_rd(&mut r, 10) & (1 << 12), 0, "no remote receiver yet");
-    r.wr(CTRL, ctrl::SLU);
+    r.dev.set_cable(true, &mut r.host);
     assert_eq!(phy_rd(&mut r, 1), 0x796D, "BMSR as the part reports it up");
     // igc_watchdog_task waits for 1000BASE-T status b12 (remote receiver OK).
     assert_ne!(phy_rd(&mut r, 10) & (1 << 12), 0);
@@ -519,22 +521,27 @@ fn phy_status_registers_follow_the_link() {
 fn mmd_registers_are_reached_through_13_and_14() {
     let mut r = Rig::new();
     // ANEG_MULTIGBT_AN_CTRL (MMD 7, 0x20) as igc_phy_setup_autoneg writes it, and a neighbour.
-    xmdio(&mut r, 7, 0x20, Some(0x0080));
-    xmdio(&mut r, 7, 0x21, Some(0x1234));
+    xmdio(&mut r, 7, 0x20, Some(0x0000));
+    xmdio(&mut r, 7, 0x22, Some(0x1234));
     xmdio(&mut r, 1, 0x20, Some(0x5555));
-    assert_eq!(xmdio(&mut r, 7, 0x20, None), 0x0080);
-    assert_eq!(xmdio(&mut r, 7, 0x21, None), 0x1234);
+    assert_eq!(xmdio(&mut r, 7, 0x20, None), 0x0000);
+    assert_eq!(xmdio(&mut r, 7, 0x22, None), 0x1234);
     assert_eq!(xmdio(&mut r, 1, 0x20, None), 0x5555);
-    assert_eq!(r.dev.port.phy.mmd(7, 0x20), 0x0080);
+    assert_eq!(r.dev.port.phy.mmd(7, 0x20), 0x0000);
     // Function 2 post-increments the address on every data access.
     phy_wr(&mut r, 13, 7);
     phy_wr(&mut r, 14, 0x20);
     phy_wr(&mut r, 13, 0x8000 | 7);
-    assert_eq!((phy_rd(&mut r, 14), phy_rd(&mut r, 14)), (0x0080, 0x1234));
-    // A PHY reset clears the MMD registers.
+    let (ctl, _, next) = (phy_rd(&mut r, 14), phy_rd(&mut r, 14), phy_rd(&mut r, 14));
+    assert_eq!((ctl, next), (0x0000, 0x1234));
+    // 7.33 (MultiGBASE-T AN status) is read-only.
+    xmdio(&mut r, 7, 0x21, Some(0xFFFF));
+    assert_eq!(xmdio(&mut r, 7, 0x21, None) & 0x0F00, 0);
+    // A PHY reset brings the MMD registers back to their defaults (2.5G advertised).
     r.wr(CTRL, ctrl::PHY_RST);
     assert_eq!(r.rd(CTRL) & ctrl::PHY_RST, 0, "PHY_RST self-clears");
-    assert_eq!(xmdio(&mut r, 7, 0x20, None), 0);
+    assert_eq!(xmdio(&mut r, 7, 0x20, None), 0x0080);
+    assert_eq!(xmdio(&mut r, 7, 0x22, None), 0);
 }
 
 #[test]

@@ -1,10 +1,9 @@
 //! The model-side controls and inspection every NIC model offers through its [`Port`]: cable,
 //! link speed, wire, interrupt counters, the unimplemented-offset record, data-path counters.
 
-use intel_regs::e1000::icr;
 use ptp_pci::emulated::DeviceHost;
 
-use super::{LinkSpeed, NicStats, Port, UnimplementedAccess};
+use super::{LinkMode, LinkSpeed, NicStats, Port, UnimplementedAccess};
 use crate::wire::{WirePort, WireStats};
 
 impl Port {
@@ -19,20 +18,22 @@ impl Port {
         self.link.cable
     }
 
-    /// Changes the negotiated speed; with the link up this is a renegotiation and raises
-    /// ICR.LSC. The model does not check that the part supports the speed; its owner does.
+    /// Limits the link to `speed` (as a cable or an unmodelled partner that cannot go faster
+    /// would): the PHY offers no faster mode and renegotiates, so with the link up it goes
+    /// down and up (ICR.LSC). The model does not check that the part supports the speed; its
+    /// owner does.
     pub fn set_link_speed(&mut self, speed: LinkSpeed, host: &mut dyn DeviceHost) {
-        if speed != self.link.speed {
-            self.link.speed = speed;
-            if self.link.up {
-                self.irq.cause(icr::LSC, host);
-            }
-        }
+        self.set_speed_cap(speed, host);
     }
 
-    /// The speed the link runs (or would run) at.
+    /// The speed the link runs at (the last negotiated; before any, the limit).
     pub fn link_speed(&self) -> LinkSpeed {
         self.link.speed
+    }
+
+    /// The mode the PHY negotiated with its partner (`None`: no link), whatever CTRL.SLU says.
+    pub fn link_mode(&self) -> Option<LinkMode> {
+        self.link.negotiated
     }
 
     /// Whether STATUS.LU is set.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use intel_regs::igc::{
     CTRL, EECD, EIAC, EIAM, EICR, EICS, EIMC, EIMS, GPIE, IVAR_MISC, MDIC, STATUS, SWSM, ctrl,
-    eecd, icr, rah, ral, status,
+    eecd, rah, ral, status,
 };
 use ptp_pci::emulated::DeviceHost;
 
@@ -77,13 +77,11 @@ impl Port {
         CtrlWrite::Done
     }
 
-    /// Re-evaluates STATUS.LU: CTRL.SLU, the cable flag and, with a wire, its link partner.
+    /// Re-evaluates STATUS.LU: the PHY's negotiation with its partner (cable, wire, both
+    /// ends' offers: `link`), then CTRL.SLU.
     pub(crate) fn update_link(&mut self, host: &mut dyn DeviceHost) {
-        let partner = self.wire.as_ref().is_none_or(|w| w.link_up());
-        let slu = self.regs.get(CTRL) & ctrl::SLU != 0;
-        if self.link.update(slu && partner) {
-            self.irq.cause(icr::LSC, host);
-        }
+        self.negotiate();
+        self.refresh_status(host);
     }
 
     /// STATUS: link bits plus GIO_MASTER_ENABLE, which stays set until the driver writes
@@ -152,7 +150,7 @@ impl Port {
             }
             o if o == m.eerd => self.nvm.write_eerd(v),
             SWSM => self.regs.set(SWSM, nvm::swsm_write(v)),
-            MDIC => self.phy.write_mdic(v, self.link.up),
+            MDIC => self.write_mdic(v, host),
             o if o == m.icr => self.irq.write_icr(v, host),
             o if o == m.ics => self.irq.cause(v, host),
             o if o == m.ims => self.irq.set_ims(v, host),

@@ -1,7 +1,7 @@
 //! A wire over a Unix datagram socket (Linux): one end per NIC model, so two driver processes
 //! (or a driver and a benchmark tool) exchange frames with their departure instants.
 //!
-//! # Datagram format (version 1)
+//! # Datagram format (version 2)
 //!
 //! Every datagram is a 16-byte header followed by the frame (from the destination MAC on, no
 //! FCS). Integers are little-endian.
@@ -9,10 +9,15 @@
 //! | Bytes | Field |
 //! |---|---|
 //! | 0..4 | magic `b"PTPW"` |
-//! | 4 | version, 1 |
-//! | 5 | flags: b0 HELLO (no frame; announces the sender's address), other bits ignored |
-//! | 6..8 | frame length, u16 (must equal the datagram length − 16; 0 for HELLO) |
-//! | 8..16 | departure instant, u64 ns of the sender's true time (CLOCK_MONOTONIC in real time) |
+//! | 4 | version, 2 |
+//! | 5 | flags: b0 HELLO (no frame; announces the sender's address), b1 OFFER (no frame: the payload is the sender's [`LinkOffer`]); at most one of them; other bits ignored |
+//! | 6..8 | payload length, u16 (must equal the datagram length − 16; 0 for HELLO, [`LinkOffer::LEN`] for OFFER) |
+//! | 8..16 | departure instant, u64 ns of the sender's true time (CLOCK_MONOTONIC in real time; 0 for HELLO and OFFER) |
+//!
+//! Version 2 added OFFER (version 1 ignored b1 and would have taken an offer for a frame).
+//! An end sends its offer when its PHY publishes a new one, and again to a peer it has just
+//! learned (HELLO) or reconnected to; a send that fails is retried at the next poll. A HELLO
+//! forgets the previous peer's offer.
 //!
 //! The receiving end computes arrival = departure + its [`Cable`]'s delay ± its jitter, and
 //! draws the cable's random loss (the cable towards the receiver, default
@@ -32,16 +37,17 @@ use std::time::Duration;
 use ptp_ipc::transport::SocketAccess;
 use ptp_ipc::transport::sockfile::{self, SocketFile};
 
-use super::{ArrivalQueue, Cable, WireFrame, WirePort, WireStats};
+use super::{ArrivalQueue, Cable, LinkOffer, WireFrame, WirePort, WireStats};
 
 /// First four bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"PTPW";
 /// Header version this code writes and accepts.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Length of the datagram header.
 pub const HEADER_LEN: usize = 16;
 
 const FLAG_HELLO: u8 = 1;
+const FLAG_OFFER: u8 = 2;
 /// Largest frame the header can describe.
 const MAX_FRAME: usize = u16::MAX as usize;
 /// Datagrams read per [`WirePort::poll_rx`] call before handing out a frame, so a flooding
@@ -109,10 +115,27 @@ pub struct UnixDatagramWire {
     /// A reconnect's HELLO could not be sent: send it before the next frame (the bound end
     /// takes frames only from a peer that said HELLO).
     hello_due: bool,
+    /// This end's last published link offer.
+    offer: Option<LinkOffer>,
+    /// The peer has not been sent [`Self::offer`] yet (no peer known, or the send failed).
+    offer_due: bool,
+    /// The peer's last offer; `None` until it sends one.
+    partner: Option<LinkOffer>,
 }
 
 /// Reconnect attempts to a vanished bound end are at most this frequent.
 const RECONNECT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// What a valid datagram carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Datagram<'a> {
+    /// A frame and its departure instant.
+    Frame(u64, &'a [u8]),
+    /// A connecting end's greeting: it teaches the bound end where to send.
+    Hello,
+    /// An end's autonegotiation offer.
+    Offer(LinkOffer),
+}
 
 /// Encodes one datagram (`None` if the frame is longer than the header can describe).
 pub fn encode_datagram(frame: &[u8], departure_ns: u64) -> Option<Vec<u8>> {
@@ -120,11 +143,11 @@ pub fn encode_datagram(frame: &[u8], departure_ns: u64) -> Option<Vec<u8>> {
     encode_into(&mut out, frame, departure_ns, 0).then_some(out)
 }
 
-/// Decodes one datagram into (departure_ns, frame); `None` if malformed or a HELLO.
+/// Decodes one datagram into (departure_ns, frame); `None` if malformed, a HELLO or an OFFER.
 pub fn decode_datagram(d: &[u8]) -> Option<(u64, &[u8])> {
     match decode_any(d)? {
-        (_, _, true) => None,
-        (dep, frame, false) => Some((dep, frame)),
+        Datagram::Frame(dep, frame) => Some((dep, frame)),
+        Datagram::Hello | Datagram::Offer(_) => None,
     }
 }
 
@@ -142,6 +165,7 @@ fn encode_into(out: &mut Vec<u8>, frame: &[u8], departure_ns: u64, flags: u8) ->
     true
 }
 
+/// What a valid datagram carries; `None` if malformed.
 /// A HELLO datagram, as [`UnixDatagramWire::connect`] sends it (departure 0, no frame).
 pub fn encode_hello() -> Vec<u8> {
     let mut hello = Vec::with_capacity(HEADER_LEN);
@@ -149,20 +173,24 @@ pub fn encode_hello() -> Vec<u8> {
     hello
 }
 
-/// (departure, frame, hello) of any valid datagram, HELLO included: the decoding every
-/// datagram a [`UnixDatagramWire`] reads goes through (public for the fuzz target).
-pub fn decode_any(d: &[u8]) -> Option<(u64, &[u8], bool)> {
+/// What a valid datagram carries, HELLO and OFFER included; `None` if malformed: the decoding
+/// every datagram a [`UnixDatagramWire`] reads goes through (public for the fuzz target).
+pub fn decode_any(d: &[u8]) -> Option<Datagram<'_>> {
     let (hdr, frame) = d.split_at_checked(HEADER_LEN)?;
     if hdr[0..4] != MAGIC || hdr[4] != VERSION {
         return None;
     }
-    let hello = hdr[5] & FLAG_HELLO != 0;
     let len = u16::from_le_bytes([hdr[6], hdr[7]]) as usize;
     let dep = u64::from_le_bytes(hdr[8..16].try_into().ok()?);
-    if len != frame.len() || (hello && len != 0) {
+    if len != frame.len() {
         return None;
     }
-    Some((dep, frame, hello))
+    match hdr[5] & (FLAG_HELLO | FLAG_OFFER) {
+        0 => Some(Datagram::Frame(dep, frame)),
+        FLAG_HELLO if len == 0 => Some(Datagram::Hello),
+        FLAG_OFFER => LinkOffer::from_bytes(frame).map(Datagram::Offer),
+        _ => None,
+    }
 }
 
 impl UnixDatagramWire {
@@ -182,6 +210,9 @@ impl UnixDatagramWire {
             connect_path: None,
             last_reconnect: None,
             hello_due: false,
+            offer: None,
+            offer_due: false,
+            partner: None,
         })
     }
 
@@ -274,7 +305,33 @@ impl UnixDatagramWire {
             return false;
         }
         self.hello_due = self.hello().is_err();
-        !self.hello_due
+        if self.hello_due {
+            return false;
+        }
+        // A new bound end: it has not heard our offer, and we have not heard its.
+        self.partner = None;
+        self.offer_due = self.offer.is_some();
+        self.send_offer();
+        true
+    }
+
+    /// Sends this end's offer if the peer has not had it yet; it stays due if the send fails
+    /// (or no peer is known), for the next poll to retry.
+    fn send_offer(&mut self) {
+        let Some(offer) = self.offer.filter(|_| self.offer_due) else {
+            return;
+        };
+        let mut d = Vec::with_capacity(HEADER_LEN + LinkOffer::LEN);
+        encode_into(&mut d, &offer.to_bytes(), 0, FLAG_OFFER);
+        let sent = match &self.peer {
+            Peer::Connected => self.sock.send(&d),
+            Peer::Learned {
+                peer: Some((_, to)),
+                ..
+            } => self.sock.send_to_addr(&d, to),
+            Peer::Learned { peer: None, .. } => return,
+        };
+        self.offer_due = sent.is_err();
     }
 
     /// Replaces the cable towards this end (builder style).
@@ -345,13 +402,27 @@ impl UnixDatagramWire {
             let Some(d) = self.rx_buf.get(..n) else {
                 return;
             };
-            let Some((dep, frame, hello)) = decode_any(d) else {
+            let Some(datagram) = decode_any(d) else {
                 self.stats.malformed += 1;
                 continue;
             };
-            if !Self::admit(&mut self.peer, &mut self.stats, hello, from, uid) || hello {
+            let hello = datagram == Datagram::Hello;
+            if !Self::admit(&mut self.peer, &mut self.stats, hello, from, uid) {
                 continue;
             }
+            let (dep, frame) = match datagram {
+                Datagram::Frame(dep, frame) => (dep, frame),
+                Datagram::Hello => {
+                    // A (new) peer: it has not heard our offer; its own follows its HELLO.
+                    self.partner = None;
+                    self.offer_due = self.offer.is_some();
+                    continue;
+                }
+                Datagram::Offer(o) => {
+                    self.partner = Some(o);
+                    continue;
+                }
+            };
             let Some(arrival_ns) = self.cable.carry(dep) else {
                 self.stats.lost += 1;
                 continue;
@@ -403,6 +474,7 @@ impl WirePort for UnixDatagramWire {
 
     fn poll_rx(&mut self, now_ns: u64) -> Option<WireFrame> {
         self.drain();
+        self.send_offer();
         let f = self.queue.pop_due(now_ns)?;
         self.stats.received += 1;
         Some(f)
@@ -426,6 +498,18 @@ impl WirePort for UnixDatagramWire {
 
     fn stats(&self) -> WireStats {
         self.stats
+    }
+
+    fn publish(&mut self, offer: LinkOffer) {
+        if self.offer != Some(offer) {
+            self.offer = Some(offer);
+            self.offer_due = true;
+        }
+        self.send_offer();
+    }
+
+    fn partner(&self) -> Option<LinkOffer> {
+        self.partner
     }
 }
 
@@ -557,8 +641,10 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let mut a = UnixDatagramWire::bind(&path).unwrap();
         let mut b = UnixDatagramWire::connect(&path).unwrap();
+        b.publish(offer(4));
         b.transmit(b"one", 10);
         assert!(a.poll_rx(u64::MAX).is_some());
+        assert_eq!(a.partner(), Some(offer(4)));
         // The bound end's NIC restarts: a new socket at the same path.
         drop(a);
         let mut a2 = UnixDatagramWire::bind(&path).unwrap();
@@ -572,6 +658,11 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         };
         assert_eq!(got.data, b"two");
+        assert_eq!(
+            a2.partner(),
+            Some(offer(4)),
+            "the reconnect resent the offer"
+        );
         // And the new bound end learned where to reply.
         a2.transmit(b"back", 30);
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -611,7 +702,7 @@ mod tests {
         let mut bad_magic = good.clone();
         bad_magic[0] ^= 1;
         let mut bad_version = good.clone();
-        bad_version[4] = 2;
+        bad_version[4] = 1;
         let mut bad_len = good.clone();
         bad_len[6] = 3;
         let mut hello_with_frame = good.clone();
@@ -664,6 +755,85 @@ mod tests {
         a.transmit(&[2], 0);
         assert_eq!(b.poll_rx(u64::MAX).unwrap().data, [2]);
         assert_eq!(b.stats().lost, 1);
+    }
+
+    fn offer(generation: u16) -> LinkOffer {
+        LinkOffer {
+            autoneg: true,
+            modes: crate::wire::LinkModes::FULL_100,
+            pause: 3,
+            generation,
+        }
+    }
+
+    #[test]
+    fn offers_cross_a_pair_and_are_not_frames() {
+        let (mut a, mut b) = UnixDatagramWire::pair().unwrap();
+        assert_eq!(b.partner(), None, "nothing published yet");
+        a.publish(offer(1));
+        assert_eq!(b.poll_rx(u64::MAX), None, "an offer is no frame");
+        assert_eq!(b.partner(), Some(offer(1)));
+        assert_eq!(a.partner(), None);
+        // Publishing the same offer again sends nothing new; a new one replaces it.
+        a.publish(offer(1));
+        a.publish(offer(2));
+        a.transmit(b"frame", 0);
+        assert_eq!(b.poll_rx(u64::MAX).unwrap().data, b"frame");
+        assert_eq!(b.partner(), Some(offer(2)));
+        let s = b.stats();
+        assert_eq!((s.received, s.malformed), (1, 0));
+    }
+
+    #[test]
+    fn a_bound_end_sends_its_offer_to_each_peer_that_says_hello() {
+        let path = tmp_path("offer");
+        let _ = std::fs::remove_file(&path);
+        let mut server = UnixDatagramWire::bind(&path).unwrap();
+        server.publish(offer(7));
+        assert!(server.offer_due, "no peer yet: kept for later");
+        let mut client = UnixDatagramWire::connect(&path).unwrap();
+        client.publish(offer(9));
+        assert_eq!(server.poll_rx(u64::MAX), None);
+        assert_eq!(server.partner(), Some(offer(9)));
+        assert_eq!(client.poll_rx(u64::MAX), None);
+        assert_eq!(
+            client.partner(),
+            Some(offer(7)),
+            "sent once the HELLO taught the peer"
+        );
+        // The client restarts: its HELLO makes the server forget the old offer and resend its own.
+        drop(client);
+        let mut again = UnixDatagramWire::connect(&path).unwrap();
+        assert_eq!(server.poll_rx(u64::MAX), None);
+        assert_eq!(server.partner(), None, "the new peer has published nothing");
+        assert_eq!(again.poll_rx(u64::MAX), None);
+        assert_eq!(again.partner(), Some(offer(7)));
+    }
+
+    #[test]
+    fn malformed_offers_are_counted_and_change_nothing() {
+        let (raw, peer) = UnixDatagram::pair().unwrap();
+        let mut w = UnixDatagramWire::from_socket(peer).unwrap();
+        let mut good = Vec::new();
+        encode_into(&mut good, &offer(3).to_bytes(), 0, FLAG_OFFER);
+        let mut short = Vec::new();
+        encode_into(&mut short, &offer(3).to_bytes()[..3], 0, FLAG_OFFER);
+        let mut unknown_mode = good.clone();
+        unknown_mode[HEADER_LEN] = 0x80;
+        let mut unknown_flag = good.clone();
+        unknown_flag[HEADER_LEN + 1] = 0x10;
+        let mut both = good.clone();
+        both[5] = FLAG_OFFER | FLAG_HELLO;
+        for d in [&short, &unknown_mode, &unknown_flag, &both] {
+            raw.send(d).unwrap();
+        }
+        assert_eq!(w.poll_rx(u64::MAX), None);
+        assert_eq!(w.partner(), None);
+        assert_eq!(w.stats().malformed, 4);
+        raw.send(&good).unwrap();
+        assert_eq!(w.poll_rx(u64::MAX), None);
+        assert_eq!(w.partner(), Some(offer(3)));
+        assert_eq!(decode_datagram(&good), None, "no frame");
     }
 
     fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
