@@ -85,6 +85,8 @@ impl Port {
     /// Attaches the MAC/PHY to `wire`, returning the previous one. The link is re-evaluated
     /// (and ICR.LSC raised if it changed) at the next poll.
     pub fn attach_wire(&mut self, wire: Box<dyn WirePort>) -> Option<Box<dyn WirePort>> {
+        // The new wire has not carried the PHY's offer yet.
+        self.link.published = None;
         self.wire.replace(wire)
     }
 

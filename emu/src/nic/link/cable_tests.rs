@@ -369,6 +369,23 @@ fn an_advertisement_change_renegotiates_with_the_link_down_and_up_at_both_ends()
     assert_eq!(a.status(), (true, true, 100));
 }
 
+/// A model moved to another cable offers its advertisement on the new one too.
+#[test]
+fn a_new_wire_carries_the_offer_made_before_it() {
+    let clock = VirtualClock::new(1_000);
+    let (mut a, mut b) = cable(End::i225(&clock), End::i225(&clock));
+    a.advertise(AR_SELECTOR | AR_100F, 0, Some(0));
+    settle(&mut a, &mut b);
+    let mut c = End::i225(&clock);
+    let (wa, wc) = UnixDatagramWire::pair().unwrap();
+    a.attach(wa);
+    c.attach(wc);
+    c.link_up_slu();
+    settle(&mut a, &mut c);
+    assert_eq!(c.status(), (true, true, 100));
+    assert_eq!(a.status(), (true, true, 100));
+}
+
 /// A PHY reset (CTRL.PHY_RST, as igc_phy_hw_reset) restores the reset advertisement and
 /// renegotiates.
 #[test]
