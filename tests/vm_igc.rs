@@ -361,3 +361,61 @@ fn a_failed_device_host_is_reported_with_its_log() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `ethtool eth0`'s speed and duplex once they read `speed` / `duplex` (igc's watchdog reports
+/// the link after its own delay, and `ethtool -s` bounces it).
+fn await_link(g: &mut Guest, speed: &str, duplex: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let eth = g.run("ethtool eth0").text();
+        let up = eth.contains("Link detected: yes");
+        if up
+            && eth.contains(&format!("Speed: {speed}"))
+            && eth.contains(&format!("Duplex: {duplex}"))
+        {
+            return eth;
+        }
+        assert!(Instant::now() < deadline, "never {speed} {duplex}:\n{eth}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Issue 24 (failure 5): the link follows what Linux's igc advertises (`ethtool -s advertise`
+/// writes PHY registers 4, 9 and MMD 7.32 and restarts autonegotiation); the model's partner is
+/// the device host's stand-in that advertises everything. `autoneg off` is not supported by
+/// igc ("Force mode currently not supported", igc_ethtool.c): the link stays autonegotiated.
+#[test]
+fn linux_igc_advertised_speeds_set_the_link() {
+    let _one = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = boot("adv", "2500");
+    link_up(&mut g);
+    await_link(&mut g, "2500Mb/s", "Full");
+    // ethtool's link-mode bits: 10baseT/Half 0x1, 100baseT/Full 0x8, 1000baseT/Full 0x20,
+    // 2500baseT/Full bit 47.
+    for (mask, speed, duplex) in [
+        ("0x008", "100Mb/s", "Full"),
+        ("0x001", "10Mb/s", "Half"),
+        ("0x020", "1000Mb/s", "Full"),
+        ("0x800000000000", "2500Mb/s", "Full"),
+    ] {
+        g.run_ok(&format!("ethtool -s eth0 advertise {mask}"));
+        await_link(&mut g, speed, duplex);
+    }
+    g.run_ok("ethtool -s eth0 advertise 0x008");
+    await_link(&mut g, "100Mb/s", "Full");
+    g.run_ok("ethtool -s eth0 speed 1000 duplex full autoneg off");
+    let eth = await_link(&mut g, "100Mb/s", "Full");
+    assert!(eth.contains("Auto-negotiation: on"), "{eth}");
+    let dmesg = g.run_ok("dmesg -r").text();
+    assert!(
+        dmesg.contains("Force mode currently not supported"),
+        "{dmesg}"
+    );
+    let warnings = nic_warnings(&dmesg);
+    g.run_ok("ip link set eth0 down");
+    let Guest { vm, dir, .. } = g;
+    let report = vm.shutdown().expect("the device host wrote its report");
+    assert!(warnings.is_empty(), "igc warned:\n{}", warnings.join("\n"));
+    assert_eq!(report["unimplemented"], serde_json::json!([]), "{report}");
+    let _ = std::fs::remove_dir_all(dir);
+}
