@@ -5,7 +5,7 @@
 use std::sync::{Mutex, OnceLock};
 
 use igcd::faults::FaultCommand;
-use ptp_emu::proxy::config::ConfigSpace;
+use ptp_emu::proxy::config::{ConfigSpace, PciProfile, PcieProfile};
 use ptp_emu::proxy::proto::{self, Message, RamRegion, cmd};
 use ptp_emu::wire::{Cable, UnixDatagramWire, WirePort};
 use ptp_ipc::ring::{self, CONTROL_LEN, RingError};
@@ -27,7 +27,13 @@ pub fn proxy_proto(mut data: &[u8]) {
         revision: 3,
         ..PciIds::default()
     };
-    let mut cfg = ConfigSpace::new(ids, 1 << 17);
+    // The I225's layout (capabilities, BAR0, the MSI-X BAR3), as the device host presents it.
+    let pcie = PcieProfile {
+        msix_vectors: 5,
+        link_speed: 2,
+        link_width: 1,
+    };
+    let mut cfg = ConfigSpace::new(&PciProfile::intel_gbe(ids, 1 << 20, 1 << 14, pcie));
     let identity = |c: &ConfigSpace| [0, 8, 0x2c].map(|a| c.read(a, 4));
     let before = identity(&cfg);
     while let Some((&nfds, rest)) = data.split_first() {
@@ -323,26 +329,39 @@ pub fn wire_datagram(data: &[u8]) {
 }
 
 fn check_datagram<'a>(d: &'a [u8], frames: &mut Vec<(u64, &'a [u8])>) {
-    let Some((dep, frame, hello)) = ptp_emu::wire::decode_any(d) else {
-        assert_eq!(ptp_emu::wire::decode_datagram(d), None);
+    use ptp_emu::wire::{Datagram, HEADER_LEN, LinkOffer, decode_any, decode_datagram};
+    let Some(datagram) = decode_any(d) else {
+        assert_eq!(decode_datagram(d), None);
         return;
     };
-    let mut canonical = if hello {
-        assert!(frame.is_empty());
-        let mut h = ptp_emu::wire::encode_hello();
-        h[8..16].copy_from_slice(&dep.to_le_bytes());
-        h
-    } else {
-        frames.push((dep, frame));
-        ptp_emu::wire::encode_datagram(frame, dep).expect("a decoded frame encodes")
-    };
-    assert_eq!(canonical[5] & 1, d[5] & 1);
-    canonical[5] = d[5];
-    assert_eq!(canonical, d);
-    assert_eq!(
-        ptp_emu::wire::decode_datagram(d),
-        (!hello).then_some((dep, frame))
-    );
+    // The header's departure field, kept as sent (only a frame's is used).
+    let dep_field = || u64::from_le_bytes(d[8..16].try_into().expect("a decoded header"));
+    match datagram {
+        Datagram::Frame(dep, frame) => {
+            frames.push((dep, frame));
+            let mut canonical =
+                ptp_emu::wire::encode_datagram(frame, dep).expect("a decoded frame encodes");
+            // Flag bits the decoder ignores may differ; the HELLO and OFFER bits may not.
+            assert_eq!(canonical[5] & 3, d[5] & 3);
+            canonical[5] = d[5];
+            assert_eq!(canonical, d);
+            assert_eq!(decode_datagram(d), Some((dep, frame)));
+        }
+        Datagram::Hello => {
+            assert_eq!(d.len(), HEADER_LEN, "a HELLO carries nothing");
+            let mut h = ptp_emu::wire::encode_hello();
+            h[8..16].copy_from_slice(&dep_field().to_le_bytes());
+            h[5] = d[5];
+            assert_eq!(h, d);
+            assert_eq!(decode_datagram(d), None);
+        }
+        Datagram::Offer(o) => {
+            let body = &d[HEADER_LEN..];
+            assert_eq!(LinkOffer::from_bytes(body), Some(o));
+            assert_eq!(&o.to_bytes()[..], body, "an offer re-encodes to itself");
+            assert_eq!(decode_datagram(d), None);
+        }
+    }
 }
 
 /// `bytes` cut at every occurrence of `sep` (no empty trailing piece).
