@@ -393,6 +393,8 @@ fn report<D: Hosted>(s: &ServeStats, nic: &D, latencies: &[u64]) -> serde_json::
         // Drops a part makes too, not model gaps: frames before the ring is ready, frames for
         // other addresses, frames that found no free descriptor.
         "rx_not_ready": st.rx_not_ready,
+        // Frames the PHY looped back (BMCR.LOOPBACK: igb's offline self-test) instead of the wire.
+        "tx_loopback": st.tx_loopback,
         "rx_filtered": st.rx_filtered,
         "rx_missed": st.rx_missed,
         "not_carried_out": not_carried_out(&st),

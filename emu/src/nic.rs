@@ -61,6 +61,8 @@ pub struct NicStats {
     pub tx_bytes: u64,
     /// Frames sent with no wire attached (dropped).
     pub tx_no_wire: u64,
+    /// Frames the PHY looped back to this port's RX (BMCR.LOOPBACK) instead of the wire.
+    pub tx_loopback: u64,
     /// Malformed TX frames dropped (bad buffer address, zero length, no EOP in a full ring,
     /// a TSO request the model cannot segment, ...).
     pub tx_malformed: u64,

@@ -435,6 +435,13 @@ impl Phy {
         self.mdic
     }
 
+    /// BMCR.LOOPBACK (b14, IEEE 802.3 22.2.4.1.2): the PHY returns what the MAC sends and
+    /// isolates the medium (`tx` loops frames back while it is set).
+    pub(crate) fn loopback(&self) -> bool {
+        const BMCR_LOOPBACK: u16 = 1 << 14;
+        self.regs[mii::BMCR] & BMCR_LOOPBACK != 0
+    }
+
     /// An MMD register's value (for tests).
     #[cfg(test)]
     pub(crate) fn mmd(&self, dev: u8, addr: u16) -> u16 {

@@ -189,7 +189,7 @@ fn buffer_addrs(
 }
 
 /// One frame reaches the MAC.
-fn receive<M: Mac>(m: &mut M, f: WireFrame, host: &mut dyn DeviceHost) {
+pub(crate) fn receive<M: Mac>(m: &mut M, f: WireFrame, host: &mut dyn DeviceHost) {
     let p = m.port();
     if !admit(p, &f.data) || free_ring(p, 1).is_none() {
         return;

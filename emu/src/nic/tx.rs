@@ -64,6 +64,10 @@
 //!   inter-frame gap included) at the link speed.
 //! - The TX stamp (a frame with MAC_TSTAMP) is latched by the family's [`Mac::tx_stamp`]
 //!   when the engine processes the frame, from the PHC at the departure instant.
+//! - PHY loopback (BMCR.LOOPBACK, `phy`): the frame goes to this port's own RX path, arriving
+//!   at its departure instant, and not to the wire (counted in `tx_loopback`); Linux igb's
+//!   offline self-test sends its loopback frames so (igb_ethtool.c igb_integrated_phy_loopback,
+//!   igb_run_loopback_test). \[U\] The PHY's own latency is not modelled.
 
 use intel_regs::e1000::*;
 use ptp_pci::emulated::DeviceHost;
@@ -458,6 +462,16 @@ fn send_frame<M: Mac>(m: &mut M, data: &[u8], first_cmd: u32, host: &mut dyn Dev
         m.tx_stamp(departure, first_cmd, host);
     }
     let p = m.port();
+    if p.phy.loopback() {
+        // PHY loopback: the frame comes back to this MAC's RX as it leaves, not to the wire.
+        p.stats.tx_loopback += 1;
+        let frame = crate::wire::WireFrame {
+            data: data.to_vec(),
+            arrival_ns: departure,
+        };
+        super::rx::receive(m, frame, host);
+        return;
+    }
     match p.wire.as_mut() {
         Some(w) => w.transmit(data, departure),
         None => p.stats.tx_no_wire += 1,
