@@ -34,8 +34,25 @@
 //!   clears it ("Enable the timer functions by clearing bit 31", Linux igb_ptp.c for 82580)
 //!   \[D\]; [`IgbConfig::tsauxc_power_on`] overrides it. TIMINCA powers on 0: nominal rate on
 //!   i210/i350, a stopped counter on the 82576 until the driver programs it \[U\].
-//! - EERD at 0x0014 (82576, i350) or 0x12014 (i210's SRRD), both over the checksummed shadow RAM
-//!   holding the MAC; the MAC is also preloaded in RAL0/RAH0.
+//! - NVM: EERD at 0x0014 (82576, i350) or 0x12014 (i210's SRRD), over the checksummed shadow
+//!   RAM holding the MAC; the MAC is also preloaded in RAL0/RAH0. An i210 with flash (every
+//!   i210 ID but 0x157B/0x157C, [`IgbPart::has_flash`]) presents it as an I225 does
+//!   (`nic::nvm`, [`Nvm::i210_flash`](crate::nic::nvm::Nvm)): EECD.FLASH_DETECTED, a 4 KiB
+//!   image with version, EtrackID, PBA and checksum, SRWR (0x12018) and FLUPD. Its EERD also
+//!   answers at 0x0014: Linux igb reads the i210's flash through E1000_EERD 0x0014
+//!   (e1000_i210.c igb_read_nvm_srrd_i210 → e1000_nvm.c igb_read_nvm_eerd) \[U: an alias;
+//!   the register's own offset is 0x12014\]. EEMNGCTL_I210 (0x12030) reads CFG_DONE_PORT_0
+//!   (b18) set: the model has no manageability configuration cycle to wait for (Linux
+//!   e1000_i210.c igb_get_cfg_done_i210 polls it up to 100 ms per reset). The i211 and the
+//!   flashless i210 have the iNVM instead (INVM_DATA_REG 0x12120–0x1221C, read-only): the
+//!   model's holds word-autoload records of the MAC words 0–2 and nothing else, so Linux
+//!   reads no iNVM version ("0. 0-0") and its defaults for the other words (e1000_i210.c
+//!   igb_read_invm_word_i210, igb_read_invm_version) \[U: a real part's OTP holds more\].
+//! - PHY loopback (BMCR b14, IEEE 802.3 22.2.4.1.2; Linux igb_ethtool.c
+//!   igb_integrated_phy_loopback writes 0x4140): frames the MAC sends come back to its own RX
+//!   and do not reach the wire (`nic::tx`).
+//! - Register write masks (i210/i211): bits outside the masks Linux igb's register test uses
+//!   (igb_ethtool.c reg_test_i210) read 0 (`known::write_mask`).
 //! - PHY IDs (Linux e1000_defines.h): I210_I_PHY_ID 0x01410C00, I350_I_PHY_ID 0x015403B0; the
 //!   82576 answers IGP03E1000_E_PHY_ID 0x02A80390 \[U: the ID Linux e1000_82575.c accepts for
 //!   82575/82576 copper\].
@@ -90,6 +107,8 @@ mod tsync;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_linux;
 #[cfg(test)]
 mod tests_ts;
 use std::sync::Arc;
@@ -198,6 +217,13 @@ impl IgbPart {
             Self::I350 => 10,
             Self::E82576 => 25,
         }
+    }
+
+    /// Whether the part with `device` presents a flash (EECD.FLASH_DETECTED, module docs "NVM"):
+    /// every i210 ID but the flashless 0x157B/0x157C (Linux e1000_hw.h
+    /// E1000_DEV_ID_I210_COPPER_FLASHLESS / _SERDES_FLASHLESS); the i211 has only its iNVM.
+    pub const fn has_flash(self, device: u16) -> bool {
+        matches!(self, Self::I210) && !matches!(device, 0x157B | 0x157C)
     }
 
     const fn phy_id(self) -> u32 {
@@ -362,7 +388,7 @@ impl Igb {
         }
         let t = cfg.clock.now_ns();
         let format = part.time_format();
-        let dev = Self {
+        let mut dev = Self {
             part,
             ids: crate::nic::intel_ethernet_ids(cfg.device_id, cfg.revision),
             port: Port::new(port_setup(&cfg)),
@@ -377,6 +403,9 @@ impl Igb {
             tx_pair: StampPair::default(),
             rx_pair: StampPair::default(),
         };
+        if part.has_flash(cfg.device_id) {
+            dev.port.nvm = crate::nic::nvm::Nvm::i210_flash(cfg.mac, cfg.device_id);
+        }
         Ok(dev)
     }
 
@@ -438,8 +467,12 @@ impl Igb {
         self.tx_ctl & tsynctxctl::ENABLED != 0
     }
 
-    /// Queue registers 0xC000/0xE000 + 0x40·n (n < 4) alias the e1000 offsets (module docs).
-    fn canonical(offset: u32) -> u32 {
+    /// Queue registers 0xC000/0xE000 + 0x40·n (n < 4) alias the e1000 offsets (module docs);
+    /// on the i210/i211 EERD at 0x0014 is SRRD at 0x12014 (module docs, "NVM").
+    fn canonical(&self, offset: u32) -> u32 {
+        if offset == EERD && self.part.eerd() == SRRD_I210 {
+            return SRRD_I210;
+        }
         let alias = |base: u32, e1000: u32| {
             (base..base + 0x100)
                 .contains(&offset)

@@ -8,11 +8,40 @@
 use intel_regs::igb::*;
 use ptp_pci::emulated::DeviceHost;
 
-use super::{Igb, IgbPart};
+use super::{Igb, IgbPart, known};
 use crate::nic::CtrlWrite;
 use crate::nic::front::BarModel;
 
+/// Shadow RAM write of the i210 (e1000_regs.h E1000_SRWR), as on the i225 (`nic::nvm`).
+const SRWR: u32 = 0x12018;
+/// EEMNGCTL of the i210 (e1000_regs.h E1000_EEMNGCTL_I210) and its CFG_DONE_PORT_0 bit
+/// (e1000_defines.h E1000_NVM_CFG_DONE_PORT_0), which igb_get_cfg_done_i210 waits for.
+const EEMNGCTL_I210: u32 = 0x12030;
+const CFG_DONE_PORT_0: u32 = 1 << 18;
+/// iNVM word-autoload record (e1000_i210.h INVM_DWORD_TO_RECORD_TYPE b2:0,
+/// INVM_DWORD_TO_WORD_ADDRESS b15:9, INVM_DWORD_TO_WORD_DATA b31:16;
+/// E1000_INVM_WORD_AUTOLOAD_STRUCTURE = 1).
+const INVM_WORD_AUTOLOAD: u32 = 1;
+
 impl Igb {
+    /// Whether the part is of the i210 family (SRRD, SRWR, EEMNGCTL_I210, iNVM).
+    fn i210_family(&self) -> bool {
+        matches!(self.part, IgbPart::I210 | IgbPart::I211)
+    }
+
+    /// iNVM dword `i` (module docs, "NVM"): word-autoload records of MAC words 0–2, then
+    /// zeroes (E1000_INVM_UNINITIALIZED_STRUCTURE: the end of the records).
+    fn invm(&self, i: u32) -> u32 {
+        let m = self.port.mac;
+        match i {
+            0..=2 => {
+                let w = u16::from_le_bytes([m[2 * i as usize], m[2 * i as usize + 1]]);
+                u32::from(w) << 16 | i << 9 | INVM_WORD_AUTOLOAD
+            }
+            _ => 0,
+        }
+    }
+
     /// Whether `offset` is a time-sync register of the i210/i350 interrupt block, which the
     /// 82576 model leaves to plain storage.
     fn ts_irq_reg(&self, offset: u32) -> bool {
@@ -27,7 +56,7 @@ impl Igb {
     /// What a read of BAR0 `offset` would return now, without its side effects (no
     /// read-to-clear, no latch, no release). For tests and inspection.
     pub fn peek(&self, offset: u32) -> u32 {
-        let offset = Self::canonical(offset & !3);
+        let offset = self.canonical(offset & !3);
         if let Some(v) = self.port.peek_common(offset) {
             return v;
         }
@@ -54,6 +83,13 @@ impl Igb {
             RXSTMPH if self.rx_reg(offset) => self.rx_pair.high(),
             RXSATRL if self.rx_reg(offset) => self.rx_pair.attr.0,
             RXSATRH if self.rx_reg(offset) => self.rx_pair.attr.1,
+            SRWR if self.i210_family() => self.port.nvm.srwr(),
+            EEMNGCTL_I210 if self.i210_family() => {
+                self.port.regs.get(EEMNGCTL_I210) | CFG_DONE_PORT_0
+            }
+            o if self.i210_family() && (known::INVM.0..=known::INVM.1).contains(&o) => {
+                self.invm((o - known::INVM.0) / 4)
+            }
             o if o < super::BAR0_LEN => self.port.regs.get(o),
             _ => u32::MAX,
         }
@@ -91,7 +127,7 @@ impl BarModel for Igb {
     /// A BAR0 read with its side effects (§6 ICR/EICR read-to-clear, §3 SYSTIM latch, §2.4
     /// TSICR read-to-clear, §7.5 TXSTMPH release, §8.3 RXSTMPH release).
     fn read_bar0(&mut self, offset: u32, host: &mut dyn DeviceHost) -> u32 {
-        let offset = Self::canonical(offset);
+        let offset = self.canonical(offset);
         if let Some(v) = self.port.read_common(offset, host) {
             return v;
         }
@@ -111,7 +147,7 @@ impl BarModel for Igb {
     }
 
     fn write_bar0(&mut self, offset: u32, v: u32, host: &mut dyn DeviceHost) {
-        let offset = Self::canonical(offset);
+        let offset = self.canonical(offset);
         if offset == CTRL {
             // The reset wipes CTRL too, so the other bits of this write do not stick.
             if self.port.write_ctrl(v, ctrl::RST, host) == CtrlWrite::Reset {
@@ -143,10 +179,14 @@ impl BarModel for Igb {
                 self.port.regs.set(TSYNCRXCTL, v & !tsyncrxctl::VALID);
             }
             SYSTIMR | TXSTMPL | TXSTMPH => {}
-            o if self.rx_reg(o) => {}
+            SRWR if self.i210_family() => self.port.nvm.write_srwr(v),
+            // RXSTMPL/H, RXSATRL/H (all parts), the PCS status, the wake-up packet and, on the
+            // i210, RR2DCDELAY and the iNVM.
+            o if known::read_only(self.part, o) => {}
             // Everything else is storage, including the ring registers (the engines read
-            // them when they run), SRRCTL, RXPBS, TSYNCRXCFG, ETQF and IVAR.
-            o => self.port.regs.set(o, v),
+            // them when they run), SRRCTL, RXPBS, TSYNCRXCFG, ETQF and IVAR; on the i210 the
+            // bits outside Linux's register-test masks read 0 (`known::write_mask`).
+            o => self.port.regs.set(o, v & known::write_mask(self.part, o)),
         }
     }
 }

@@ -2,10 +2,11 @@
 //! reaches the MAC (qemu-proxy.md "What Linux's igc driver needs to probe"), and the flash
 //! path its self-test, `ethtool -e/-E/-i` take.
 //!
-//! Two NVMs, one per family the shared port serves:
+//! Three NVMs:
 //!
-//! - [`Nvm::new`] (the igb models): no flash, a 64-word shadow RAM. EECD reads PRES b8 and
-//!   AUTO_RD b9 set, FLASH_DETECTED b19 clear.
+//! - [`Nvm::new`] (the flashless igb models: i211, the flashless i210 IDs 0x157B/0x157C, and
+//!   the i350/82576, whose EEPROM the model keeps small): a 64-word shadow RAM. EECD reads PRES
+//!   b8 and AUTO_RD b9 set, FLASH_DETECTED b19 clear.
 //! - [`Nvm::i225_flash`] (the i225/i226): an I225-LM presents its flash (a blank-NVM part has
 //!   another device ID, intel-timesync.md §11), so EECD also reads FLASH_DETECTED_I225 b19,
 //!   FLUDONE_I225 b26 and SIZE_EX b14:11 (Linux igc_defines.h). igc then takes the flash path:
@@ -15,6 +16,16 @@
 //!   word_size × 2 bytes (igc_ethtool.c igc_ethtool_get_eeprom_len). The shadow RAM is 4 KiB,
 //!   2048 words (Intel's e1000 base code E1000_I225_SHADOW_RAM_SIZE = 4096 bytes; EDK2's
 //!   Foxville module MODULE_SHADOW_RAM_SIZE = SIZE_4KB), so SIZE_EX = 5.
+//! - [`Nvm::i210_flash`] (the i210 with its flash, 0x1533 and the other flash IDs): the same
+//!   EECD bits under igb's names (Linux e1000_defines.h E1000_EECD_FLASH_DETECTED_I210 b19,
+//!   E1000_EECD_FLUPD_I210 b23, E1000_EECD_FLUDONE_I210 b26, E1000_EECD_SIZE_EX b14:11). igb
+//!   then takes its flash path (e1000_i210.c igb_init_nvm_params_i210: read
+//!   igb_read_nvm_srrd_i210, validate igb_validate_nvm_checksum_i210, update
+//!   igb_update_nvm_checksum_i210 with FLUPD), word_size = 1 << (SIZE_EX + 6)
+//!   (e1000_82575.c igb_init_nvm_params_82575), firmware-version from NVM_VERSION and the
+//!   EtrackID words (igb_main.c igb_set_fw_version, e1000_nvm.c igb_get_fw_version). The shadow
+//!   RAM is the i225's 4 KiB \[U: the i210 datasheet's size is not in the reference; the I225
+//!   is its successor with the same NVM interface\].
 //!
 //! Registers:
 //!
@@ -40,7 +51,8 @@ const CHECKSUM_WORD: usize = 0x3F;
 /// Checksum target of words 0..=0x3F (Linux igc_defines.h NVM_SUM).
 pub(crate) const NVM_SUM: u16 = 0xBABA;
 
-/// EECD bits of the i225 flash (Linux igc_defines.h).
+/// EECD bits of the i225 flash (Linux igc_defines.h), the same on the i210 (igb
+/// e1000_defines.h E1000_EECD_*_I210).
 pub(crate) mod eecd_i225 {
     /// NVM size: word_size = 1 << (SIZE_EX + 6) (IGC_EECD_SIZE_EX_MASK/SHIFT).
     pub(crate) const SIZE_EX_SHIFT: u32 = 11;
@@ -51,7 +63,7 @@ pub(crate) mod eecd_i225 {
     pub(crate) const FLUDONE: u32 = 1 << 26;
 }
 
-/// Shadow-RAM words of the i225 model (4 KiB, see the module docs).
+/// Shadow-RAM words of the i225 and i210 models (4 KiB, see the module docs).
 pub(crate) const I225_WORDS: usize = 2048;
 /// EECD.SIZE_EX for [`I225_WORDS`]: 1 << (5 + 6) = 2048.
 const I225_SIZE_EX: u32 = 5;
@@ -78,6 +90,11 @@ mod word {
     pub(super) const VEN_ID: usize = 0x0E;
     /// Initialization control 2 (NVM_INIT_CONTROL2_REG).
     pub(super) const INIT_CTRL_2: usize = 0x0F;
+    /// Initialization control 4, LED 1 and LED 0/2 configuration (NVM_INIT_CTRL_4,
+    /// NVM_LED_1_CFG, NVM_LED_0_2_CFG).
+    pub(super) const INIT_CTRL_4: usize = 0x13;
+    pub(super) const LED_1_CFG: usize = 0x1C;
+    pub(super) const LED_0_2_CFG: usize = 0x1F;
     /// Alternate MAC address block pointer (NVM_ALT_MAC_ADDR_PTR); 0xFFFF: none.
     pub(super) const ALT_MAC_PTR: usize = 0x37;
     /// EtrackID low/high (NVM_ETRACK_WORD / NVM_ETRACK_HIWORD).
@@ -89,8 +106,6 @@ mod word {
 const PBA_PTR_GUARD: u16 = 0xFAFA;
 /// Where the PBA block sits \[U: the pointer seen in public I225 image dumps\].
 const PBA_BLOCK: usize = 0x0125;
-/// The PBA string of the model (not a real Intel board number): "EMU225-000".
-const PBA: &[u8; 10] = b"EMU225-000";
 
 /// The shadow RAM behind EERD/SRWR and, on a part with flash, the flash it loads from.
 #[derive(Debug, Clone)]
@@ -99,7 +114,7 @@ pub(crate) struct Nvm {
     words: Box<[u16]>,
     /// The flash contents a reset reloads the shadow RAM from.
     flash: Box<[u16]>,
-    /// EECD.FLASH_DETECTED and the flash bits: the i225 flash path.
+    /// EECD.FLASH_DETECTED and the flash bits: the flash path.
     flash_present: bool,
     eerd: u32,
     srwr: u32,
@@ -120,18 +135,60 @@ fn put_mac(words: &mut [u16], mac: [u8; 6]) {
     }
 }
 
-/// The i225 image: the words a real image carries, with the model's values. Values marked
-/// \[U\] are those of public I225 image dumps, not of a datasheet: compatibility 0x0520, init
-/// control 2 0x8200, version 0x1057 (firmware-version "1057:…"), EtrackID 0x80000182.
-fn i225_image(mac: [u8; 6], device_id: u16) -> Box<[u16]> {
+/// What distinguishes one part's flash image from another's; the layout is shared.
+struct ImageWords {
+    compat: u16,
+    /// Word 5: igc's dev_starter, igb's NVM_VERSION (major b15:12, minor b11:4, image b3:0).
+    version: u16,
+    init_ctrl_2: u16,
+    /// Further (word, value) pairs of the checksummed area.
+    extra: &'static [(usize, u16)],
+    etrack: u32,
+    /// The PBA string (not a real Intel board number).
+    pba: &'static [u8; 10],
+}
+
+/// The i225 image. Values marked \[U\] are those of public I225 image dumps, not of a
+/// datasheet: compatibility 0x0520, init control 2 0x8200, version 0x1057
+/// (firmware-version "1057:…"), EtrackID 0x80000182.
+const I225_IMAGE: ImageWords = ImageWords {
+    compat: 0x0520,
+    version: 0x1057,
+    init_ctrl_2: 0x8200,
+    extra: &[],
+    etrack: 0x8000_0182,
+    pba: b"EMU225-000",
+};
+
+/// The i210 image. Init control 2/4 and the LED words are the defaults Linux igb gives a
+/// flashless i211 for them (e1000_i210.h NVM_INIT_CTRL_2_DEFAULT_I211 0x7243,
+/// NVM_INIT_CTRL_4_DEFAULT_I211 0x00C1, NVM_LED_1_CFG_DEFAULT_I211 0x0184,
+/// NVM_LED_0_2_CFG_DEFAULT_I211 0x200C). Version 0x3160 with EtrackID 0x800004D6 (igb prints
+/// "3.16, 0x800004d6", the version commonly reported for i210 boards) and compatibility 0
+/// \[U\].
+const I210_IMAGE: ImageWords = ImageWords {
+    compat: 0x0000,
+    version: 0x3160,
+    init_ctrl_2: 0x7243,
+    extra: &[
+        (word::INIT_CTRL_4, 0x00C1),
+        (word::LED_1_CFG, 0x0184),
+        (word::LED_0_2_CFG, 0x200C),
+    ],
+    etrack: 0x8000_04D6,
+    pba: b"EMU210-000",
+};
+
+/// A flash image: the words a real image carries, with `p`'s values.
+fn flash_image(mac: [u8; 6], device_id: u16, p: &ImageWords) -> Box<[u16]> {
     // Unprogrammed flash reads all ones \[U\]; the checksummed words the model gives no value
     // read 0.
     let mut w = vec![0xFFFFu16; I225_WORDS];
     w[..=CHECKSUM_WORD].fill(0);
     put_mac(&mut w, mac);
-    w[word::COMPAT] = 0x0520;
+    w[word::COMPAT] = p.compat;
     w[word::ID_LED] = 0xFFFF;
-    w[word::DEV_STARTER] = 0x1057;
+    w[word::DEV_STARTER] = p.version;
     w[word::PBA_0] = PBA_PTR_GUARD;
     w[word::PBA_1] = PBA_BLOCK as u16;
     w[word::INIT_CTRL_1] = 0x0000;
@@ -139,13 +196,17 @@ fn i225_image(mac: [u8; 6], device_id: u16) -> Box<[u16]> {
     w[word::SUB_VEN_ID] = 0x8086;
     w[word::DEV_ID] = device_id;
     w[word::VEN_ID] = 0x8086;
-    w[word::INIT_CTRL_2] = 0x8200;
+    w[word::INIT_CTRL_2] = p.init_ctrl_2;
+    for &(i, v) in p.extra {
+        w[i] = v;
+    }
     w[word::ALT_MAC_PTR] = 0xFFFF;
-    w[word::ETRACK_LO] = 0x0182;
-    w[word::ETRACK_HI] = 0x8000;
+    w[word::ETRACK_LO] = p.etrack as u16;
+    w[word::ETRACK_HI] = (p.etrack >> 16) as u16;
     // PBA block (e1000 igb_read_part_string): its length in words (itself included), then
     // the string, two characters a word, the first in the high byte.
-    let chars: Vec<u16> = PBA
+    let chars: Vec<u16> = p
+        .pba
         .chunks(2)
         .map(|c| u16::from_be_bytes([c[0], c[1]]))
         .collect();
@@ -168,7 +229,12 @@ impl Nvm {
     /// The i225/i226 flash (module docs): [`I225_WORDS`] words of shadow RAM holding the MAC,
     /// the PBA, the init control and version words, the IDs and the checksum.
     pub(crate) fn i225_flash(mac: [u8; 6], device_id: u16) -> Self {
-        Self::from_image(i225_image(mac, device_id), true)
+        Self::from_image(flash_image(mac, device_id, &I225_IMAGE), true)
+    }
+
+    /// The i210's flash (module docs): the same layout with the i210's words.
+    pub(crate) fn i210_flash(mac: [u8; 6], device_id: u16) -> Self {
+        Self::from_image(flash_image(mac, device_id, &I210_IMAGE), true)
     }
 
     fn from_image(image: Box<[u16]>, flash_present: bool) -> Self {
@@ -291,7 +357,11 @@ mod tests {
     #[test]
     fn images_are_checksummed_and_hold_the_mac() {
         let mac = [0x00, 0x1b, 0x21, 0xaa, 0xbb, 0xcc];
-        for n in [Nvm::new(mac), Nvm::i225_flash(mac, 0x15F2)] {
+        for n in [
+            Nvm::new(mac),
+            Nvm::i225_flash(mac, 0x15F2),
+            Nvm::i210_flash(mac, 0x1533),
+        ] {
             assert_eq!(sum(&n), NVM_SUM);
             assert_eq!([n.word(0), n.word(1), n.word(2)], [0x1b00, 0xaa21, 0xccbb]);
         }
@@ -311,11 +381,31 @@ mod tests {
         let p = n.word(word::PBA_1) as usize;
         let len = n.word(p) as usize;
         let s: Vec<u8> = (1..len).flat_map(|i| n.word(p + i).to_be_bytes()).collect();
-        assert_eq!(&s, PBA);
+        assert_eq!(&s, I225_IMAGE.pba);
         // EECD: word_size = 1 << (SIZE_EX + 6) is the shadow RAM.
         let e = n.eecd_value(0);
         let size_ex = (e & eecd_i225::SIZE_EX_MASK) >> eecd_i225::SIZE_EX_SHIFT;
         assert_eq!(1usize << (size_ex + 6), n.len());
+    }
+
+    /// The i210 image as Linux igb reads it: igb_get_fw_version's NVM_VERSION decoding (major
+    /// b15:12; minor b11:4 read as two decimal digits), the EtrackID, the PBA, the defaults.
+    #[test]
+    fn i210_image_words() {
+        let n = Nvm::i210_flash([2, 0, 0, 0, 2, 0x10], 0x1533);
+        assert_eq!(n.len(), 2048);
+        let v = n.word(word::DEV_STARTER);
+        let minor = (v & 0x0FF0) >> 4;
+        assert_eq!((v >> 12, minor / 16 * 10 + minor % 16), (3, 16), "3.16");
+        let etrack = u32::from(n.word(word::ETRACK_HI)) << 16 | u32::from(n.word(word::ETRACK_LO));
+        assert_eq!(etrack, 0x8000_04D6, "NVM_ETRACK_VALID in the high word");
+        assert_eq!(n.word(word::INIT_CTRL_2), 0x7243);
+        assert_eq!(n.word(word::DEV_ID), 0x1533);
+        let p = n.word(word::PBA_1) as usize;
+        let s: Vec<u8> = (1..n.word(p) as usize)
+            .flat_map(|i| n.word(p + i).to_be_bytes())
+            .collect();
+        assert_eq!(&s, b"EMU210-000");
     }
 
     #[test]
