@@ -280,9 +280,12 @@ impl Port {
         }
         let present = self.wire.as_ref().is_none_or(|w| w.link_up());
         let partner = self.wire.as_ref().and_then(|w| w.partner());
-        let mode = (self.link.cable && present)
-            .then(|| resolve(&offer, partner.as_ref()))
-            .flatten();
+        let mode = match self.phy.loopback_mode() {
+            Some(m) => Some(m),
+            None => (self.link.cable && present)
+                .then(|| resolve(&offer, partner.as_ref()))
+                .flatten(),
+        };
         self.link
             .negotiate(mode, (offer.generation, partner.map(|p| p.generation)));
         self.phy.set_link(mode, partner.unwrap_or(ANY_PARTNER));

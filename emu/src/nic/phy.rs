@@ -225,6 +225,10 @@ impl Phy {
 
     /// The mode BMCR forces (speed b6:b13 = 00 10, 01 100, 10 1000; 11 is reserved: none).
     fn forced(&self) -> LinkModes {
+        self.forced_mode().map_or(LinkModes::NONE, LinkMode::bit)
+    }
+
+    fn forced_mode(&self) -> Option<LinkMode> {
         let bmcr = self.regs[mii::BMCR];
         let speed = match (
             bmcr & mii::BMCR_SPEED1000 != 0,
@@ -233,10 +237,18 @@ impl Phy {
             (false, false) => LinkSpeed::Mbps10,
             (false, true) => LinkSpeed::Mbps100,
             (true, false) => LinkSpeed::Mbps1000,
-            (true, true) => return LinkModes::NONE,
+            (true, true) => return None,
         };
         let full_duplex = bmcr & mii::BMCR_FULLDPLX != 0;
-        LinkMode { speed, full_duplex }.bit()
+        Some(LinkMode { speed, full_duplex })
+    }
+
+    /// In loopback (BMCR b14) the PHY links with itself at the mode BMCR selects, whatever the
+    /// cable (IEEE 802.3 22.2.4.1.2: the PHY returns what the MAC sends and isolates the
+    /// medium); Linux igb's loopback self-test needs the link so (igb_integrated_phy_loopback
+    /// writes 0x4140: loopback, 1000 full). `None` out of loopback.
+    pub(crate) fn loopback_mode(&self) -> Option<LinkMode> {
+        self.loopback().then(|| self.forced_mode()).flatten()
     }
 
     /// What the PHY offers the partner within the owner's speed limit `cap`.
