@@ -195,30 +195,10 @@ impl MgmtSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ptp::mgmt::{PortIdentity, id};
+    use crate::ptp::mgmt::id;
 
     fn request(action: Action, mid: u16, data: Vec<u8>, seq: u16) -> Vec<u8> {
-        MgmtRequest {
-            sdo_and_version: [0x0D, 0x02],
-            domain: 3,
-            minor_sdo: 0,
-            unicast: true,
-            source: PortIdentity {
-                clock: [7; 8],
-                port: 1,
-            },
-            sequence_id: seq,
-            target: PortIdentity {
-                clock: [0xFF; 8],
-                port: 0xFFFF,
-            },
-            starting_boundary_hops: 0,
-            boundary_hops: 0,
-            action,
-            management_id: mid,
-            data,
-        }
-        .encode()
+        crate::ptp::mgmt::test_request(action, mid, data, seq).encode()
     }
 
     /// Issue 23 on Redox: a SET's write returned only once the engine answered (up to

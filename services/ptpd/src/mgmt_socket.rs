@@ -460,7 +460,7 @@ mod tests {
 
     use super::*;
     use crate::ptp::engine::MgmtHandle;
-    use crate::ptp::mgmt::{MgmtRequest, PortIdentity, id};
+    use crate::ptp::mgmt::id;
 
     #[test]
     fn a_flooding_uid_is_limited_and_the_table_stays_bounded() {
@@ -530,27 +530,7 @@ mod tests {
 
     /// A request as pmc sends it, for the domain and clock of [`snap`].
     fn request(action: Action, mid: u16, data: Vec<u8>, seq: u16) -> Vec<u8> {
-        MgmtRequest {
-            sdo_and_version: [0x0D, 0x02],
-            domain: 3,
-            minor_sdo: 0,
-            unicast: true,
-            source: PortIdentity {
-                clock: [7; 8],
-                port: 1,
-            },
-            sequence_id: seq,
-            target: PortIdentity {
-                clock: [0xFF; 8],
-                port: 0xFFFF,
-            },
-            starting_boundary_hops: 0,
-            boundary_hops: 0,
-            action,
-            management_id: mid,
-            data,
-        }
-        .encode()
+        crate::ptp::mgmt::test_request(action, mid, data, seq).encode()
     }
 
     struct Rig {

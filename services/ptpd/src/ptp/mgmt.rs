@@ -473,6 +473,31 @@ impl PortPropertiesNp {
     }
 }
 
+/// A unicast management request as pmc sends it to domain 3, for the transports' tests.
+#[cfg(test)]
+pub(crate) fn test_request(action: Action, mid: u16, data: Vec<u8>, seq: u16) -> MgmtRequest {
+    MgmtRequest {
+        sdo_and_version: [0x0D, 0x02],
+        domain: 3,
+        minor_sdo: 0,
+        unicast: true,
+        source: PortIdentity {
+            clock: [7; 8],
+            port: 1,
+        },
+        sequence_id: seq,
+        target: PortIdentity {
+            clock: [0xFF; 8],
+            port: 0xFFFF,
+        },
+        starting_boundary_hops: 0,
+        boundary_hops: 0,
+        action,
+        management_id: mid,
+        data,
+    }
+}
+
 #[cfg(test)]
 #[path = "mgmt_tests.rs"]
 mod tests;

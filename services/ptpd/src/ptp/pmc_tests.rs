@@ -165,7 +165,7 @@ fn pmc_set_from_root_changes_priority1_and_another_uid_is_refused() {
 fn session_answers_writes_with_reads_and_checks_the_uid() {
     use crate::mgmt_access::{MgmtSession, SessionError, SetAccess};
     use crate::ptp::config::MgmtPolicy;
-    use crate::ptp::mgmt::{Action, MgmtRequest, PortIdentity, id, parse};
+    use crate::ptp::mgmt::{Action, MgmtRequest, id, parse};
 
     let mut s = settings(1, fast_port(NetworkTransport::L2));
     s.instance.management = MgmtPolicy {
@@ -181,26 +181,13 @@ fn session_answers_writes_with_reads_and_checks_the_uid() {
         engine: r.engine.manager(),
         privileged_uids: vec![1000],
     };
+    // Domain 0, as this engine's clock; multicast, as pmc's default.
     let req = |action, mid, data: Vec<u8>| {
         MgmtRequest {
             sdo_and_version: [0x0D, 0x12],
             domain: 0,
-            minor_sdo: 0,
             unicast: false,
-            source: PortIdentity {
-                clock: [7; 8],
-                port: 1,
-            },
-            sequence_id: 3,
-            target: PortIdentity {
-                clock: [0xFF; 8],
-                port: 0xFFFF,
-            },
-            starting_boundary_hops: 0,
-            boundary_hops: 0,
-            action,
-            management_id: mid,
-            data,
+            ..crate::ptp::mgmt::test_request(action, mid, data, 3)
         }
         .encode()
     };
