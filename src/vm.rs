@@ -575,6 +575,18 @@ fn stop_child(mut c: Child, grace: Duration) {
     wait_or_kill(&mut c, grace);
 }
 
+/// A new directory under the temporary directory for a VM test's files, unique to this process
+/// and moment.
+pub fn fresh_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "redox-ptp-{tag}-{}-{}",
+        std::process::id(),
+        ptp_ipc::time::mono_ns()
+    ));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    dir
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

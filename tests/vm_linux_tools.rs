@@ -37,6 +37,7 @@
 //! Needs root (network namespace, TAP) and the VM packages (tests/vm_igc.rs); fails saying what
 //! is missing.
 
+use redox_ptp::vm::fresh_dir;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -634,16 +635,6 @@ fn boot(dir: &std::path::Path, args: &[String], setup: &GuestSetup) -> Vm {
         boot_timeout: Duration::from_secs(120),
     };
     Vm::boot_with(&cfg, setup).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn fresh_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "redox-ptp-{tag}-{}-{}",
-        std::process::id(),
-        ptp_ipc::time::mono_ns()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Prints every verdict, then fails if any check did; removes `dir` when none did.

@@ -8,6 +8,7 @@
 //!
 //! Needs the VM packages (see tests/vm_igc.rs); fails with the apt-get line without them.
 
+use redox_ptp::vm::fresh_dir;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -68,17 +69,6 @@ fn eui64(mac: &str) -> [u8; 8] {
         .map(|h| u8::from_str_radix(h, 16).unwrap())
         .collect();
     ptpd::ptp::config::eui64_from_mac([b[0], b[1], b[2], b[3], b[4], b[5]])
-}
-
-/// A new directory under the temporary directory, unique to this process and moment.
-fn fresh_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "redox-ptp-{tag}-{}-{}",
-        std::process::id(),
-        ptp_ipc::time::mono_ns()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 impl Pair {

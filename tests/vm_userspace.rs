@@ -7,6 +7,7 @@
 //!
 //! Needs the VM packages (see tests/vm_igc.rs); fails with the apt-get line without them.
 
+use redox_ptp::vm::fresh_dir;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -37,17 +38,6 @@ struct Guest {
     vm: Vm,
     dir: PathBuf,
     _one: std::sync::MutexGuard<'static, ()>,
-}
-
-/// A new directory under the temporary directory, unique to this process and moment.
-fn fresh_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "redox-ptp-{tag}-{}-{}",
-        std::process::id(),
-        ptp_ipc::time::mono_ns()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Boots a guest with `setup`, its NIC our model (`devhost_args` for the model).
