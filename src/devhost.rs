@@ -192,35 +192,27 @@ trait Hosted: ServedDevice {
     fn counters(&self) -> NicStats;
 }
 
-impl Hosted for I225 {
-    fn part_name(&self) -> &'static str {
-        I225::part_name(self)
-    }
-    fn port(&self) -> &NicPort {
-        self.nic()
-    }
-    fn port_mut(&mut self) -> &mut NicPort {
-        self.nic_mut()
-    }
-    fn counters(&self) -> NicStats {
-        self.stats()
-    }
+/// Both families have the same inherent methods under these names.
+macro_rules! hosted {
+    ($($model:ty),*) => {$(
+        impl Hosted for $model {
+            fn part_name(&self) -> &'static str {
+                <$model>::part_name(self)
+            }
+            fn port(&self) -> &NicPort {
+                self.nic()
+            }
+            fn port_mut(&mut self) -> &mut NicPort {
+                self.nic_mut()
+            }
+            fn counters(&self) -> NicStats {
+                self.stats()
+            }
+        }
+    )*};
 }
 
-impl Hosted for Igb {
-    fn part_name(&self) -> &'static str {
-        Igb::part_name(self)
-    }
-    fn port(&self) -> &NicPort {
-        self.nic()
-    }
-    fn port_mut(&mut self) -> &mut NicPort {
-        self.nic_mut()
-    }
-    fn counters(&self) -> NicStats {
-        self.stats()
-    }
-}
+hosted!(I225, Igb);
 
 /// Serves `nic` to QEMU (`--socket-fd`) or to drivers (`--listen`) until the end, then writes
 /// the report.
