@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{TempDir, exe};
-use intel_regs::igc::{CTRL, TCTL, ctrl, tctl, tdbah, tdbal, tdh, tdlen, tdt, txdctl, xdctl};
+use intel_regs::igc::{CTRL, Ctrl, TCTL, tctl, tdbah, tdbal, tdh, tdlen, tdt, txdctl, xdctl};
 use ptp_emu::proxy::client::send_with_fds;
 use ptp_emu::proxy::proto::{self, RamRegion, cmd};
 use redox_ptp::lab::{self, HostPaths};
@@ -207,7 +207,7 @@ impl Peer {
     /// Points TX queue 0's ring at `ring` (guest-physical) and hands the model one
     /// descriptor: its next poll reads the descriptor there (a DMA read).
     fn kick_tx_dma(&mut self, ring: u64) -> std::io::Result<()> {
-        self.bar_write(CTRL, ctrl::SLU)?;
+        self.bar_write(CTRL, Ctrl::SLU.bits())?;
         self.bar_write(txdctl(0), 0)?;
         self.bar_write(tdlen(0), 8 * 16)?;
         self.bar_write(tdbal(0), ring as u32)?;

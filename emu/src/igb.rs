@@ -125,7 +125,7 @@ use crate::nic::link::Link;
 use crate::nic::{IrqMap, LinkSpeed, NicStats, Port, PortSetup, QueueMap, noise};
 use crate::phc::TimeFormat;
 use crate::truth::SharedObserver;
-use tsync::{StampPair, TSAUXC_DISABLE0, TimeSync};
+use tsync::{StampPair, TimeSync};
 
 pub use crate::nic::front::{BAR0_LEN, BAR3_LEN};
 /// IAM, the interrupt auto-mask register (e1000_regs.h E1000_IAM).
@@ -284,7 +284,7 @@ pub struct IgbConfig {
     /// Whether the cable is plugged in at power-on.
     pub cable_connected: bool,
     /// TSAUXC at power-on: DISABLE0 on i210/i350 by default (module docs).
-    pub tsauxc_power_on: u32,
+    pub tsauxc_power_on: Tsauxc,
     /// True time from the TX engine picking a frame up to its first bit on the wire, ns.
     pub tx_pipeline_ns: u64,
     /// Stamp resolution, ns: latched stamps are truncated to multiples of it (0/1: exact).
@@ -328,9 +328,9 @@ impl IgbConfig {
             link_speed: LinkSpeed::Mbps1000,
             cable_connected: true,
             tsauxc_power_on: if part == IgbPart::E82576 {
-                0
+                Tsauxc::empty()
             } else {
-                TSAUXC_DISABLE0
+                Tsauxc::DISABLE0
             },
             tx_pipeline_ns: DEFAULT_TX_PIPELINE_NS,
             stamp_quantum_ns: 0,
@@ -354,7 +354,7 @@ pub struct Igb {
     port: Port,
     tsync: TimeSync,
     /// TSYNCTXCTL as written, without VALID (which is `tx_pair.valid`).
-    tx_ctl: u32,
+    tx_ctl: TsyncTxCtl,
     /// TXSTMPL/H (§7.5).
     tx_pair: StampPair,
     /// 82576 RXSTMPL/H, RXSATRL/H (§8.3).
@@ -399,7 +399,7 @@ impl Igb {
                 cfg.osc_error_ppb,
                 cfg.tsauxc_power_on,
             ),
-            tx_ctl: 0,
+            tx_ctl: TsyncTxCtl::empty(),
             tx_pair: StampPair::default(),
             rx_pair: StampPair::default(),
         };
@@ -450,21 +450,21 @@ impl Igb {
     fn port_reset(&mut self) {
         self.port.port_reset();
         self.tsync.port_reset();
-        self.tx_ctl = 0;
+        self.tx_ctl = TsyncTxCtl::empty();
         self.tx_pair.port_reset();
         self.rx_pair.port_reset();
     }
 
     /// Raises ICR.TS if the time-sync causes just became pending (§2.4, §6).
     fn update_ts(&mut self, host: &mut dyn DeviceHost) {
-        if self.tsync.cause.take_edge(0) {
-            self.port.irq.cause(icr::TS, host);
+        if self.tsync.cause.take_edge(TsCause::empty()) {
+            self.port.irq.cause(IntCause::TS, host);
         }
     }
 
     /// TSYNCTXCTL.ENABLED.
     fn tx_enabled(&self) -> bool {
-        self.tx_ctl & tsynctxctl::ENABLED != 0
+        self.tx_ctl.contains(TsyncTxCtl::ENABLED)
     }
 
     /// Queue registers 0xC000/0xE000 + 0x40·n (n < 4) alias the e1000 offsets (module docs);
@@ -546,7 +546,7 @@ impl Igb {
 
     /// Sets TSICR cause `bits` as a time-sync event would (i210/i350); an enabled cause raises
     /// ICR.TS. The 82576 has no time-sync interrupt: nothing happens.
-    pub fn raise_tsicr(&mut self, bits: u32, host: &mut dyn DeviceHost) {
+    pub fn raise_tsicr(&mut self, bits: TsCause, host: &mut dyn DeviceHost) {
         if self.part.has_ts_interrupt() {
             self.tsync.cause.raise(bits);
             self.update_ts(host);
@@ -597,7 +597,7 @@ impl Igb {
     }
 
     /// TSAUXC as last written (or its power-on value).
-    pub fn tsauxc(&self) -> u32 {
+    pub fn tsauxc(&self) -> Tsauxc {
         self.tsync.tsauxc
     }
 

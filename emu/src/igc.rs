@@ -112,7 +112,7 @@ const PBACL: u32 = 0x5B68;
 /// TSAUXC value read from an i226 after power-on in a third-party report (§2.3 \[U\]):
 /// DISABLE1..3, DIS_TS_CLEAR and EN_CLK0. Timer 0 still counts (DISABLE0 clear). Pass it as
 /// [`I225Config::tsauxc_power_on`] to check that a driver does not assume TSAUXC = 0.
-pub const I226_REPORTED_TSAUXC: u32 = 0x7800_0004;
+pub const I226_REPORTED_TSAUXC: Tsauxc = Tsauxc::from_bits_retain(0x7800_0004);
 
 /// How to build an [`I225`].
 #[derive(Clone)]
@@ -136,7 +136,7 @@ pub struct I225Config {
     /// Whether the cable is plugged in at power-on.
     pub cable_connected: bool,
     /// TSAUXC at power-on. Default 0 (timer 0 counts); see [`I226_REPORTED_TSAUXC`].
-    pub tsauxc_power_on: u32,
+    pub tsauxc_power_on: Tsauxc,
     /// Model the §7.2 bug: after a TXTS interrupt no other comes until TXSTMPH_0 is read.
     /// Default true (the real part); false for an ideal part to compare against.
     pub tx_stamp_quirk: bool,
@@ -175,7 +175,7 @@ impl std::fmt::Debug for I225Config {
             .field("cable_connected", &self.cable_connected)
             .field(
                 "tsauxc_power_on",
-                &format_args!("{:#010x}", self.tsauxc_power_on),
+                &format_args!("{:#010x}", self.tsauxc_power_on.bits()),
             )
             .field("tx_stamp_quirk", &self.tx_stamp_quirk)
             .field("txstmph0_clears_all", &self.txstmph0_clears_all)
@@ -200,7 +200,7 @@ impl I225Config {
             clock,
             link_speed: LinkSpeed::Mbps2500,
             cable_connected: true,
-            tsauxc_power_on: 0,
+            tsauxc_power_on: Tsauxc::empty(),
             tx_stamp_quirk: true,
             txstmph0_clears_all: true,
             tx_pipeline_ns: DEFAULT_TX_PIPELINE_NS,
@@ -227,7 +227,7 @@ pub type I225Stats = NicStats;
 /// The i225/i226 model. See the module docs for what is modelled and assumed.
 pub struct I225 {
     ids: PciIds,
-    tsauxc_power_on: u32,
+    tsauxc_power_on: Tsauxc,
     /// Registers, link, interrupts, queue-0 engines and wire (shared with igb, `nic`).
     port: Port,
     tsync: TimeSync,
@@ -330,9 +330,9 @@ impl I225 {
         self.txs.port_reset();
     }
 
-    fn write_ctrl(&mut self, v: u32, host: &mut dyn DeviceHost) {
+    fn write_ctrl(&mut self, v: Ctrl, host: &mut dyn DeviceHost) {
         // The reset wipes CTRL too, so the other bits of this write do not stick.
-        if self.port.write_ctrl(v, ctrl::RST | ctrl::DEV_RST, host) == CtrlWrite::Reset {
+        if self.port.write_ctrl(v, Ctrl::RST | Ctrl::DEV_RST, host) == CtrlWrite::Reset {
             self.port_reset();
         }
     }
@@ -345,9 +345,9 @@ impl I225 {
             if self.drop_ts_irqs > 0 {
                 self.drop_ts_irqs -= 1;
                 self.port.stats.ts_irqs_dropped += 1;
-                self.port.irq.cause_silent(icr::TS);
+                self.port.irq.cause_silent(IntCause::TS);
             } else {
-                self.port.irq.cause(icr::TS, host);
+                self.port.irq.cause(IntCause::TS, host);
             }
         }
     }
@@ -371,10 +371,10 @@ impl I225 {
             SYSTIMH => self.tsync.systimh(),
             TIMINCA => self.tsync.phc.timinca(),
             TIMADJ => self.tsync.timadj,
-            TSAUXC => self.tsync.tsauxc,
-            TSICR => self.tsync.cause.tsicr,
-            TSIM => self.tsync.cause.tsim,
-            TSYNCTXCTL => self.txs.ctl(),
+            TSAUXC => self.tsync.tsauxc.bits(),
+            TSICR => self.tsync.cause.tsicr.bits(),
+            TSIM => self.tsync.cause.tsim.bits(),
+            TSYNCTXCTL => self.txs.ctl().bits(),
             o if Self::stamp_set(o, &TXSTMPL).is_some() => {
                 Self::stamp_set(o, &TXSTMPL).map_or(0, |n| self.txs.set(n).nsec)
             }
@@ -426,7 +426,7 @@ impl I225 {
     /// Sets TSICR cause `bits` as a time-sync event would; an enabled cause raises ICR.TS and
     /// routes it (§2.4, §6). This is a raw cause: it bypasses the §7.2 gate (neither closes
     /// nor waits for it); TX stamps latched by the TX engine go through the gate.
-    pub fn raise_tsicr(&mut self, bits: u32, host: &mut dyn DeviceHost) {
+    pub fn raise_tsicr(&mut self, bits: TsCause, host: &mut dyn DeviceHost) {
         self.tsync.cause.raise(bits);
         self.update_ts(host);
     }
@@ -464,12 +464,12 @@ impl I225 {
     }
 
     /// TSAUXC as last written (or its power-on value).
-    pub fn tsauxc(&self) -> u32 {
+    pub fn tsauxc(&self) -> Tsauxc {
         self.tsync.tsauxc
     }
 
     /// TSAUXC after power-on, as configured.
-    pub fn tsauxc_power_on(&self) -> u32 {
+    pub fn tsauxc_power_on(&self) -> Tsauxc {
         self.tsauxc_power_on
     }
 
@@ -583,9 +583,9 @@ impl I225 {
 
     // --- TX timestamps (§7) ---
 
-    /// TXTT_0..3 (TSYNCTXCTL b3:0) as the hardware holds them.
+    /// TXTT_0..3 (TSYNCTXCTL b3:0) as the hardware holds them: bit n = set n holds a stamp.
     pub fn txtt(&self) -> u32 {
-        self.txs.txtt()
+        self.txs.txtt().bits()
     }
 
     /// The stamp in TX set `n` (TXSTMPH_n:TXSTMPL_n; whatever was last latched), without the
@@ -712,7 +712,7 @@ impl BarModel for I225 {
             TSICR => {
                 let v = self.tsync.cause.read();
                 self.update_ts(host);
-                v
+                v.bits()
             }
             _ => self.peek(offset),
         }
@@ -720,7 +720,7 @@ impl BarModel for I225 {
 
     fn write_bar0(&mut self, offset: u32, v: u32, host: &mut dyn DeviceHost) {
         if offset == CTRL {
-            return self.write_ctrl(v, host);
+            return self.write_ctrl(Ctrl::from_bits_retain(v), host);
         }
         if self.port.write_common(offset, v, host) {
             return;
@@ -738,20 +738,20 @@ impl BarModel for I225 {
             SYSTIMH => self.change_phc(|ts, t| ts.write_systimh(t, v)),
             TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
             TIMADJ => self.tsync.timadj = v,
-            TSYNCTXCTL => self.txs.write_ctl(v),
+            TSYNCTXCTL => self.txs.write_ctl(TsyncTxCtl::from_bits_retain(v)),
             o if o == TSYNCRXCTL || (0..4).any(|n| o == srrctl(n)) => {
                 self.record_rx_ts_config(o, v);
                 self.port.regs.set(o, v);
             }
             o if Self::stamp_set(o, &TXSTMPL).is_some()
                 || Self::stamp_set(o, &TXSTMPH).is_some() => {}
-            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, v)),
+            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, Tsauxc::from_bits_retain(v))),
             TSICR => {
-                self.tsync.cause.write(v);
+                self.tsync.cause.write(TsCause::from_bits_retain(v));
                 self.update_ts(host);
             }
             TSIM => {
-                self.tsync.cause.tsim = v;
+                self.tsync.cause.tsim = TsCause::from_bits_retain(v);
                 self.update_ts(host);
             }
             // Everything else is storage, including the ring registers (TDH/RDH are also

@@ -216,7 +216,7 @@ pub(crate) enum RxStamp {
     Header([u8; 16]),
     /// Extra write-back status bits (82576: TS b16 for a frame whose stamp the RXSTMP
     /// registers latched, §8.3).
-    Status(u32),
+    Status(intel_regs::e1000::RxStatus),
 }
 
 impl Port {

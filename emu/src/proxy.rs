@@ -41,7 +41,7 @@ mod tests_config;
 
 pub use server::{ServeStats, Server, ServerOptions};
 
-use intel_regs::igc::{CTRL, TXSTMPH, ctrl};
+use intel_regs::igc::{CTRL, Ctrl, TXSTMPH};
 use ptp_pci::emulated::{Device, DeviceHost};
 
 use crate::igc::{BAR3_LEN, I225, MSIX_VECTORS};
@@ -144,7 +144,7 @@ impl ServedDevice for I225 {
 
     /// CTRL.DEV_RST: the whole port returns to its power-on state (the model's port reset).
     fn reset_function(&mut self, host: &mut dyn DeviceHost) {
-        self.write32(0, CTRL, ctrl::DEV_RST, host);
+        self.write32(0, CTRL, Ctrl::DEV_RST.bits(), host);
     }
 
     fn tx_stamps_latched(&self) -> u64 {
@@ -184,8 +184,8 @@ impl ServedDevice for crate::igb::Igb {
     /// CTRL.RST (e1000 CTRL b26): the model's port reset (see `crate::igb`'s docs for what
     /// survives it).
     fn reset_function(&mut self, host: &mut dyn DeviceHost) {
-        use intel_regs::igb::{CTRL, ctrl};
-        self.write32(0, CTRL, ctrl::RST, host);
+        use intel_regs::igb::{CTRL, Ctrl};
+        self.write32(0, CTRL, Ctrl::RST.bits(), host);
     }
 
     fn tx_stamps_latched(&self) -> u64 {

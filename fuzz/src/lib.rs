@@ -136,19 +136,20 @@ pub fn rx_ts_header(data: &[u8]) {
     if data.len() < 13 {
         return;
     }
-    let status = u32::from_le_bytes(data[0..4].try_into().expect("4 bytes"));
+    use intel_regs::e1000::RxStatus;
+    let status =
+        RxStatus::from_bits_retain(u32::from_le_bytes(data[0..4].try_into().expect("4 bytes")));
     let filter = RxFilter::ALL[usize::from(data[4]) % RxFilter::ALL.len()];
     let latency = u64::from_le_bytes(data[5..13].try_into().expect("8 bytes"));
     let buf = &data[13..];
-    let tsip = intel_regs::e1000::rxd::STAT_TSIP;
-    let stamped = status & tsip != 0 && buf.len() >= 16;
+    let stamped = status.contains(RxStatus::TSIP) && buf.len() >= 16;
     let (raw, frame) = intel_common::igc::split_rx_stamp(status, buf);
     assert_eq!(raw.is_some(), stamped);
     assert!(buf.ends_with(frame) && frame.len() == buf.len() - if stamped { 16 } else { 0 });
     let rx = intel_common::igc::rx_frame(filter, status, buf, latency);
     check_rx(rx, buf, stamped);
     // i350-style: the raw count converted by a caller's function.
-    let rx = family::in_buffer_rx_frame(filter, status, tsip, buf, latency, |r| r.wrapping_mul(8));
+    let rx = family::in_buffer_rx_frame(filter, status, buf, latency, |r| r.wrapping_mul(8));
     check_rx(rx, buf, stamped);
 }
 

@@ -197,7 +197,7 @@ fn a_stamp_that_never_comes_is_lost_after_the_timeout_and_frees_the_pair() {
     for model in ["i210", "i350", "82576"] {
         let r = rig(model, &["--tx-ts-timeout-ms", "200"], |_| {});
         // Behind the driver's back the part stops stamping: the request stays pending.
-        r.dev.regs.write(r::TSYNCTXCTL, 0);
+        r.dev.regs.set(r::reg::TSYNCTXCTL, r::TsyncTxCtl::empty());
         let sent = mono_ns();
         r.send(1);
         let lost_at = r.events.wait("timeout", |t, e| match e {
@@ -213,7 +213,7 @@ fn a_stamp_that_never_comes_is_lost_after_the_timeout_and_frees_the_pair() {
             (lost_at - sent) / 1_000_000
         );
         // The pair is free again: with stamping back on, the next request is stamped.
-        r.dev.regs.write(r::TSYNCTXCTL, r::tsynctxctl::ENABLED);
+        r.dev.regs.set(r::reg::TSYNCTXCTL, r::TsyncTxCtl::ENABLED);
         r.send(2);
         r.events.tx_stamp(2);
         assert!(!r.events.tx_stamps().contains_key(&1), "{model}");

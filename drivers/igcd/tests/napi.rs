@@ -170,7 +170,7 @@ fn a_busy_stream_takes_fewer_wakeups_than_stamps() {
 /// `nth` read of TSYNCTXCTL (the valid bits a poll reads), with 4 requests posted, then a
 /// time-sync interrupt wakes the IRQ thread (read 1 is its handler's).
 fn stamps_behind_the_handler(mode: &str) -> (Rig, Stats) {
-    use intel_regs::igc::{TSYNCTXCTL, tsicr};
+    use intel_regs::igc::{TSYNCTXCTL, TsCause};
     let r = rig(&["--irq-mode", mode, "--emu-tx", "sync"]);
     // Quiet: link settled, no interrupt in flight.
     std::thread::sleep(Duration::from_millis(50));
@@ -186,7 +186,7 @@ fn stamps_behind_the_handler(mode: &str) -> (Rig, Stats) {
     assert_eq!(before.tx_frames, 4);
     r.dev
         .func
-        .with_device_host(|d, h| d.raise_tsicr(tsicr::TXTS, h));
+        .with_device_host(|d, h| d.raise_tsicr(TsCause::TXTS, h));
     (r, before)
 }
 

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use intel_regs::e1000::{IntCause, RxStatus, Status, TsyncTxCtl, reg};
 use intel_regs::ids::Part;
 use ptp_ipc::RxFilter;
 use ptp_pci::Mmio;
@@ -124,9 +125,9 @@ pub trait Family: Send + Sync + Sized + Clone + std::fmt::Debug + 'static {
     /// Where the family's MAC registers differ ([`mac`]).
     fn mac_regs(&self) -> MacRegs;
     /// STATUS decoded into the link state (the speed bits differ).
-    fn link_from_status(&self, status: u32) -> Link;
+    fn link_from_status(&self, status: Status) -> Link;
     /// The ICR causes a single-vector or polled driver enables.
-    fn shared_causes(&self) -> u32;
+    fn shared_causes(&self) -> IntCause;
 
     /// Resets the port with bounded waits.
     fn reset<M: Mmio>(&self, regs: &Regs<M>) -> Result<(), HwError> {
@@ -138,7 +139,7 @@ pub trait Family: Send + Sync + Sized + Clone + std::fmt::Debug + 'static {
     }
     /// The link as STATUS shows it now.
     fn link<M: Mmio>(&self, regs: &Regs<M>) -> Link {
-        self.link_from_status(regs.read(intel_regs::igc::STATUS))
+        self.link_from_status(regs.get(reg::STATUS))
     }
     /// The MAC address the NVM preloaded.
     fn read_mac<M: Mmio>(&self, regs: &Regs<M>) -> [u8; 6] {
@@ -212,7 +213,7 @@ pub trait Family: Send + Sync + Sized + Clone + std::fmt::Debug + 'static {
     /// Where the TX stamp sets are.
     fn ts_regs(&self) -> TsRegs;
     /// TSYNCTXCTL value that enables TX timestamping.
-    fn tsynctxctl_on(&self) -> u32;
+    fn tsynctxctl_on(&self) -> TsyncTxCtl;
     /// Descriptor command bits that ask for a stamp in `set`.
     fn tx_tstamp_cmd(&self, set: u8) -> u32;
     /// Whether a TX stamp raises TSICR.TXTS; without it the time-sync thread polls while a
@@ -232,7 +233,7 @@ pub trait Family: Send + Sync + Sized + Clone + std::fmt::Debug + 'static {
         &self,
         regs: &Regs<M>,
         filter: RxFilter,
-        status: u32,
+        status: RxStatus,
         buf: &'a [u8],
         rx_latency_ns: u64,
     ) -> RxFrame<'a>;
@@ -285,18 +286,17 @@ pub fn keeps_rx_stamp(filter: RxFilter, frame: &[u8]) -> bool {
     }
 }
 
-/// The in-buffer RX path (§8.1, §8.2): strips the timestamp header (status bit `tsip`), keeps
+/// The in-buffer RX path (§8.1, §8.2): strips the timestamp header (status bit TSIP), keeps
 /// the stamp only when `filter` asks for this frame, converts it with `to_ns` (the header's
 /// dwords 2–3 as one LE u64) and subtracts the RX latency of the link (§8.4).
 pub fn in_buffer_rx_frame(
     filter: RxFilter,
-    status: u32,
-    tsip: u32,
+    status: RxStatus,
     buf: &[u8],
     rx_latency_ns: u64,
     to_ns: impl FnOnce(u64) -> u64,
 ) -> RxFrame<'_> {
-    let (raw, frame) = split_ts_header(status, tsip, buf);
+    let (raw, frame) = split_ts_header(status, buf);
     if ptp_ipc::frame::classify(frame).is_none() {
         return RxFrame::Other { frame };
     }
@@ -314,9 +314,9 @@ pub fn sec_ns(raw: u64) -> u64 {
 
 /// The 16-byte timestamp header the in-buffer mode puts before a frame (TSIP, §8.1): its
 /// dwords 2–3 as one little-endian u64 (igc and i210: ns | s << 32; i350: the raw count).
-pub fn split_ts_header(status: u32, tsip: u32, buf: &[u8]) -> (Option<u64>, &[u8]) {
+pub fn split_ts_header(status: RxStatus, buf: &[u8]) -> (Option<u64>, &[u8]) {
     const HDR: usize = 16;
-    if status & tsip == 0 || buf.len() < HDR {
+    if !status.contains(RxStatus::TSIP) || buf.len() < HDR {
         return (None, buf);
     }
     let mut b = [0u8; 8];

@@ -19,7 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use intel_regs::ids::{self, Part};
-use intel_regs::igb::{self as r, icr, status, timinca, txd};
+use intel_regs::igb::{
+    self as r, IntCause, RxStatus, RxTsType, Status, TsCause, Tsauxc, TsyncRxCtl, TsyncTxCtl, reg,
+    timinca, txd,
+};
 use ptp_ipc::RxFilter;
 use ptp_pci::Mmio;
 
@@ -474,39 +477,46 @@ pub fn probe(vendor: u16, device: u16) -> Result<&'static Part, HwError> {
 }
 
 /// Decodes STATUS: SPEED_1000, SPEED_100, else 10 Mb/s.
-pub fn link_from_status(s: u32) -> Link {
-    let speed_mbps = if s & status::SPEED_1000 != 0 {
+pub fn link_from_status(s: Status) -> Link {
+    let speed_mbps = if s.contains(Status::SPEED_1000) {
         1000
-    } else if s & status::SPEED_100 != 0 {
+    } else if s.contains(Status::SPEED_100) {
         100
     } else {
         10
     };
     Link {
-        up: s & status::LU != 0,
+        up: s.contains(Status::LU),
         speed_mbps,
     }
 }
 
 /// The ICR causes a single-vector or polled driver enables (RXDMT0: the cause [`Family::kick`]
 /// raises through ICS).
-const SHARED_CAUSES: u32 =
-    icr::LSC | icr::DOUTSYNC | icr::DRSTA | icr::RXT0 | icr::TXDW | icr::RXDMT0;
+const SHARED_CAUSES: IntCause = IntCause::LSC
+    .union(IntCause::DOUTSYNC)
+    .union(IntCause::DRSTA)
+    .union(IntCause::RXT0)
+    .union(IntCause::TXDW)
+    .union(IntCause::RXDMT0);
 /// ICR causes of the "other" vector.
-const OTHER_CAUSES: u32 = icr::LSC | icr::TS | icr::DOUTSYNC | icr::DRSTA;
+const OTHER_CAUSES: IntCause = IntCause::LSC
+    .union(IntCause::TS)
+    .union(IntCause::DOUTSYNC)
+    .union(IntCause::DRSTA);
 /// Where the igb MAC registers differ from igc's: the e1000 ICR block and queue offsets (§6,
 /// e1000_regs.h).
 const MAC: MacRegs = MacRegs {
-    icr: r::ICR,
-    ims: r::IMS,
-    imc: r::IMC,
+    icr: reg::ICR,
+    ims: reg::IMS,
+    imc: reg::IMC,
     rxq: r::rdbal(0),
     txq: r::tdbal(0),
 };
 
 fn ts_regs(format: StampFormat) -> TsRegs {
     TsRegs {
-        ctl: r::TSYNCTXCTL,
+        ctl: reg::TSYNCTXCTL,
         low: &r::TXSTMPL_SETS,
         high: &r::TXSTMPH_SETS,
         txstmph0_quirk: false,
@@ -532,11 +542,11 @@ impl Family for Igb {
         MAC
     }
 
-    fn link_from_status(&self, status: u32) -> Link {
+    fn link_from_status(&self, status: Status) -> Link {
         link_from_status(status)
     }
 
-    fn shared_causes(&self) -> u32 {
+    fn shared_causes(&self) -> IntCause {
         SHARED_CAUSES
     }
 
@@ -564,19 +574,19 @@ impl Family for Igb {
     }
 
     fn read_causes<M: Mmio>(&self, regs: &Regs<M>) -> Causes {
-        let icr_v = regs.read(r::ICR);
+        let icr_v = regs.get(reg::ICR);
         // TSICR is read only on ICR.TS: the read clears it, no write-back (§2.4).
-        let tsicr = if icr_v & icr::TS != 0 && self.has_tx_ts_irq() {
-            regs.read(r::TSICR)
+        let tsicr = if icr_v.contains(IntCause::TS) && self.has_tx_ts_irq() {
+            regs.get(reg::TSICR)
         } else {
-            0
+            TsCause::empty()
         };
         Causes {
-            time_sync: icr_v & icr::TS != 0,
-            tx_stamp: tsicr & r::tsicr::TXTS != 0,
-            link: icr_v & icr::LSC != 0,
-            other: icr_v & OTHER_CAUSES != 0,
-            any: icr_v & (SHARED_CAUSES | icr::TS) != 0,
+            time_sync: icr_v.contains(IntCause::TS),
+            tx_stamp: tsicr.contains(TsCause::TXTS),
+            link: icr_v.contains(IntCause::LSC),
+            other: icr_v.intersects(OTHER_CAUSES),
+            any: icr_v.intersects(SHARED_CAUSES | IntCause::TS),
         }
     }
 
@@ -585,7 +595,7 @@ impl Family for Igb {
         match layout {
             IrqLayout::Split => regs.write(r::EICS, 1 << VECTOR_OTHER),
             IrqLayout::SingleMsix => regs.write(r::EICS, 1),
-            IrqLayout::Shared => regs.write(r::ICS, icr::RXDMT0),
+            IrqLayout::Shared => regs.set(reg::ICS, IntCause::RXDMT0),
         }
     }
 
@@ -598,10 +608,10 @@ impl Family for Igb {
             ),
             // TSAUXC powers on with DISABLE0: SYSTIM counts only once it is cleared.
             Mac::I210 | Mac::I350 => {
-                regs.write(r::TSAUXC, 0);
+                regs.set(reg::TSAUXC, Tsauxc::empty());
                 regs.write(r::TSSDP, 0);
-                regs.write(r::TSIM, r::tsicr::TXTS);
-                regs.modify(r::IMS, icr::TS, 0);
+                regs.set(reg::TSIM, TsCause::TXTS);
+                regs.update(reg::IMS, IntCause::TS, IntCause::empty());
             }
         }
         let clock = self.clock();
@@ -615,8 +625,8 @@ impl Family for Igb {
         })
     }
 
-    fn tsynctxctl_on(&self) -> u32 {
-        r::tsynctxctl::ENABLED
+    fn tsynctxctl_on(&self) -> TsyncTxCtl {
+        TsyncTxCtl::ENABLED
     }
 
     fn tx_tstamp_cmd(&self, _set: u8) -> u32 {
@@ -685,20 +695,15 @@ impl Family for Igb {
         &self,
         regs: &Regs<M>,
         filter: RxFilter,
-        status: u32,
+        status: RxStatus,
         buf: &'a [u8],
         rx_latency_ns: u64,
     ) -> RxFrame<'a> {
         match self.mac {
             Mac::E82576 => self.rx_frame_82576(regs, filter, status, buf),
-            _ => in_buffer_rx_frame(
-                filter,
-                status,
-                r::rxd::STAT_TSIP,
-                buf,
-                rx_latency_ns,
-                |raw| self.raw_to_ns(raw),
-            ),
+            _ => in_buffer_rx_frame(filter, status, buf, rx_latency_ns, |raw| {
+                self.raw_to_ns(raw)
+            }),
         }
     }
 
@@ -727,7 +732,7 @@ impl Family for Igb {
 /// i210/i350: every frame stamped into the buffer (TYPE_ALL, SRRCTL.TIMESTAMP, and on i210
 /// RXPBS.CFG_TS_EN, §8.2); the driver keeps the stamps the filter asks for.
 fn apply_rx_filter_in_buffer<M: Mmio>(part: Mac, regs: &Regs<M>, filter: RxFilter) {
-    let on = (filter != RxFilter::None).then_some(r::tsyncrxctl::ENABLED | r::tsyncrxctl::TYPE_ALL);
+    let on = (filter != RxFilter::None).then_some(TsyncRxCtl::ENABLED.with_rx_type(RxTsType::All));
     mac::in_buffer_rx_stamps(regs, &MAC, on, part == Mac::I210);
 }
 
@@ -742,16 +747,11 @@ const TSYNCRXCFG_V2_MSG_SHIFT: u32 = 8;
 /// E1000_TSYNCRXCFG_PTP_V2_SYNC_MESSAGE / _DELAY_REQ_MESSAGE; L2_V2 here since only the L2
 /// ethertype filter is set). QEMU 10's model ignores TYPE and always matches the message type
 /// in TSYNCRXCFG, so these are the only filters that give a master its Delay_Req stamps there.
-fn rx_ctl_82576(filter: RxFilter) -> Option<(u32, u32)> {
+fn rx_ctl_82576(filter: RxFilter) -> Option<(RxTsType, u32)> {
     use crate::family::{MSG_DELAY_REQ, MSG_SYNC};
-    let by_type = |ty: u8| {
-        (
-            r::tsyncrxctl::TYPE_L2_V2,
-            u32::from(ty) << TSYNCRXCFG_V2_MSG_SHIFT,
-        )
-    };
+    let by_type = |ty: u8| (RxTsType::L2V2, u32::from(ty) << TSYNCRXCFG_V2_MSG_SHIFT);
     match filter {
-        RxFilter::PtpV2L2Event => Some((r::tsyncrxctl::TYPE_EVENT_V2, 0)),
+        RxFilter::PtpV2L2Event => Some((RxTsType::EventV2, 0)),
         RxFilter::PtpV2L2Sync => Some(by_type(MSG_SYNC)),
         RxFilter::PtpV2L2DelayReq => Some(by_type(MSG_DELAY_REQ)),
         _ => None,
@@ -762,7 +762,7 @@ fn rx_ctl_82576(filter: RxFilter) -> Option<(u32, u32)> {
 fn apply_rx_filter_82576<M: Mmio>(regs: &Regs<M>, filter: RxFilter) {
     let f = r::etqf(r::etqf::FILTER_1588);
     let Some((ty, cfg)) = rx_ctl_82576(filter) else {
-        regs.write(r::TSYNCRXCTL, 0);
+        regs.set(reg::TSYNCRXCTL, TsyncRxCtl::empty());
         regs.write(f, 0);
         return;
     };
@@ -771,7 +771,7 @@ fn apply_rx_filter_82576<M: Mmio>(regs: &Regs<M>, filter: RxFilter) {
         r::etqf::FILTER_ENABLE | r::etqf::F1588 | ptp_ipc::frame::ETHERTYPE_PTP as u32,
     );
     regs.write(r::TSYNCRXCFG, cfg);
-    regs.write(r::TSYNCRXCTL, r::tsyncrxctl::ENABLED | ty);
+    regs.set(reg::TSYNCRXCTL, TsyncRxCtl::ENABLED.with_rx_type(ty));
     // Release a stale latch: RXSTMPH on the part, RXSATRH on QEMU's model.
     let _ = regs.read(r::RXSATRH);
     let _ = regs.read(r::RXSTMPH);
@@ -794,7 +794,7 @@ impl Igb {
         &self,
         regs: &Regs<M>,
         filter: RxFilter,
-        status: u32,
+        status: RxStatus,
         frame: &'a [u8],
     ) -> RxFrame<'a> {
         if ptp_ipc::frame::classify(frame).is_none() {
@@ -802,7 +802,7 @@ impl Igb {
         }
         let wanted = keeps_rx_stamp(filter, frame);
         let mut rx_ns = None;
-        if status & r::rxd::STAT_TS != 0 {
+        if status.contains(RxStatus::TS) {
             let seq = (regs.read(r::RXSATRH) >> 16) as u16;
             let l = regs.read(r::RXSTMPL);
             let h = regs.read(r::RXSTMPH);
@@ -838,7 +838,7 @@ impl Igb {
     /// (its frame was dropped), counting the stamp lost.
     fn rx_latch_hang<M: Mmio>(&self, regs: &Regs<M>, now_ns: u64) {
         let mut since = self.rx.held_since.lock().unwrap_or_else(|e| e.into_inner());
-        if regs.read(r::TSYNCRXCTL) & r::tsyncrxctl::VALID == 0 {
+        if !regs.get(reg::TSYNCRXCTL).contains(TsyncRxCtl::VALID) {
             *since = None;
             return;
         }

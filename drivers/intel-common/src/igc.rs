@@ -4,10 +4,12 @@
 use std::time::Duration;
 
 use intel_regs::ids::{self, Part};
-use intel_regs::igc::{self as r, icr, status, timadj, timinca};
+use intel_regs::igc::{
+    self as r, IntCause, RxStatus, RxTsType, Status, TsCause, Tsauxc, TsyncRxCtl, TsyncTxCtl, reg,
+    timadj, timinca, txd,
+};
 use ptp_pci::Mmio;
 
-use intel_regs::igc::{rxd, txd};
 use ptp_ipc::RxFilter;
 
 use crate::clock::ClockHw;
@@ -23,9 +25,9 @@ pub use crate::daemon::device::{VECTOR_OTHER, VECTOR_QUEUES, VECTORS};
 
 /// Where the i225's MAC registers differ from igb's (§6, §10.1).
 pub const MAC: MacRegs = MacRegs {
-    icr: r::ICR,
-    ims: r::IMS,
-    imc: r::IMC,
+    icr: reg::ICR,
+    ims: reg::IMS,
+    imc: reg::IMC,
     rxq: r::rdbal(0),
     txq: r::tdbal(0),
 };
@@ -43,20 +45,20 @@ pub fn read_mac<M: Mmio>(regs: &Regs<M>) -> [u8; 6] {
 /// Decodes STATUS (§10.1) as Linux's igc does (igc_mac.c: igc_get_speed_and_duplex_copper):
 /// the i225 sets SPEED_1000 at both 1 and 2.5 Gb/s, and SPEED_2500 beside it only at 2.5 Gb/s,
 /// so SPEED_2500 counts only under SPEED_1000. No speed bit means 10 Mb/s.
-pub fn link_from_status(s: u32) -> Link {
-    let speed_mbps = if s & status::SPEED_1000 != 0 {
-        if s & status::SPEED_2500 != 0 {
+pub fn link_from_status(s: Status) -> Link {
+    let speed_mbps = if s.contains(Status::SPEED_1000) {
+        if s.contains(Status::SPEED_2500) {
             2500
         } else {
             1000
         }
-    } else if s & status::SPEED_100 != 0 {
+    } else if s.contains(Status::SPEED_100) {
         100
     } else {
         10
     };
     Link {
-        up: s & status::LU != 0,
+        up: s.contains(Status::LU),
         speed_mbps,
     }
 }
@@ -82,18 +84,18 @@ pub fn enable_msix<M: Mmio>(regs: &Regs<M>) {
 /// enabled, the time restored to `now_ns`.
 pub fn ptp_reset<M: Mmio>(regs: &Regs<M>, now_ns: u64) {
     regs.modify(r::TIMADJ, timadj::ADJUST_METH, 0);
-    regs.write(r::TSAUXC, 0);
+    regs.set(reg::TSAUXC, Tsauxc::empty());
     regs.write(r::TSSDP, 0);
-    regs.write(r::TSIM, r::tsicr::TXTS);
-    regs.modify(r::IMS, icr::TS, 0);
+    regs.set(reg::TSIM, TsCause::TXTS);
+    regs.update(reg::IMS, IntCause::TS, IntCause::empty());
     Igc.write(regs, now_ns.min(Igc.max_time_ns()));
 }
 
 /// The warm counterpart of [`ptp_reset`]: the TX-timestamp cause enabled, the timer left
 /// running as it is.
 pub fn ptp_rearm<M: Mmio>(regs: &Regs<M>) {
-    regs.write(r::TSIM, r::tsicr::TXTS);
-    regs.modify(r::IMS, icr::TS, 0);
+    regs.set(reg::TSIM, TsCause::TXTS);
+    regs.update(reg::IMS, IntCause::TS, IntCause::empty());
 }
 
 /// How long [`warm_phc`] watches SYSTIM advance.
@@ -108,14 +110,15 @@ const WARM_RATE_TOLERANCE: f64 = 0.0625 + 0.05;
 /// power-on value is 0), TIMINCA within the part's range, and SYSTIM advancing at a plausible
 /// rate between two reads [`WARM_PROBE`] apart.
 pub fn warm_phc<M: Mmio>(regs: &Regs<M>) -> Result<crate::family::WarmPhc, String> {
-    let aux = regs.read(r::TSAUXC);
-    if aux & r::tsauxc::DISABLE0 != 0 {
-        return Err(format!("timer 0 stopped (TSAUXC {aux:#010x})"));
+    let aux = regs.get(reg::TSAUXC);
+    if aux.contains(Tsauxc::DISABLE0) {
+        return Err(format!("timer 0 stopped (TSAUXC {:#010x})", aux.bits()));
     }
-    let ctl = regs.read(r::TSYNCTXCTL);
-    if ctl & r::tsynctxctl::ENABLED == 0 {
+    let ctl = regs.get(reg::TSYNCTXCTL);
+    if !ctl.contains(TsyncTxCtl::ENABLED) {
         return Err(format!(
-            "TX timestamping off (TSYNCTXCTL {ctl:#x}): no driver configured this PHC"
+            "TX timestamping off (TSYNCTXCTL {:#x}): no driver configured this PHC",
+            ctl.bits()
         ));
     }
     let inca = regs.read(r::TIMINCA);
@@ -142,7 +145,7 @@ pub fn warm_phc<M: Mmio>(regs: &Regs<M>) -> Result<crate::family::WarmPhc, Strin
         phc_ns: b,
         scaled_ppm,
         measured_ppm: rate * 1e6,
-        pending_tx: (ctl & r::tsynctxctl::TXTT_ANY).count_ones(),
+        pending_tx: (ctl & TsyncTxCtl::TXTT_ANY).bits().count_ones(),
     })
 }
 
@@ -161,19 +164,19 @@ pub fn scaled_ppm_of_timinca(v: u32) -> i64 {
 /// Causes read by one pass of the "other" interrupt handler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OtherCauses {
-    pub icr: u32,
+    pub icr: IntCause,
     /// TSICR, read only when ICR.TS is set (the read clears it; no write-back, §2.4).
-    pub tsicr: u32,
+    pub tsicr: TsCause,
 }
 
 /// Reads the causes of the "other" vector: ICR (read-to-clear, also clears EICR's bit), then
 /// TSICR if ICR.TS. Re-arming is [`rearm_other`], after the causes are handled.
 pub fn read_other_causes<M: Mmio>(regs: &Regs<M>) -> OtherCauses {
-    let icr_v = regs.read(r::ICR);
-    let tsicr = if icr_v & icr::TS != 0 {
-        regs.read(r::TSICR)
+    let icr_v = regs.get(reg::ICR);
+    let tsicr = if icr_v.contains(IntCause::TS) {
+        regs.get(reg::TSICR)
     } else {
-        0
+        TsCause::empty()
     };
     OtherCauses { icr: icr_v, tsicr }
 }
@@ -237,7 +240,7 @@ pub fn timinca_for(scaled_ppm: i64) -> u32 {
 
 /// The four TX timestamp sets of i225/i226 (§7.4) and the TXSTMPH_0 interrupt-clear bug (§7.2).
 pub const TS_REGS: TsRegs = TsRegs {
-    ctl: r::TSYNCTXCTL,
+    ctl: reg::TSYNCTXCTL,
     low: &r::TXSTMPL,
     high: &r::TXSTMPH,
     txstmph0_quirk: true,
@@ -246,7 +249,7 @@ pub const TS_REGS: TsRegs = TsRegs {
 };
 
 /// TSYNCTXCTL to enable TX timestamping: ENABLED | TXSYNSIG (igc writes 0x30, §2.1).
-pub const TSYNCTXCTL_ON: u32 = r::tsynctxctl::ENABLED | r::tsynctxctl::TXSYNSIG;
+pub const TSYNCTXCTL_ON: TsyncTxCtl = TsyncTxCtl::ENABLED.union(TsyncTxCtl::TXSYNSIG);
 
 /// Descriptor bits that ask for a timestamp in `set` (§7.1: MAC_TSTAMP, TSTAMP_REG b17:16).
 pub fn tx_tstamp_cmd(set: u8) -> u32 {
@@ -277,7 +280,11 @@ pub fn rearm_queues<M: Mmio>(regs: &Regs<M>) {
 /// The ICR causes a single-vector or polled driver enables: the "other" causes of
 /// [`enable_msix`] plus queue 0's RX and TX write-backs (the time-sync cause is added by
 /// [`ptp_reset`]).
-pub const SHARED_CAUSES: u32 = icr::LSC | icr::DOUTSYNC | icr::DRSTA | icr::RXT0 | icr::TXDW;
+pub const SHARED_CAUSES: IntCause = IntCause::LSC
+    .union(IntCause::DOUTSYNC)
+    .union(IntCause::DRSTA)
+    .union(IntCause::RXT0)
+    .union(IntCause::TXDW);
 
 /// One MSI-X vector for every cause (§6): MSI-X mode, the "other" causes (IVAR_MISC) and
 /// queue 0's RX and TX causes (IVAR0) all on vector 0, auto-cleared and auto-masked.
@@ -301,7 +308,7 @@ pub fn enable_shared_irqs<M: Mmio>(regs: &Regs<M>) {
 /// (intel-timesync.md §2.2; Linux igc_ptp.c igc_ptp_set_timestamp_mode programs ALL for every
 /// request): the part stamps every frame and the driver keeps the stamps of the frames the
 /// request covers (see [`keeps_rx_stamp`]). PTPv1 is refused.
-pub fn rx_filter_type(filter: RxFilter) -> Result<Option<u32>, HwError> {
+pub fn rx_filter_type(filter: RxFilter) -> Result<Option<RxTsType>, HwError> {
     Ok(match filter {
         RxFilter::None => None,
         RxFilter::All
@@ -311,7 +318,7 @@ pub fn rx_filter_type(filter: RxFilter) -> Result<Option<u32>, HwError> {
         | RxFilter::PtpV2L2Sync
         | RxFilter::PtpV2L2DelayReq
         | RxFilter::PtpV2L4Sync
-        | RxFilter::PtpV2L4DelayReq => Some(r::tsyncrxctl::TYPE_ALL),
+        | RxFilter::PtpV2L4DelayReq => Some(RxTsType::All),
         RxFilter::PtpV1L4Event => return Err(HwError::Unsupported("PTPv1 RX timestamping")),
     })
 }
@@ -319,25 +326,25 @@ pub fn rx_filter_type(filter: RxFilter) -> Result<Option<u32>, HwError> {
 /// Applies an RX filter without touching the link or the rings (§8.1 enable/disable order):
 /// reconfiguring timestamping never takes the link down (seed 003).
 pub fn apply_rx_filter<M: Mmio>(regs: &Regs<M>, filter: RxFilter) -> Result<(), HwError> {
-    let on =
-        rx_filter_type(filter)?.map(|ty| r::tsyncrxctl::ENABLED | ty | r::tsyncrxctl::RXSYNSIG);
+    let on = rx_filter_type(filter)?
+        .map(|ty| (TsyncRxCtl::ENABLED | TsyncRxCtl::RXSYNSIG).with_rx_type(ty));
     mac::in_buffer_rx_stamps(regs, &MAC, on, true);
     Ok(())
 }
 
 /// Classifies one received buffer: strips the timestamp header, keeps the stamp only when
 /// `filter` asks for this frame, and subtracts the RX latency of the link (§8.4).
-pub fn rx_frame(filter: RxFilter, status: u32, buf: &[u8], rx_latency_ns: u64) -> RxFrame<'_> {
-    in_buffer_rx_frame(filter, status, rxd::STAT_TSIP, buf, rx_latency_ns, sec_ns)
+pub fn rx_frame(filter: RxFilter, status: RxStatus, buf: &[u8], rx_latency_ns: u64) -> RxFrame<'_> {
+    in_buffer_rx_frame(filter, status, buf, rx_latency_ns, sec_ns)
 }
 
 /// Splits a received buffer into (timer-0 stamp in ns, frame) when the write-back says the
 /// device put a timestamp header in front (TSIP, §8.1: dwords 2–3 = timer 0 ns, s).
-pub fn split_rx_stamp(status: u32, buf: &[u8]) -> (Option<u64>, &[u8]) {
-    if status & rxd::STAT_TSIP == 0 || buf.len() < r::TS_HDR_LEN {
+pub fn split_rx_stamp(status: RxStatus, buf: &[u8]) -> (Option<u64>, &[u8]) {
+    if !status.contains(RxStatus::TSIP) || buf.len() < r::TS_HDR_LEN {
         return (None, buf);
     }
-    let (raw, frame) = split_ts_header(status, rxd::STAT_TSIP, buf);
+    let (raw, frame) = split_ts_header(status, buf);
     (raw.map(sec_ns), frame)
 }
 
@@ -359,20 +366,20 @@ impl Family for Igc {
     fn mac_regs(&self) -> MacRegs {
         MAC
     }
-    fn link_from_status(&self, status: u32) -> Link {
+    fn link_from_status(&self, status: Status) -> Link {
         link_from_status(status)
     }
-    fn shared_causes(&self) -> u32 {
+    fn shared_causes(&self) -> IntCause {
         SHARED_CAUSES
     }
     fn read_causes<M: Mmio>(&self, regs: &Regs<M>) -> Causes {
         let c = read_other_causes(regs);
         Causes {
-            time_sync: c.icr & icr::TS != 0,
-            tx_stamp: c.tsicr & r::tsicr::TXTS != 0,
-            link: c.icr & icr::LSC != 0,
-            other: c.icr & OTHER_CAUSES != 0,
-            any: c.icr & (SHARED_CAUSES | icr::TS) != 0,
+            time_sync: c.icr.contains(IntCause::TS),
+            tx_stamp: c.tsicr.contains(TsCause::TXTS),
+            link: c.icr.contains(IntCause::LSC),
+            other: c.icr.intersects(OTHER_CAUSES),
+            any: c.icr.intersects(SHARED_CAUSES | IntCause::TS),
         }
     }
     fn kick<M: Mmio>(&self, _regs: &Regs<M>, _layout: IrqLayout) {
@@ -390,7 +397,7 @@ impl Family for Igc {
     fn ts_regs(&self) -> TsRegs {
         TS_REGS
     }
-    fn tsynctxctl_on(&self) -> u32 {
+    fn tsynctxctl_on(&self) -> TsyncTxCtl {
         TSYNCTXCTL_ON
     }
     fn tx_tstamp_cmd(&self, set: u8) -> u32 {
@@ -425,7 +432,7 @@ impl Family for Igc {
         &self,
         _regs: &Regs<M>,
         filter: RxFilter,
-        status: u32,
+        status: RxStatus,
         buf: &'a [u8],
         rx_latency_ns: u64,
     ) -> RxFrame<'a> {
@@ -438,7 +445,10 @@ impl Family for Igc {
 }
 
 /// ICR causes of the "other" vector (enabled by [`enable_msix`] and [`ptp_reset`]).
-const OTHER_CAUSES: u32 = icr::LSC | icr::TS | icr::DOUTSYNC | icr::DRSTA;
+const OTHER_CAUSES: IntCause = IntCause::LSC
+    .union(IntCause::TS)
+    .union(IntCause::DOUTSYNC)
+    .union(IntCause::DRSTA);
 
 #[cfg(test)]
 mod tests {
@@ -459,27 +469,27 @@ mod tests {
     fn status_decodes_speed() {
         // The part at 2.5 Gb/s: SPEED_1000 and SPEED_2500 together.
         assert_eq!(
-            link_from_status(status::LU | status::SPEED_1000 | status::SPEED_2500),
+            link_from_status(Status::LU | Status::SPEED_1000 | Status::SPEED_2500),
             Link {
                 up: true,
                 speed_mbps: 2500
             }
         );
         assert_eq!(
-            link_from_status(status::LU | status::SPEED_1000).speed_mbps,
+            link_from_status(Status::LU | Status::SPEED_1000).speed_mbps,
             1000
         );
         assert_eq!(
-            link_from_status(status::LU | status::SPEED_100).speed_mbps,
+            link_from_status(Status::LU | Status::SPEED_100).speed_mbps,
             100
         );
         // SPEED_2500 without SPEED_1000 is not a 2.5 Gb/s link to Linux's igc: it reads 10.
         assert_eq!(
-            link_from_status(status::LU | status::SPEED_2500).speed_mbps,
+            link_from_status(Status::LU | Status::SPEED_2500).speed_mbps,
             10
         );
-        assert_eq!(link_from_status(0).speed_mbps, 10);
-        assert!(!link_from_status(status::SPEED_1000).up);
+        assert_eq!(link_from_status(Status::empty()).speed_mbps, 10);
+        assert!(!link_from_status(Status::SPEED_1000).up);
     }
 
     #[test]
@@ -490,11 +500,7 @@ mod tests {
             RxFilter::PtpV2L4Event,
             RxFilter::PtpV2L2Event,
         ] {
-            assert_eq!(
-                rx_filter_type(f).unwrap(),
-                Some(r::tsyncrxctl::TYPE_ALL),
-                "{f:?}"
-            );
+            assert_eq!(rx_filter_type(f).unwrap(), Some(RxTsType::All), "{f:?}");
         }
         assert_eq!(rx_filter_type(RxFilter::None).unwrap(), None);
         assert!(rx_filter_type(RxFilter::PtpV1L4Event).is_err());

@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use intel_regs::e1000::{
-    self as r, ctrl, ctrl_ext, eecd, gpie, icr, rctl, srrctl, status, tctl, xdctl,
+    self as r, Ctrl, Eecd, IntCause, Reg, Status, TsyncRxCtl, ctrl_ext, gpie, rctl, reg, srrctl,
+    tctl, xdctl,
 };
 use ptp_pci::Mmio;
 
@@ -25,9 +26,9 @@ const POLL_STEP: Duration = Duration::from_micros(100);
 /// else this module touches sits at the same offset on both (§1, §6, §10.1; a test checks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MacRegs {
-    pub icr: u32,
-    pub ims: u32,
-    pub imc: u32,
+    pub icr: Reg<IntCause>,
+    pub ims: Reg<IntCause>,
+    pub imc: Reg<IntCause>,
     /// RDBAL of queue 0; the queue's other RX registers follow at fixed offsets.
     pub rxq: u32,
     /// TDBAL of queue 0; likewise.
@@ -82,7 +83,9 @@ const IVAR_VALID: u32 = r::IVAR_VALID;
 pub const SRRCTL_BASE: u32 =
     (2048 >> 10) | (256 << srrctl::BSIZEHDR_SHIFT) | srrctl::DESCTYPE_ADV_ONEBUF;
 /// The "other" causes every family enables: link, DMA out of sync, reset asserted.
-pub const OTHER_IMS: u32 = icr::LSC | icr::DOUTSYNC | icr::DRSTA;
+pub const OTHER_IMS: IntCause = IntCause::LSC
+    .union(IntCause::DOUTSYNC)
+    .union(IntCause::DRSTA);
 
 /// Resets the port and waits for the NVM auto-read, as Linux's reset_hw (§10.2 step 1): DMA
 /// stopped first so no descriptor write lands in freed memory.
@@ -99,25 +102,25 @@ pub fn reset_with<M: Mmio>(
     m: &MacRegs,
     auto_rd_required: bool,
 ) -> Result<(), HwError> {
-    regs.modify(r::CTRL, ctrl::GIO_MASTER_DISABLE, 0);
-    regs.poll(
+    regs.update(reg::CTRL, Ctrl::GIO_MASTER_DISABLE, Ctrl::empty());
+    regs.wait_for(
         "GIO master disable",
-        r::STATUS,
-        status::GIO_MASTER_ENABLE,
-        0,
+        reg::STATUS,
+        Status::GIO_MASTER_ENABLE,
+        Status::empty(),
         GIO_TIMEOUT,
         POLL_STEP,
     )?;
-    regs.write(m.imc, u32::MAX);
+    regs.set(m.imc, IntCause::all());
     regs.write(r::RCTL, 0);
     regs.write(r::TCTL, tctl::PSP);
-    let _ = regs.read(r::STATUS); // flush posted writes
-    regs.modify(r::CTRL, ctrl::RST, 0);
-    let auto_rd = regs.poll(
+    let _ = regs.get(reg::STATUS); // flush posted writes
+    regs.update(reg::CTRL, Ctrl::RST, Ctrl::empty());
+    let auto_rd = regs.wait_for(
         "EECD.AUTO_RD after reset",
-        r::EECD,
-        eecd::AUTO_RD,
-        eecd::AUTO_RD,
+        reg::EECD,
+        Eecd::AUTO_RD,
+        Eecd::AUTO_RD,
         AUTO_RD_TIMEOUT,
         POLL_STEP,
     );
@@ -127,37 +130,37 @@ pub fn reset_with<M: Mmio>(
         }
         r => r.map(drop)?,
     }
-    regs.write(m.imc, u32::MAX);
-    let _ = regs.read(m.icr);
+    regs.set(m.imc, IntCause::all());
+    let _ = regs.get(m.icr);
     Ok(())
 }
 
 /// Stops DMA and interrupts without a port reset (a warm attach: the timer and the link stay
 /// as they are). The queues are disabled again when the rings are programmed.
 pub fn quiesce<M: Mmio>(regs: &Regs<M>, m: &MacRegs) {
-    regs.write(m.imc, u32::MAX);
+    regs.set(m.imc, IntCause::all());
     regs.write(r::RCTL, 0);
     regs.write(r::TCTL, tctl::PSP);
     regs.write(m.txdctl(), 0);
     regs.write(m.rxdctl(), 0);
-    let _ = regs.read(r::STATUS); // flush posted writes
-    let _ = regs.read(m.icr);
+    let _ = regs.get(reg::STATUS); // flush posted writes
+    let _ = regs.get(m.icr);
 }
 
 /// Takes ownership from firmware and asks for link (§10.2 step 2); STATUS after waiting at
 /// most `wait` for link up (a missing cable is not an error: the link event comes later).
-pub fn link_up<M: Mmio>(regs: &Regs<M>, wait: Duration) -> u32 {
+pub fn link_up<M: Mmio>(regs: &Regs<M>, wait: Duration) -> Status {
     regs.modify(r::CTRL_EXT, ctrl_ext::DRV_LOAD, 0);
-    regs.modify(r::CTRL, ctrl::SLU, ctrl::FRCSPD | ctrl::FRCDPX);
-    regs.poll(
+    regs.update(reg::CTRL, Ctrl::SLU, Ctrl::FRCSPD | Ctrl::FRCDPX);
+    regs.wait_for(
         "link up",
-        r::STATUS,
-        status::LU,
-        status::LU,
+        reg::STATUS,
+        Status::LU,
+        Status::LU,
         wait,
         POLL_STEP * 10,
     )
-    .unwrap_or_else(|_| regs.read(r::STATUS))
+    .unwrap_or_else(|_| regs.get(reg::STATUS))
 }
 
 /// The MAC address the NVM preloaded into RAL0/RAH0.
@@ -170,7 +173,7 @@ pub fn read_mac<M: Mmio>(regs: &Regs<M>) -> [u8; 6] {
 /// Programs TX queue 0 over `ring` and enables the transmitter (§10.2 step 3).
 pub fn setup_tx<M: Mmio>(regs: &Regs<M>, m: &MacRegs, ring: &TxRing) {
     regs.write(m.txdctl(), 0);
-    let _ = regs.read(r::STATUS);
+    let _ = regs.get(reg::STATUS);
     regs.write(m.tdlen(), ring.byte_len());
     regs.write(m.tdbal(), ring.bus_addr() as u32);
     regs.write(m.tdbah(), (ring.bus_addr() >> 32) as u32);
@@ -214,7 +217,7 @@ pub fn route_other_msix<M: Mmio>(regs: &Regs<M>, m: &MacRegs, other: u16) {
     regs.modify(r::EIAC, mask, 0);
     regs.modify(r::EIAM, mask, 0);
     regs.write(r::EIMS, mask);
-    regs.write(m.ims, OTHER_IMS);
+    regs.set(m.ims, OTHER_IMS);
 }
 
 /// Queue 0's RX cause (IVAR0 entry 0) on vector `v`, auto-cleared and auto-masked. Its TX
@@ -231,9 +234,9 @@ pub fn route_queue_msix<M: Mmio>(regs: &Regs<M>, v: u16) {
 }
 
 /// No MSI-X: every cause in ICR (read-to-clear), `causes` enabled in IMS.
-pub fn route_shared<M: Mmio>(regs: &Regs<M>, m: &MacRegs, causes: u32) {
+pub fn route_shared<M: Mmio>(regs: &Regs<M>, m: &MacRegs, causes: IntCause) {
     regs.write(r::GPIE, gpie::NSICR);
-    regs.write(m.ims, causes);
+    regs.set(m.ims, causes);
 }
 
 /// The in-buffer RX timestamp mode (§8.1, §8.2): `tsyncrxctl` (ENABLED | TYPE_ALL | the
@@ -242,13 +245,13 @@ pub fn route_shared<M: Mmio>(regs: &Regs<M>, m: &MacRegs, causes: u32) {
 pub fn in_buffer_rx_stamps<M: Mmio>(
     regs: &Regs<M>,
     m: &MacRegs,
-    tsyncrxctl: Option<u32>,
+    tsyncrxctl: Option<TsyncRxCtl>,
     rxpbs: bool,
 ) {
     use intel_regs::e1000::rxpbs::CFG_TS_EN;
     match tsyncrxctl {
         None => {
-            regs.write(r::TSYNCRXCTL, 0);
+            regs.set(reg::TSYNCRXCTL, TsyncRxCtl::empty());
             regs.write(m.srrctl(), SRRCTL_BASE);
             if rxpbs {
                 regs.modify(r::RXPBS, 0, CFG_TS_EN);
@@ -259,7 +262,7 @@ pub fn in_buffer_rx_stamps<M: Mmio>(
                 regs.modify(r::RXPBS, CFG_TS_EN, 0);
             }
             regs.write(m.srrctl(), SRRCTL_BASE | srrctl::TIMESTAMP);
-            regs.write(r::TSYNCRXCTL, v);
+            regs.set(reg::TSYNCRXCTL, v);
         }
     }
 }
@@ -272,16 +275,16 @@ mod tests {
     #[test]
     fn queue_registers_follow_each_familys_base() {
         let igc = MacRegs {
-            icr: c::ICR,
-            ims: c::IMS,
-            imc: c::IMC,
+            icr: c::reg::ICR,
+            ims: c::reg::IMS,
+            imc: c::reg::IMC,
             rxq: c::rdbal(0),
             txq: c::tdbal(0),
         };
         let igb = MacRegs {
-            icr: b::ICR,
-            ims: b::IMS,
-            imc: b::IMC,
+            icr: b::reg::ICR,
+            ims: b::reg::IMS,
+            imc: b::reg::IMC,
             rxq: b::rdbal(0),
             txq: b::tdbal(0),
         };
@@ -330,23 +333,13 @@ mod tests {
 
     /// This module takes its bits and offsets from `e1000` and writes them on both families; a
     /// family module that shadows one with its own value (igc and igb re-export `e1000` and may
-    /// add to it) would make the family's name and this module's write disagree.
+    /// add to it) would make the family's name and this module's write disagree. (The typed
+    /// registers' bits are one type per register, `intel_regs::fields`, so they cannot be
+    /// shadowed and are not listed.)
     #[test]
     fn igc_and_igb_keep_every_shared_value_this_module_programs() {
         let items = shared![
-            ctrl::GIO_MASTER_DISABLE,
-            ctrl::SLU,
-            ctrl::FRCSPD,
-            ctrl::FRCDPX,
-            ctrl::RST,
-            status::LU,
-            status::GIO_MASTER_ENABLE,
-            eecd::AUTO_RD,
             ctrl_ext::DRV_LOAD,
-            icr::LSC,
-            icr::DOUTSYNC,
-            icr::DRSTA,
-            icr::TS,
             gpie::NSICR,
             gpie::MSIX_MODE,
             gpie::EIAME,

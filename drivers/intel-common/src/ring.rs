@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{Ordering, fence};
 
-use intel_regs::e1000::{rxd, txd};
+use intel_regs::e1000::{RxStatus, TxStatus, txd};
 use ptp_pci::{DmaRegion, PciFunction};
 
 use crate::HwError;
@@ -105,8 +105,8 @@ impl TxRing {
         let mut n = 0;
         while self.clean != self.tail {
             let d = self.clean * DESC_LEN;
-            let status = self.desc.read32(d + 12);
-            if status & txd::STA_DD == 0 {
+            let status = TxStatus::from_bits_retain(self.desc.read32(d + 12));
+            if !status.contains(TxStatus::DD) {
                 break;
             }
             fence(Ordering::Acquire);
@@ -122,7 +122,7 @@ impl TxRing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RxMeta {
     /// Write-back status_error (DD, EOP, TSIP, ...).
-    pub status: u32,
+    pub status: RxStatus,
     /// Length written by the device (includes the timestamp header when TSIP).
     pub len: usize,
 }
@@ -183,8 +183,8 @@ impl RxRing {
         let mut buf = [0u8; BUF_LEN];
         while done < budget {
             let d = self.next * DESC_LEN;
-            let status = self.desc.read32(d + 8);
-            if status & rxd::STAT_DD == 0 {
+            let status = RxStatus::from_bits_retain(self.desc.read32(d + 8));
+            if !status.contains(RxStatus::DD) {
                 break;
             }
             // Read the length and the buffer only after seeing DD.

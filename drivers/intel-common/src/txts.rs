@@ -10,6 +10,7 @@
 //!
 //! The family supplies the registers through [`TsRegs`]; igc has four sets, igb one.
 
+use intel_regs::e1000::{Reg, TsyncTxCtl};
 use ptp_ipc::LostReason;
 use ptp_pci::Mmio;
 
@@ -19,7 +20,7 @@ use crate::Regs;
 #[derive(Debug, Clone, Copy)]
 pub struct TsRegs {
     /// TSYNCTXCTL: valid bits (TXTT_n = bit n) and ENABLED.
-    pub ctl: u32,
+    pub ctl: Reg<TsyncTxCtl>,
     /// TXSTMPL_n / TXSTMPH_n.
     pub low: &'static [u32],
     pub high: &'static [u32],
@@ -171,7 +172,7 @@ impl TxTimestamps {
     /// Whether TSYNCTXCTL shows a stamp in any set: one register read, for a thread polling
     /// between interrupts (the stamps themselves are taken by [`Self::retrieve`]).
     pub fn ready<M: Mmio>(&self, regs: &Regs<M>) -> bool {
-        regs.read(self.regs.ctl) & 0xF != 0
+        regs.get(self.regs.ctl).intersects(TsyncTxCtl::TXTT_ANY)
     }
 
     /// Requests waiting for a stamp.
@@ -187,9 +188,9 @@ impl TxTimestamps {
 
     /// Turns TX timestamping on: TSYNCTXCTL = ENABLED (| igc's TXSYNSIG), then reads every set
     /// to discard stale stamps and release the sets (reference §7.4 "Enable").
-    pub fn enable<M: Mmio>(&self, regs: &Regs<M>, ctl_value: u32) {
+    pub fn enable<M: Mmio>(&self, regs: &Regs<M>, ctl_value: TsyncTxCtl) {
         let mut g = self.state.lock();
-        regs.write(self.regs.ctl, ctl_value);
+        regs.set(self.regs.ctl, ctl_value);
         for (i, (&l, &h)) in self.regs.low.iter().zip(self.regs.high).enumerate() {
             g.0.slots[i].last_low = regs.read(l);
             let _ = regs.read(h);
@@ -200,7 +201,7 @@ impl TxTimestamps {
     /// Turns TX timestamping off and frees every pending request, which is reported lost.
     pub fn disable<M: Mmio>(&self, regs: &Regs<M>) -> Vec<Lost> {
         let mut g = self.state.lock();
-        regs.write(self.regs.ctl, 0);
+        regs.set(self.regs.ctl, TsyncTxCtl::empty());
         g.0.enabled = false;
         g.0.slots
             .iter_mut()
@@ -252,12 +253,13 @@ impl TxTimestamps {
         let mut out = Retrieval::default();
         let mut g = self.state.lock();
         let st = &mut g.0;
-        let valid = regs.read(self.regs.ctl) & 0xF;
+        let valid = regs.get(self.regs.ctl) & TsyncTxCtl::TXTT_ANY;
+        let has = |i: usize| valid.contains(TsyncTxCtl::txtt(i as u32));
         let n = self.regs.low.len();
 
         // Sets 1.. whose valid bit is set.
         for i in 1..n {
-            if valid & (1 << i) != 0 {
+            if has(i) {
                 let l = regs.read(self.regs.low[i]);
                 let h = regs.read(self.regs.high[i]);
                 self.take(st, i, l, h, &mut out);
@@ -266,7 +268,7 @@ impl TxTimestamps {
 
         // Set 0 and the interrupt-clear workaround.
         let pending0 = st.slots[0].cookie.is_some();
-        if valid & 1 != 0 {
+        if has(0) {
             let l = regs.read(self.regs.low[0]);
             let h = regs.read(self.regs.high[0]);
             self.take(st, 0, l, h, &mut out);
@@ -300,10 +302,10 @@ impl TxTimestamps {
         // If reading TXSTMPH_0 cleared every valid bit, a stamp that landed in a pending set
         // after the TSYNCTXCTL read has lost its bit. Its TXSTMPL differs from the last one read
         // from that set. (Linux's handler has this window; this closes it.)
-        let h0_read = valid & 1 != 0 || self.regs.txstmph0_quirk;
+        let h0_read = has(0) || self.regs.txstmph0_quirk;
         if h0_read && self.regs.h0_clears_all {
             for i in 1..n {
-                if valid & (1 << i) == 0 && st.slots[i].cookie.is_some() {
+                if !has(i) && st.slots[i].cookie.is_some() {
                     let l = regs.read(self.regs.low[i]);
                     if l != st.slots[i].last_low {
                         let h = regs.read(self.regs.high[i]);

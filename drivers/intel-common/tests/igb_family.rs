@@ -420,7 +420,8 @@ fn per_message_filters_stamp_only_their_message() {
                 let (ctl, cfg) = rig
                     .func
                     .with_device(|d| (d.peek(r::TSYNCRXCTL), d.peek(r::TSYNCRXCFG)));
-                assert_eq!(ctl & r::tsyncrxctl::TYPE_MASK, r::tsyncrxctl::TYPE_L2_V2);
+                let ctl = r::TsyncRxCtl::from_bits_retain(ctl);
+                assert_eq!(ctl.rx_type(), Some(r::RxTsType::L2V2));
                 assert_eq!(cfg, u32::from(want) << 8);
                 assert_eq!(
                     rig.func.with_device(|d| d.stats().rx_stamped),

@@ -96,7 +96,7 @@ fn sync_frame(seq: u16) -> Vec<u8> {
     f
 }
 
-fn rx_stamp(status: u32, rxsatrh_seq: u16, frame_seq: u16) -> Option<u64> {
+fn rx_stamp(status: r::RxStatus, rxsatrh_seq: u16, frame_seq: u16) -> Option<u64> {
     let s = Script::default();
     s.set(r::RXSATRH, u32::from(rxsatrh_seq) << 16);
     s.set(r::RXSTMPH, 0x10);
@@ -110,11 +110,14 @@ fn rx_stamp(status: u32, rxsatrh_seq: u16, frame_seq: u16) -> Option<u64> {
 
 #[test]
 fn rx_stamp_follows_the_descriptor_ts_bit() {
-    let ts = r::rxd::STAT_TS;
+    let ts = r::RxStatus::TS;
     assert!(rx_stamp(ts, 0x1234, 0x1234).is_some(), "sequenceId agrees");
     // QEMU: RXSATRH b31:16 read 0 for every Sync, whatever its sequenceId.
     assert!(rx_stamp(ts, 0, 0x1234).is_some(), "RXSATRH disagrees");
-    assert!(rx_stamp(0, 0x1234, 0x1234).is_none(), "no TS: not stamped");
+    assert!(
+        rx_stamp(r::RxStatus::empty(), 0x1234, 0x1234).is_none(),
+        "no TS: not stamped"
+    );
 }
 
 /// SYSTIM that advances 1 ms (in 82576 counts, ns << 19) at every SYSTIML read, as a clock
@@ -155,7 +158,7 @@ fn e82576_adjtime_is_exact() {
         match fam.rx_frame(
             &Regs::new(&s),
             RxFilter::PtpV2L2Event,
-            r::rxd::STAT_TS,
+            r::RxStatus::TS,
             &buf,
             0,
         ) {

@@ -118,7 +118,10 @@ impl Rig {
             return None;
         }
         let causes = igc::read_other_causes(&self.regs);
-        let got = (causes.tsicr & r::tsicr::TXTS != 0).then(|| self.ts.retrieve(&self.regs));
+        let got = causes
+            .tsicr
+            .contains(r::TsCause::TXTS)
+            .then(|| self.ts.retrieve(&self.regs));
         igc::rearm_other(&self.regs);
         got
     }
@@ -236,7 +239,7 @@ fn disable_frees_everything_pending_and_reports_it() {
     assert!(lost.iter().all(|l| l.reason == LostReason::Disabled));
     assert_eq!(rig.ts.pending(), 0);
     assert_eq!(
-        rig.func.with_device(|d| d.peek(r::TSYNCTXCTL)) & r::tsynctxctl::ENABLED,
+        rig.func.with_device(|d| d.peek(r::TSYNCTXCTL)) & r::TsyncTxCtl::ENABLED.bits(),
         0
     );
 }
@@ -429,10 +432,10 @@ fn interrupt_clear_quirk_a_set_0_stamp_landing_mid_handler_is_recovered() {
     // Nothing went out yet: the TX engine waits for the armed read. Raise the TXTS cause by
     // hand so the handler runs (the real interrupt would come from an earlier stamp).
     rig.func
-        .with_device_host(|d, host| d.raise_tsicr(r::tsicr::TXTS, host));
+        .with_device_host(|d, host| d.raise_tsicr(r::TsCause::TXTS, host));
     assert_eq!(rig.other.wait(Duration::ZERO), IrqWait::Fired);
     let causes = igc::read_other_causes(&rig.regs);
-    assert_ne!(causes.tsicr & r::tsicr::TXTS, 0);
+    assert!(causes.tsicr.contains(r::TsCause::TXTS));
     // The handler's TSYNCTXCTL read returns 0; right after it both frames depart and latch.
     let got = rig.ts.retrieve(&rig.regs);
     igc::rearm_other(&rig.regs);
@@ -456,7 +459,7 @@ fn a_stamp_whose_valid_bit_was_cleared_by_txstmph0_is_recovered() {
         .with_device(|d| assert!(d.hold_tx_until_read(r::TSYNCTXCTL, 1)));
     rig.run_model();
     rig.func
-        .with_device_host(|d, host| d.raise_tsicr(r::tsicr::TXTS, host));
+        .with_device_host(|d, host| d.raise_tsicr(r::TsCause::TXTS, host));
     assert_eq!(rig.other.wait(Duration::ZERO), IrqWait::Fired);
     let _ = igc::read_other_causes(&rig.regs);
     let got = rig.ts.retrieve(&rig.regs);

@@ -29,7 +29,7 @@ fn configure(regs: &Regs<EmuBar<I225>>, ppb: f64) {
     igc::reset(regs).unwrap();
     assert!(igc::link_up(regs, Duration::from_millis(10)).up);
     igc::ptp_reset(regs, 1_700_000_000_000_000_000);
-    regs.write(r::TSYNCTXCTL, Igc.tsynctxctl_on());
+    regs.set(r::reg::TSYNCTXCTL, Igc.tsynctxctl_on());
     Igc.set_freq(regs, ppb_to_scaled_ppm(ppb));
 }
 
@@ -61,7 +61,7 @@ fn a_configured_running_phc_is_kept_with_its_frequency() {
         assert_eq!(d.peek(r::TIMINCA), inca);
         assert!(d.link_up());
         assert_eq!(d.peek(r::RCTL), 0);
-        assert_eq!(d.peek(r::TSIM), r::tsicr::TXTS);
+        assert_eq!(d.peek(r::TSIM), r::TsCause::TXTS.bits());
     });
 }
 
@@ -69,7 +69,7 @@ fn a_configured_running_phc_is_kept_with_its_frequency() {
 fn a_stopped_timer_is_not_kept() {
     let (_f, regs) = model();
     configure(&regs, 0.0);
-    regs.write(r::TSAUXC, r::tsauxc::DISABLE0);
+    regs.set(r::reg::TSAUXC, r::Tsauxc::DISABLE0);
     let e = igc::warm_phc(&regs).unwrap_err();
     assert!(e.contains("timer 0 stopped"), "{e}");
 }

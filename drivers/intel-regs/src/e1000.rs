@@ -3,13 +3,20 @@
 //! re-export everything here, so `intel_regs::igc::CTRL` and `intel_regs::igb::CTRL` are one
 //! constant; a family module adds its own bits to a shared group by re-exporting it inside its
 //! own module of the same name. Code written once for both families (intel-common's MAC and
-//! rings, ptp-emu's shared NIC engines) imports from here, so a family-only bit does not compile
-//! there.
+//! rings, ptp-emu's shared NIC engines) imports from here, so a family-only raw bit does not
+//! compile there.
 //!
 //! Only what both Linux drivers define with the same value belongs here (`igc_regs.h` /
 //! `igc_defines.h` as `IGC_*` and `e1000_regs.h` / `e1000_defines.h` as `E1000_*`). Each group
 //! names its section of `shared/reference/intel-timesync.md`. What differs (the ICR block, queue
 //! offsets, EERD, the TX stamp sets, TIMADJ's name) stays in the family modules.
+//!
+//! Registers whose bits carry meaning have a type in [`crate::fields`] (re-exported here) and a
+//! typed offset in [`reg`]; one type holds both families' bits of its register (the family-only
+//! ones say so), so code written for both families can name a family-only bit of a typed
+//! register: its doc, not the compiler, says where it exists.
+
+pub use crate::fields::*;
 
 // --- General (§10.1 for igc; e1000_regs.h E1000_CTRL..E1000_MTA for igb) ---
 pub const CTRL: u32 = 0x0000;
@@ -51,33 +58,6 @@ pub mod mdic {
     pub const ERROR: u32 = 1 << 30;
 }
 
-/// CTRL (§10.1; E1000_CTRL_* = IGC_CTRL_*).
-pub mod ctrl {
-    pub const GIO_MASTER_DISABLE: u32 = 1 << 2;
-    pub const SLU: u32 = 1 << 6;
-    pub const FRCSPD: u32 = 1 << 11;
-    pub const FRCDPX: u32 = 1 << 12;
-    /// igb: global reset (E1000_CTRL_RST); igc: port reset since "igc: Change Device Reset to
-    /// Port Reset" (IGC_CTRL_RST). Same bit, and the MAC code's reset sequence is the same.
-    pub const RST: u32 = 1 << 26;
-    pub const PHY_RST: u32 = 1 << 31;
-}
-
-/// STATUS (§10.1; E1000_STATUS_* = IGC_STATUS_*).
-pub mod status {
-    pub const FD: u32 = 1 << 0;
-    pub const LU: u32 = 1 << 1;
-    pub const SPEED_100: u32 = 1 << 6;
-    pub const SPEED_1000: u32 = 1 << 7;
-    pub const GIO_MASTER_ENABLE: u32 = 1 << 19;
-}
-
-/// EECD (§10.1; E1000_EECD_AUTO_RD = IGC_EECD_AUTO_RD).
-pub mod eecd {
-    /// NVM auto-read done; polled after reset.
-    pub const AUTO_RD: u32 = 1 << 9;
-}
-
 /// CTRL_EXT (§10.1; E1000_CTRL_EXT_DRV_LOAD = IGC_CTRL_EXT_DRV_LOAD).
 pub mod ctrl_ext {
     /// Tells firmware a driver owns the port.
@@ -96,21 +76,6 @@ pub const IVAR0: u32 = 0x1700;
 pub const IVAR_MISC: u32 = 0x1740;
 /// IVAR entries: vector | VALID (§6; E1000_IVAR_VALID = IGC_IVAR_VALID).
 pub const IVAR_VALID: u32 = 0x80;
-
-/// ICR/ICS/IMS/IMC bits, wherever the family puts that block (§6: TS b19 "igb's ICR at 0xC0 uses
-/// the same bit"; the others E1000_ICR_* = IGC_ICR_*).
-pub mod icr {
-    pub const TXDW: u32 = 1 << 0;
-    pub const LSC: u32 = 1 << 2;
-    /// RX descriptor minimum threshold; igb raises it through ICS to run its handler.
-    pub const RXDMT0: u32 = 1 << 4;
-    pub const RXT0: u32 = 1 << 7;
-    /// Time sync: a TSICR cause is pending.
-    pub const TS: u32 = 1 << 19;
-    pub const DOUTSYNC: u32 = 1 << 28;
-    pub const DRSTA: u32 = 1 << 30;
-    pub const INT_ASSERTED: u32 = 1 << 31;
-}
 
 /// GPIE (§6; E1000_GPIE_* = IGC_GPIE_*).
 pub mod gpie {
@@ -174,20 +139,19 @@ pub const TSYNCRXCFG: u32 = 0x5F50;
 /// Time-sync SDP routing (§2.3).
 pub const TSSDP: u32 = 0x003C;
 
-/// TSYNCTXCTL (§2.1).
-pub mod tsynctxctl {
-    pub const ENABLED: u32 = 1 << 4;
-}
+/// Typed offsets of the shared registers whose bits carry meaning (see [`crate::fields`]). The
+/// family modules add the ICR block, which sits at a different offset on each.
+pub mod reg {
+    use crate::fields::{Ctrl, Eecd, Reg, Status, TsCause, Tsauxc, TsyncRxCtl, TsyncTxCtl};
 
-/// TSYNCRXCTL (§2.2): TYPE b3:1, values already shifted.
-pub mod tsyncrxctl {
-    pub const TYPE_MASK: u32 = 0x0E;
-    pub const TYPE_L2_V2: u32 = 0x00;
-    pub const TYPE_L4_V1: u32 = 0x02;
-    pub const TYPE_L2_L4_V2: u32 = 0x04;
-    pub const TYPE_ALL: u32 = 0x08;
-    pub const TYPE_EVENT_V2: u32 = 0x0A;
-    pub const ENABLED: u32 = 1 << 4;
+    pub const CTRL: Reg<Ctrl> = Reg::at(super::CTRL);
+    pub const STATUS: Reg<Status> = Reg::at(super::STATUS);
+    pub const EECD: Reg<Eecd> = Reg::at(super::EECD);
+    pub const TSYNCTXCTL: Reg<TsyncTxCtl> = Reg::at(super::TSYNCTXCTL);
+    pub const TSYNCRXCTL: Reg<TsyncRxCtl> = Reg::at(super::TSYNCRXCTL);
+    pub const TSAUXC: Reg<Tsauxc> = Reg::at(super::TSAUXC);
+    pub const TSICR: Reg<TsCause> = Reg::at(super::TSICR);
+    pub const TSIM: Reg<TsCause> = Reg::at(super::TSIM);
 }
 
 /// TIMINCA (§1, §4): igc and i210/i350/82580; the 82576 layout is in `igb::timinca`.
@@ -195,12 +159,6 @@ pub mod timinca {
     /// 1 = slow down.
     pub const ISGN: u32 = 1 << 31;
     pub const INCVALUE_MASK: u32 = 0x7FFF_FFFF;
-}
-
-/// TSICR/TSIM causes (§2.4).
-pub mod tsicr {
-    pub const SYS_WRAP: u32 = 1 << 0;
-    pub const TXTS: u32 = 1 << 1;
 }
 
 // --- Advanced descriptors (§9: "igb has MAC_TSTAMP, DD, TSIP at the same bits"; the other
@@ -218,14 +176,4 @@ pub mod txd {
     pub const RS: u32 = 1 << 27;
     pub const DEXT: u32 = 1 << 29;
     pub const PAYLEN_SHIFT: u32 = 14;
-    /// Write-back status: descriptor done.
-    pub const STA_DD: u32 = 1 << 0;
-}
-
-/// Advanced RX write-back `status_error`.
-pub mod rxd {
-    pub const STAT_DD: u32 = 1 << 0;
-    pub const STAT_EOP: u32 = 1 << 1;
-    /// The buffer starts with the 16-byte timestamp header (§8.1).
-    pub const STAT_TSIP: u32 = 1 << 15;
 }

@@ -16,6 +16,17 @@ pub const ICS: u32 = 0x00C8;
 pub const IMS: u32 = 0x00D0;
 pub const IMC: u32 = 0x00D8;
 
+/// Typed offsets: the shared ones and this family's ICR block (see [`crate::fields`]).
+pub mod reg {
+    pub use crate::e1000::reg::*;
+    use crate::fields::{IntCause, Reg};
+
+    pub const ICR: Reg<IntCause> = Reg::at(super::ICR);
+    pub const ICS: Reg<IntCause> = Reg::at(super::ICS);
+    pub const IMS: Reg<IntCause> = Reg::at(super::IMS);
+    pub const IMC: Reg<IntCause> = Reg::at(super::IMC);
+}
+
 // --- Queues: queue n < 4 sits at the e1000 offsets (e1000_regs.h E1000_RDBAL(_n) etc.) ---
 const fn rxq(n: u32, reg: u32) -> u32 {
     0x2800 + 0x100 * n + reg
@@ -86,24 +97,6 @@ pub const fn etqf(n: u32) -> u32 {
 pub const TXSTMPL_SETS: [u32; 1] = [TXSTMPL];
 pub const TXSTMPH_SETS: [u32; 1] = [TXSTMPH];
 
-pub mod tsynctxctl {
-    pub use crate::e1000::tsynctxctl::*;
-    /// The TX stamp pair holds a stamp (§2.1 igb name VALID; igc's TXTT_0).
-    pub const VALID: u32 = 1 << 0;
-}
-
-pub mod tsyncrxctl {
-    pub use crate::e1000::tsyncrxctl::*;
-    /// 82576 register mode: RXSTMPL/H hold a stamp (§2.2).
-    pub const VALID: u32 = 1 << 0;
-}
-
-pub mod tsicr {
-    pub use crate::e1000::tsicr::*;
-    /// igb only (§2.4).
-    pub const RXTS: u32 = 1 << 2;
-}
-
 /// ETQF fields (§1).
 pub mod etqf {
     pub const ETYPE_MASK: u32 = 0xFFFF;
@@ -137,14 +130,8 @@ pub const NBITS_82580: u32 = 40;
 pub const MAX_ADJ_PPB_I210: u32 = 62_499_999;
 pub const MAX_ADJ_PPB_82576: u32 = 999_999_881;
 
-/// Advanced RX write-back status bits igb adds (§9).
-pub mod rxd {
-    pub use crate::e1000::rxd::*;
-    /// 82576: this frame's stamp is in RXSTMPL/H (register mode, §8.3).
-    pub const STAT_TS: u32 = 1 << 16;
-    /// Length of that header (IGB_TS_HDR_LEN).
-    pub const TS_HDR_LEN: usize = 16;
-}
+/// Length of the RX timestamp header in the packet buffer (IGB_TS_HDR_LEN).
+pub const TS_HDR_LEN: usize = 16;
 
 /// TX/RX latency compensation of the i210 in ns, (TX, RX) at a link speed (§8.4). Linux
 /// compensates on the i210 only; the other igb parts get (0, 0).

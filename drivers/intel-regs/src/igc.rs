@@ -16,27 +16,6 @@ pub const EERD: u32 = 0x12014;
 /// Management control (Linux igc_regs.h).
 pub const MANC: u32 = 0x5820;
 
-pub mod ctrl {
-    pub use crate::e1000::ctrl::*;
-    /// Device reset, used 2019-2021 before the port reset (§10.1).
-    pub const DEV_RST: u32 = 1 << 29;
-}
-
-pub mod status {
-    pub use crate::e1000::status::*;
-    /// Set together with SPEED_1000 at 2.5 Gb/s (§10.1).
-    pub const SPEED_2500: u32 = 1 << 22;
-}
-
-pub mod eecd {
-    pub use crate::e1000::eecd::*;
-    /// NVM present (Linux igc_defines.h IGC_EECD_PRES).
-    pub const PRES: u32 = 1 << 8;
-    /// A flash part is attached (Linux igc_defines.h IGC_EECD_FLASH_DETECTED_I225); without it
-    /// igc uses the iNVM and does not validate a checksum (igc_i225.c igc_init_nvm_params_i225).
-    pub const FLASH_DETECTED: u32 = 1 << 19;
-}
-
 /// EERD fields (Linux igc_defines.h IGC_NVM_RW_*).
 pub mod eerd {
     pub const START: u32 = 1 << 0;
@@ -69,15 +48,19 @@ pub const IMS: u32 = 0x1508;
 pub const IMC: u32 = 0x150C;
 pub const IAM: u32 = 0x1510;
 
-pub const fn eitr(n: u32) -> u32 {
-    0x1680 + 4 * n
+/// Typed offsets: the shared ones and this family's ICR block (see [`crate::fields`]).
+pub mod reg {
+    pub use crate::e1000::reg::*;
+    use crate::fields::{IntCause, Reg};
+
+    pub const ICR: Reg<IntCause> = Reg::at(super::ICR);
+    pub const ICS: Reg<IntCause> = Reg::at(super::ICS);
+    pub const IMS: Reg<IntCause> = Reg::at(super::IMS);
+    pub const IMC: Reg<IntCause> = Reg::at(super::IMC);
 }
 
-pub mod icr {
-    pub use crate::e1000::icr::*;
-    pub const TXQE: u32 = 1 << 1;
-    pub const RXSEQ: u32 = 1 << 3;
-    pub const RXO: u32 = 1 << 6;
+pub const fn eitr(n: u32) -> u32 {
+    0x1680 + 4 * n
 }
 
 // --- Queues (§10.1) ---
@@ -152,46 +135,8 @@ pub const AUXSTMPH1: u32 = 0xB668;
 pub const TXSTMPL: [u32; 4] = [0xB618, 0xB698, 0xB6B8, 0xB6D8];
 pub const TXSTMPH: [u32; 4] = [0xB61C, 0xB69C, 0xB6BC, 0xB6DC];
 
-pub mod tsynctxctl {
-    pub use crate::e1000::tsynctxctl::*;
-    /// TXTT_n: set n holds a timestamp (TXTT_0 is igb's VALID).
-    pub const fn txtt(n: u32) -> u32 {
-        1 << n
-    }
-    pub const TXTT_ANY: u32 = 0xF;
-    /// Sample at the PHY's start of packet; igc always sets it with ENABLED.
-    pub const TXSYNSIG: u32 = 1 << 5;
-}
-
-pub mod tsyncrxctl {
-    pub use crate::e1000::tsyncrxctl::*;
-    pub const RXSYNSIG: u32 = 1 << 10;
-}
-
 pub mod timadj {
     pub const ADJUST_METH: u32 = 1 << 30;
-}
-
-pub mod tsauxc {
-    pub const EN_TT0: u32 = 1 << 0;
-    pub const EN_TT1: u32 = 1 << 1;
-    pub const EN_CLK0: u32 = 1 << 2;
-    pub const EN_TS0: u32 = 1 << 8;
-    pub const EN_TS1: u32 = 1 << 10;
-    pub const DISABLE1: u32 = 1 << 27;
-    pub const DISABLE2: u32 = 1 << 28;
-    pub const DISABLE3: u32 = 1 << 29;
-    pub const DIS_TS_CLEAR: u32 = 1 << 30;
-    /// Stops SYSTIM0.
-    pub const DISABLE0: u32 = 1 << 31;
-}
-
-pub mod tsicr {
-    pub use crate::e1000::tsicr::*;
-    pub const TT0: u32 = 1 << 3;
-    pub const TT1: u32 = 1 << 4;
-    pub const AUTT0: u32 = 1 << 5;
-    pub const AUTT1: u32 = 1 << 6;
 }
 
 // --- Descriptors (§9) ---

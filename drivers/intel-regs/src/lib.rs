@@ -6,10 +6,13 @@
 //! (`intel-common`, `igcd`, `igbd`) and the device models (`ptp-emu`) both use these
 //! constants, so an offset is written once; behaviour is not shared —
 //! each side implements it from the reference (`shared/reference/intel-timesync.md`).
+//! Registers whose bits carry meaning are typed ([`fields`]): the offset `reg::CTRL` holds a
+//! [`fields::Ctrl`], so a bit of one register cannot be written to another.
 
 #![no_std]
 
 pub mod e1000;
+pub mod fields;
 pub mod ids;
 pub mod igb;
 pub mod igc;

@@ -43,8 +43,10 @@ fn the_parser_sees_nested_and_top_level_items() {
     for want in [
         "CTRL",
         "ral",
-        "ctrl::RST",
-        "mod ctrl",
+        "mdic::READY",
+        "mod mdic",
+        "reg::CTRL",
+        "mod reg",
         "mod rah",
         "rah::AV",
         "txd::RS",

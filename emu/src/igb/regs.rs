@@ -69,15 +69,20 @@ impl Igb {
             TIMINCA => ts.phc.timinca(),
             TIMADJL => ts.timadjl,
             TIMADJH => ts.timadjh,
-            TSAUXC => ts.tsauxc,
-            TSICR if self.ts_irq_reg(offset) => ts.cause.tsicr,
-            TSIM if self.ts_irq_reg(offset) => ts.cause.tsim,
-            TSYNCTXCTL => self.tx_ctl | (u32::from(self.tx_pair.valid) * tsynctxctl::VALID),
+            TSAUXC => ts.tsauxc.bits(),
+            TSICR if self.ts_irq_reg(offset) => ts.cause.tsicr.bits(),
+            TSIM if self.ts_irq_reg(offset) => ts.cause.tsim.bits(),
+            TSYNCTXCTL => {
+                let mut v = self.tx_ctl;
+                v.set(TsyncTxCtl::VALID, self.tx_pair.valid);
+                v.bits()
+            }
             TXSTMPL => self.tx_pair.low(),
             TXSTMPH => self.tx_pair.high(),
             TSYNCRXCTL if self.part == IgbPart::E82576 => {
-                let stored = self.port.regs.get(TSYNCRXCTL) & !tsyncrxctl::VALID;
-                stored | (u32::from(self.rx_pair.valid) * tsyncrxctl::VALID)
+                let mut v = self.port.regs.get_reg(reg::TSYNCRXCTL);
+                v.set(TsyncRxCtl::VALID, self.rx_pair.valid);
+                v.bits()
             }
             RXSTMPL if self.rx_reg(offset) => self.rx_pair.low(),
             RXSTMPH if self.rx_reg(offset) => self.rx_pair.high(),
@@ -98,23 +103,20 @@ impl Igb {
     /// Records a TSYNCRXCTL value the model does not implement: an enabled TYPE other than
     /// ALL on i210/i350 (§8.2: Linux widens every filter to ALL there), TYPE ALL or a reserved
     /// one on the 82576 (§8.3: "TYPE_ALL is not possible on 82576").
-    fn record_rx_ts_config(&mut self, v: u32) {
-        if v & tsyncrxctl::ENABLED == 0 {
+    fn record_rx_ts_config(&mut self, v: TsyncRxCtl) {
+        if !v.contains(TsyncRxCtl::ENABLED) {
             return;
         }
-        let ty = v & tsyncrxctl::TYPE_MASK;
+        let ty = v.rx_type();
         let modelled = match self.part {
             IgbPart::E82576 => matches!(
                 ty,
-                tsyncrxctl::TYPE_L2_V2
-                    | tsyncrxctl::TYPE_L4_V1
-                    | tsyncrxctl::TYPE_L2_L4_V2
-                    | tsyncrxctl::TYPE_EVENT_V2
+                Some(RxTsType::L2V2 | RxTsType::L4V1 | RxTsType::L2L4V2 | RxTsType::EventV2)
             ),
-            _ => ty == tsyncrxctl::TYPE_ALL,
+            _ => ty == Some(RxTsType::All),
         };
         if !modelled {
-            self.port.unimpl.record_value(TSYNCRXCTL, v);
+            self.port.unimpl.record_value(TSYNCRXCTL, v.bits());
         }
     }
 }
@@ -138,7 +140,7 @@ impl BarModel for Igb {
             TSICR if self.ts_irq_reg(offset) => {
                 let v = self.tsync.cause.read();
                 self.update_ts(host);
-                v
+                v.bits()
             }
             TXSTMPH => self.tx_pair.read_high(),
             RXSTMPH if self.rx_reg(offset) => self.rx_pair.read_high(),
@@ -150,7 +152,11 @@ impl BarModel for Igb {
         let offset = self.canonical(offset);
         if offset == CTRL {
             // The reset wipes CTRL too, so the other bits of this write do not stick.
-            if self.port.write_ctrl(v, ctrl::RST, host) == CtrlWrite::Reset {
+            if self
+                .port
+                .write_ctrl(Ctrl::from_bits_retain(v), Ctrl::RST, host)
+                == CtrlWrite::Reset
+            {
                 self.port_reset();
             }
             return;
@@ -164,19 +170,22 @@ impl BarModel for Igb {
             TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
             TIMADJL => self.tsync.timadjl = v,
             TIMADJH => self.change_phc(|ts, t| ts.write_timadjh(t, v)),
-            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, v)),
+            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, Tsauxc::from_bits_retain(v))),
             TSICR if self.ts_irq_reg(offset) => {
-                self.tsync.cause.write(v);
+                self.tsync.cause.write(TsCause::from_bits_retain(v));
                 self.update_ts(host);
             }
             TSIM if self.ts_irq_reg(offset) => {
-                self.tsync.cause.tsim = v;
+                self.tsync.cause.tsim = TsCause::from_bits_retain(v);
                 self.update_ts(host);
             }
-            TSYNCTXCTL => self.tx_ctl = v & !tsynctxctl::VALID,
+            TSYNCTXCTL => self.tx_ctl = TsyncTxCtl::from_bits_retain(v) - TsyncTxCtl::VALID,
             TSYNCRXCTL => {
+                let v = TsyncRxCtl::from_bits_retain(v);
                 self.record_rx_ts_config(v);
-                self.port.regs.set(TSYNCRXCTL, v & !tsyncrxctl::VALID);
+                self.port
+                    .regs
+                    .set_reg(reg::TSYNCRXCTL, v - TsyncRxCtl::VALID);
             }
             SYSTIMR | TXSTMPL | TXSTMPH => {}
             SRWR if self.i210_family() => self.port.nvm.write_srwr(v),

@@ -16,7 +16,8 @@
 //!   matching frame gets no stamp and is counted (`rx_stamps_missed_held`).
 
 use intel_regs::igb::{
-    RXPBS, TSYNCRXCFG, TSYNCRXCTL, etqf, latency_ns_i210, rxd, rxpbs, srrctl, tsicr, tsyncrxctl,
+    RXPBS, RxStatus, RxTsType, TSYNCRXCFG, TsCause, TsyncRxCtl, etqf, latency_ns_i210, reg, rxpbs,
+    srrctl,
 };
 use ptp_pci::emulated::DeviceHost;
 
@@ -103,7 +104,7 @@ pub(super) fn parse_ptp(d: &[u8]) -> Option<PtpMsg> {
 ///
 /// An L2 message also needs an enabled ETQF with the 1588 bit for ethertype 0x88F7 (Linux
 /// programs ETQF(3); QEMU requires one). \[U\] L4 needs no FTQF/IMIR programming here.
-pub(super) fn ptp_match(m: &PtpMsg, ctl: u32, cfg: u32, etqf: impl Fn(u32) -> u32) -> bool {
+pub(super) fn ptp_match(m: &PtpMsg, ctl: TsyncRxCtl, cfg: u32, etqf: impl Fn(u32) -> u32) -> bool {
     let l2_ok = (0..ETQF_FILTERS).any(|n| {
         let f = etqf(n);
         f & (etqf::FILTER_ENABLE | etqf::F1588) == etqf::FILTER_ENABLE | etqf::F1588
@@ -113,16 +114,14 @@ pub(super) fn ptp_match(m: &PtpMsg, ctl: u32, cfg: u32, etqf: impl Fn(u32) -> u3
         return false;
     }
     let v2_type = ((cfg >> 8) & 0xF) as u8;
-    match ctl & tsyncrxctl::TYPE_MASK {
-        tsyncrxctl::TYPE_L2_V2 => {
-            m.transport == Transport::L2 && m.version == 2 && m.kind == v2_type
-        }
-        tsyncrxctl::TYPE_L4_V1 => {
+    match ctl.rx_type() {
+        Some(RxTsType::L2V2) => m.transport == Transport::L2 && m.version == 2 && m.kind == v2_type,
+        Some(RxTsType::L4V1) => {
             m.transport == Transport::L4 && m.version == 1 && m.kind == cfg as u8
         }
-        tsyncrxctl::TYPE_L2_L4_V2 => m.version == 2 && m.kind == v2_type,
-        tsyncrxctl::TYPE_EVENT_V2 => m.version == 2 && m.kind < 4,
-        _ => false,
+        Some(RxTsType::L2L4V2) => m.version == 2 && m.kind == v2_type,
+        Some(RxTsType::EventV2) => m.version == 2 && m.kind < 4,
+        Some(RxTsType::All) | None => false,
     }
 }
 
@@ -164,20 +163,20 @@ impl Igb {
     /// Whether the in-buffer enables of §8.2 are all on and TYPE = ALL.
     fn buffer_stamps(&self) -> bool {
         let r = &self.port.regs;
-        let ctl = r.get(TSYNCRXCTL);
+        let ctl = r.get_reg(reg::TSYNCRXCTL);
         let pbs = matches!(self.part, IgbPart::I210 | IgbPart::I211)
             .then(|| r.get(RXPBS) & rxpbs::CFG_TS_EN != 0)
             .unwrap_or(true);
         pbs && self.port.rxq(q::SRRCTL) & srrctl::TIMESTAMP != 0
-            && ctl & tsyncrxctl::ENABLED != 0
-            && ctl & tsyncrxctl::TYPE_MASK == tsyncrxctl::TYPE_ALL
+            && ctl.contains(TsyncRxCtl::ENABLED)
+            && ctl.rx_type() == Some(RxTsType::All)
     }
 
     /// 82576 register mode (module docs).
     fn register_stamp(&mut self, arrival: u64, data: &[u8]) -> RxStamp {
         let r = &self.port.regs;
-        let ctl = r.get(TSYNCRXCTL);
-        if ctl & tsyncrxctl::ENABLED == 0 {
+        let ctl = r.get_reg(reg::TSYNCRXCTL);
+        if !ctl.contains(TsyncRxCtl::ENABLED) {
             return RxStamp::None;
         }
         let Some(m) = parse_ptp(data) else {
@@ -195,7 +194,7 @@ impl Igb {
         }
         let raw = self.stamp_raw(arrival, 0, false);
         self.rx_pair.latch(raw, attributes(&m));
-        RxStamp::Status(rxd::STAT_TS)
+        RxStamp::Status(RxStatus::TS)
     }
 }
 
@@ -226,7 +225,7 @@ impl Mac for Igb {
         let (tx_lat, _) = self.latency();
         let raw = self.stamp_raw(departure, -tx_lat, true);
         if self.tx_pair.latch(raw, (0, 0)) && self.part.has_ts_interrupt() {
-            self.tsync.cause.raise(tsicr::TXTS);
+            self.tsync.cause.raise(TsCause::TXTS);
             self.update_ts(host);
         }
     }

@@ -128,9 +128,9 @@ fn power_on_mac_nvm_and_phy() {
         // PHY ID through MDIC (read opcode b27, register 2 at b20:16).
         r.wr(MDIC, 1 << 27 | 2 << 16);
         assert_eq!(r.rd(MDIC) & 0xFFFF, part.phy_id() >> 16, "{part:?} PHYSID1");
-        r.wr(CTRL, ctrl::SLU);
-        assert_ne!(r.rd(STATUS) & status::LU, 0);
-        assert_ne!(r.rd(STATUS) & status::SPEED_1000, 0);
+        r.wr(CTRL, Ctrl::SLU.bits());
+        assert_ne!(r.rd(STATUS) & Status::LU.bits(), 0);
+        assert_ne!(r.rd(STATUS) & Status::SPEED_1000.bits(), 0);
     }
 }
 
@@ -144,10 +144,10 @@ fn icr_at_the_e1000_offset_with_msi_x_routing() {
     r.wr(IVAR_MISC, (IVAR_VALID) << 8);
     r.wr(EIAC, 1);
     r.wr(EIMS, 1);
-    r.wr(IMS, icr::LSC);
-    r.wr(CTRL, ctrl::SLU);
+    r.wr(IMS, IntCause::LSC.bits());
+    r.wr(CTRL, Ctrl::SLU.bits());
     assert_eq!(r.host.take(), vec![0], "LSC on the other vector");
-    assert_eq!(r.rd(ICR) & icr::LSC, icr::LSC);
+    assert_eq!(r.rd(ICR) & IntCause::LSC.bits(), IntCause::LSC.bits());
     assert_eq!(r.rd(ICR), 0, "ICR reads clear");
     assert_eq!(r.rd(0x1500), 0, "igc's ICR offset is plain storage here");
 }
@@ -331,14 +331,14 @@ fn truth_law_carries_the_family_format() {
 fn tsicr_raises_icr_ts_on_i210_but_the_82576_has_none() {
     for part in [IgbPart::I210, IgbPart::I350, IgbPart::E82576] {
         let mut r = Regs::new(part);
-        r.wr(IMS, icr::TS);
-        r.wr(TSIM, tsicr::TXTS);
-        r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+        r.wr(IMS, IntCause::TS.bits());
+        r.wr(TSIM, TsCause::TXTS.bits());
+        r.dev.raise_tsicr(TsCause::TXTS, &mut r.host);
         let fired = r.host.take();
         if part.has_ts_interrupt() {
             assert_eq!(fired, vec![0], "{part:?}: legacy/MSI message");
-            assert_eq!(r.rd(ICR) & icr::TS, icr::TS);
-            assert_eq!(r.rd(TSICR), tsicr::TXTS);
+            assert_eq!(r.rd(ICR) & IntCause::TS.bits(), IntCause::TS.bits());
+            assert_eq!(r.rd(TSICR), TsCause::TXTS.bits());
             assert_eq!(r.rd(TSICR), 0, "TSICR reads clear");
         } else {
             assert!(fired.is_empty(), "82576: no time-sync interrupt");
@@ -374,7 +374,10 @@ fn unimplemented_offsets_are_counted_per_part() {
     assert!(!Igb::implements(IgbPart::I350, SRRD_I210));
 
     let mut i = Regs::new(IgbPart::I210);
-    i.wr(TSYNCRXCTL, tsyncrxctl::ENABLED | tsyncrxctl::TYPE_EVENT_V2);
+    i.wr(
+        TSYNCRXCTL,
+        TsyncRxCtl::ENABLED.bits() | (RxTsType::EventV2 as u32),
+    );
     let got: Vec<_> = i.dev.nic().unimplemented_accesses();
     assert_eq!(
         got.len(),
@@ -402,12 +405,12 @@ fn port_reset_keeps_the_clock_and_empties_the_stamp_pairs() {
     let mut r = Regs::new(IgbPart::I210);
     r.start_clock();
     r.clock.advance(S);
-    r.wr(IMS, icr::LSC);
-    r.wr(CTRL, ctrl::RST | ctrl::SLU);
+    r.wr(IMS, IntCause::LSC.bits());
+    r.wr(CTRL, Ctrl::RST.bits() | Ctrl::SLU.bits());
     assert_eq!(r.dev.nic().port_resets(), 1);
     assert_eq!(r.rd(IMS), 0);
     assert_eq!(
-        r.rd(CTRL) & ctrl::SLU,
+        r.rd(CTRL) & Ctrl::SLU.bits(),
         0,
         "the reset write's other bits do not stick"
     );

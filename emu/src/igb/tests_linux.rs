@@ -251,7 +251,7 @@ fn i210_flash_nvm_as_linux_igb_reads_and_updates_it() {
     let eecd = r.rd(EECD);
     r.wr(EECD, eecd | 1 << 23);
     assert_ne!(r.rd(EECD) & 1 << 26, 0, "E1000_EECD_FLUDONE_I210");
-    r.wr(CTRL, ctrl::RST);
+    r.wr(CTRL, Ctrl::RST.bits());
     assert_eq!(nvm_word(&mut r, 0x30), 0x1234, "committed to the flash");
     assert!(r.dev.nic().unimplemented_accesses().is_empty());
 }

@@ -65,7 +65,7 @@ impl Dp {
         let ring_len = N * 16;
         let setup = [
             start,
-            (CTRL, ctrl::SLU),
+            (CTRL, Ctrl::SLU.bits()),
             (tdbal(0), TXR as u32),
             (tdlen(0), ring_len),
             (txdctl(0), xdctl::QUEUE_ENABLE),
@@ -79,7 +79,7 @@ impl Dp {
                 RCTL,
                 rctl::EN | rctl::SECRC | rctl::UPE | rctl::MPE | rctl::BAM,
             ),
-            (TSYNCTXCTL, tsynctxctl::ENABLED),
+            (TSYNCTXCTL, TsyncTxCtl::ENABLED.bits()),
         ];
         for (off, v) in setup {
             dp.wr(off, v);
@@ -187,19 +187,22 @@ fn not_ptp() -> Vec<u8> {
 #[test]
 fn i210_tx_pair_latches_once_raises_txts_and_the_h_read_releases_it() {
     let mut d = Dp::new(IgbPart::I210);
-    d.wr(IMS, icr::TS);
-    d.wr(TSIM, tsicr::TXTS);
+    d.wr(IMS, IntCause::TS.bits());
+    d.wr(TSIM, TsCause::TXTS.bits());
     let dep = d.transmit(&ptp_l2(0, 1), true);
-    assert_eq!(d.rd(TSYNCTXCTL) & tsynctxctl::VALID, tsynctxctl::VALID);
+    assert_eq!(
+        d.rd(TSYNCTXCTL) & TsyncTxCtl::VALID.bits(),
+        TsyncTxCtl::VALID.bits()
+    );
     assert_eq!(d.host.take(), vec![0], "ICR.TS raised the (MSI) interrupt");
-    assert_eq!(d.rd(ICR) & icr::TS, icr::TS);
-    assert_eq!(d.rd(TSICR), tsicr::TXTS);
+    assert_eq!(d.rd(ICR) & IntCause::TS.bits(), IntCause::TS.bits());
+    assert_eq!(d.rd(TSICR), TsCause::TXTS.bits());
     // The stamp is PHC(departure) − the i210's 1 Gb/s TX latency, s:ns.
     let want = crate::phc::SysTime::from_ns(d.dev.phc_law().ns_at(dep) - I210_LAT_1G.0);
     let (l, h) = (d.rd(TXSTMPL), d.rd(TSYNCTXCTL));
     assert_eq!(l, want.nsec);
     assert_ne!(
-        h & tsynctxctl::VALID,
+        h & TsyncTxCtl::VALID.bits(),
         0,
         "a TXSTMPL read alone releases nothing"
     );
@@ -210,7 +213,7 @@ fn i210_tx_pair_latches_once_raises_txts_and_the_h_read_releases_it() {
     assert_eq!(d.rd(TXSTMPL), want.nsec, "the first stamp stays");
     assert_eq!(d.rd(TXSTMPH), want.sec);
     assert_eq!(
-        d.rd(TSYNCTXCTL) & tsynctxctl::VALID,
+        d.rd(TSYNCTXCTL) & TsyncTxCtl::VALID.bits(),
         0,
         "the TXSTMPH read released it"
     );
@@ -228,15 +231,15 @@ fn i210_tx_pair_latches_once_raises_txts_and_the_h_read_releases_it() {
 #[test]
 fn e82576_tx_stamp_is_the_raw_count_and_raises_no_interrupt() {
     let mut d = Dp::new(IgbPart::E82576);
-    d.wr(IMS, icr::TS);
-    d.wr(TSIM, tsicr::TXTS);
+    d.wr(IMS, IntCause::TS.bits());
+    d.wr(TSIM, TsCause::TXTS.bits());
     let dep = d.transmit(&ptp_l2(1, 9), true);
     assert!(
         d.dev.tx_stamp_valid(),
         "VALID is the only sign: the driver polls it"
     );
     assert!(d.host.take().is_empty(), "no TXTS interrupt on the 82576");
-    assert_eq!(d.rd(ICR) & icr::TS, 0);
+    assert_eq!(d.rd(ICR) & IntCause::TS.bits(), 0);
     let raw = d.raw_at(dep);
     assert_eq!(raw >> 19, d.dev.phc_law().ns_at(dep), "count = ns << 19");
     assert_eq!(
@@ -265,13 +268,16 @@ fn i350_and_i210_put_the_raw_stamp_at_byte_8_of_a_16_byte_header() {
         let mut d = Dp::new(part);
         let s = d.rd(srrctl(0));
         d.wr(srrctl(0), s | srrctl::TIMESTAMP);
-        d.wr(TSYNCRXCTL, tsyncrxctl::ENABLED | tsyncrxctl::TYPE_ALL);
+        d.wr(
+            TSYNCRXCTL,
+            TsyncRxCtl::ENABLED.bits() | (RxTsType::All as u32),
+        );
         let at = 3 * S + 77;
         let frame = not_ptp();
         if part == IgbPart::I210 {
             let g = d.arrive(&frame, at).unwrap();
             assert_eq!(
-                g.status & rxd::STAT_TSIP,
+                g.status & RxStatus::TSIP.bits(),
                 0,
                 "i210 also needs RXPBS.CFG_TS_EN"
             );
@@ -279,7 +285,7 @@ fn i350_and_i210_put_the_raw_stamp_at_byte_8_of_a_16_byte_header() {
         }
         let at = at + S;
         let g = d.arrive(&frame, at).unwrap();
-        assert_ne!(g.status & rxd::STAT_TSIP, 0, "{part:?}");
+        assert_ne!(g.status & RxStatus::TSIP.bits(), 0, "{part:?}");
         assert_eq!(&g.buf[..8], &[0; 8], "dwords 0-1 reserved");
         let stamp = u64::from_le_bytes(g.buf[8..16].try_into().unwrap());
         let lat = if part == IgbPart::I210 {
@@ -304,7 +310,10 @@ fn i350_and_i210_put_the_raw_stamp_at_byte_8_of_a_16_byte_header() {
 /// TSYNCRXCTL = ENABLED | EVENT_V2.
 fn e82576_rx(d: &mut Dp) {
     d.wr(etqf(3), etqf::FILTER_ENABLE | etqf::F1588 | 0x88F7);
-    d.wr(TSYNCRXCTL, tsyncrxctl::ENABLED | tsyncrxctl::TYPE_EVENT_V2);
+    d.wr(
+        TSYNCRXCTL,
+        TsyncRxCtl::ENABLED.bits() | (RxTsType::EventV2 as u32),
+    );
 }
 
 #[test]
@@ -313,54 +322,70 @@ fn e82576_rxstmp_holds_until_rxstmph_is_read_and_a_second_frame_goes_unstamped()
     e82576_rx(&mut d);
     let t1 = 2 * S;
     let g = d.arrive(&ptp_l2(0, 41), t1).unwrap();
-    assert_eq!(g.status & rxd::STAT_TS, rxd::STAT_TS);
-    assert_eq!(g.status & rxd::STAT_TSIP, 0, "register mode: no header");
-    assert_eq!(d.rd(TSYNCRXCTL) & tsyncrxctl::VALID, tsyncrxctl::VALID);
+    assert_eq!(g.status & RxStatus::TS.bits(), RxStatus::TS.bits());
+    assert_eq!(
+        g.status & RxStatus::TSIP.bits(),
+        0,
+        "register mode: no header"
+    );
+    assert_eq!(
+        d.rd(TSYNCRXCTL) & TsyncRxCtl::VALID.bits(),
+        TsyncRxCtl::VALID.bits()
+    );
     // Second Sync before RXSTMPH is read: received, but not stamped.
     let g2 = d.arrive(&ptp_l2(0, 42), t1 + S).unwrap();
-    assert_eq!(g2.status & rxd::STAT_TS, 0);
+    assert_eq!(g2.status & RxStatus::TS.bits(), 0);
     assert_eq!(d.dev.stats().rx_stamps_missed_held, 1);
     let raw = d.raw_at(t1);
     assert_eq!(d.rd(RXSTMPL), raw as u32, "still the first frame's stamp");
     assert_eq!(d.rd(RXSATRH) >> 16, 41, "sequenceId of the stamped frame");
     assert_eq!(d.rd(RXSATRL), 0xDDCC_BBAA, "source identity bytes 0-3");
     assert_ne!(
-        d.rd(TSYNCRXCTL) & tsyncrxctl::VALID,
+        d.rd(TSYNCRXCTL) & TsyncRxCtl::VALID.bits(),
         0,
         "RXSTMPL/RXSATR reads keep it"
     );
     assert_eq!(d.rd(RXSTMPH), (raw >> 32) as u32);
     assert_eq!(
-        d.rd(TSYNCRXCTL) & tsyncrxctl::VALID,
+        d.rd(TSYNCRXCTL) & TsyncRxCtl::VALID.bits(),
         0,
         "RXSTMPH released it"
     );
     let t3 = t1 + 2 * S;
     let g3 = d.arrive(&ptp_l2(1, 43), t3).unwrap();
-    assert_ne!(g3.status & rxd::STAT_TS, 0);
+    assert_ne!(g3.status & RxStatus::TS.bits(), 0);
     assert_eq!(d.rd(RXSTMPL), d.raw_at(t3) as u32);
 }
 
 #[test]
 fn e82576_filters_general_messages_non_ptp_and_missing_etqf() {
     let mut d = Dp::new(IgbPart::E82576);
-    d.wr(TSYNCRXCTL, tsyncrxctl::ENABLED | tsyncrxctl::TYPE_EVENT_V2);
+    d.wr(
+        TSYNCRXCTL,
+        TsyncRxCtl::ENABLED.bits() | (RxTsType::EventV2 as u32),
+    );
     let g = d.arrive(&ptp_l2(0, 1), S).unwrap();
-    assert_eq!(g.status & rxd::STAT_TS, 0, "L2 needs a 1588 ETQF");
+    assert_eq!(g.status & RxStatus::TS.bits(), 0, "L2 needs a 1588 ETQF");
     e82576_rx(&mut d);
     for (t, f) in [(2 * S, ptp_l2(8, 2)), (3 * S, not_ptp())] {
         let g = d.arrive(&f, t).unwrap();
-        assert_eq!(g.status & rxd::STAT_TS, 0, "Follow_Up / non-PTP");
+        assert_eq!(g.status & RxStatus::TS.bits(), 0, "Follow_Up / non-PTP");
     }
     assert!(!d.dev.rx_stamp_valid());
     // L2_V2 with TSYNCRXCFG's V2 message type (b11:8) = Delay_Req.
     d.wr(TSYNCRXCFG, 1 << 8);
-    d.wr(TSYNCRXCTL, tsyncrxctl::ENABLED | tsyncrxctl::TYPE_L2_V2);
+    d.wr(
+        TSYNCRXCTL,
+        TsyncRxCtl::ENABLED.bits() | (RxTsType::L2V2 as u32),
+    );
     let sync = d.arrive(&ptp_l2(0, 3), 4 * S).unwrap();
     let req = d.arrive(&ptp_l2(1, 4), 5 * S).unwrap();
     assert_eq!(
-        (sync.status & rxd::STAT_TS, req.status & rxd::STAT_TS),
-        (0, rxd::STAT_TS)
+        (
+            sync.status & RxStatus::TS.bits(),
+            req.status & RxStatus::TS.bits()
+        ),
+        (0, RxStatus::TS.bits())
     );
     assert_eq!(d.dev.stats().rx_stamped, 1);
 }
@@ -370,10 +395,13 @@ fn e82576_rx_stamp_sets_no_header_even_with_the_buffer_enables() {
     let mut d = Dp::new(IgbPart::E82576);
     let s = d.rd(srrctl(0));
     d.wr(srrctl(0), s | srrctl::TIMESTAMP);
-    d.wr(TSYNCRXCTL, tsyncrxctl::ENABLED | tsyncrxctl::TYPE_ALL);
+    d.wr(
+        TSYNCRXCTL,
+        TsyncRxCtl::ENABLED.bits() | (RxTsType::All as u32),
+    );
     let g = d.arrive(&ptp_l2(0, 1), S).unwrap();
     assert_eq!(
-        g.status & (rxd::STAT_TS | rxd::STAT_TSIP),
+        g.status & (RxStatus::TS.bits() | RxStatus::TSIP.bits()),
         0,
         "TYPE ALL is not possible"
     );
@@ -394,7 +422,10 @@ fn phy_loopback_returns_frames_to_rx_and_not_to_the_wire() {
     let mdic_write = |reg: u32, v: u32| 1 << 26 | reg << 16 | v;
     d.wr(MDIC, mdic_write(0, 0x4140));
     // E1000_CTRL_SPD_1000 is b9, E1000_CTRL_FD b0.
-    d.wr(CTRL, ctrl::SLU | ctrl::FRCSPD | ctrl::FRCDPX | 1 << 9 | 1);
+    d.wr(
+        CTRL,
+        Ctrl::SLU.bits() | Ctrl::FRCSPD.bits() | Ctrl::FRCDPX.bits() | 1 << 9 | 1,
+    );
     let mut frame = vec![0xFF; 256];
     frame[138] = 0xBE;
     frame[140] = 0xAF;
@@ -419,12 +450,12 @@ fn legacy_intx_level_follows_icr_and_ims_at_the_e1000_offsets() {
         !d.dev.nic().intx_level(),
         "TXDW pending but masked: INTx stays low"
     );
-    d.wr(IMS, icr::TXDW);
+    d.wr(IMS, IntCause::TXDW.bits());
     assert!(
         d.dev.nic().intx_level(),
         "TXDW pending and enabled: INTx asserted"
     );
-    assert_ne!(d.rd(ICR) & icr::TXDW, 0);
+    assert_ne!(d.rd(ICR) & IntCause::TXDW.bits(), 0);
     assert!(!d.dev.nic().intx_level(), "the ICR read cleared it");
 }
 
@@ -439,6 +470,7 @@ proptest::proptest! {
         f in proptest::prelude::any::<u32>(),
     ) {
         if let Some(m) = super::stamping::parse_ptp(&frame) {
+            let ctl = intel_regs::igb::TsyncRxCtl::from_bits_retain(ctl);
             let _ = super::stamping::ptp_match(&m, ctl, cfg, |_| f);
         }
     }
@@ -463,30 +495,39 @@ fn ptp_udp(port: u16, ptp: &[u8]) -> Vec<u8> {
 #[test]
 fn e82576_stamps_udp_event_messages_and_v1_by_control_field() {
     let mut d = Dp::new(IgbPart::E82576);
-    d.wr(TSYNCRXCTL, tsyncrxctl::ENABLED | tsyncrxctl::TYPE_EVENT_V2);
+    d.wr(
+        TSYNCRXCTL,
+        TsyncRxCtl::ENABLED.bits() | (RxTsType::EventV2 as u32),
+    );
     let v2_sync = &ptp_l2(0, 7)[14..];
     let general = d.arrive(&ptp_udp(320, v2_sync), S).unwrap();
     assert_eq!(
-        general.status & rxd::STAT_TS,
+        general.status & RxStatus::TS.bits(),
         0,
         "port 320 is not the event port"
     );
     let g = d.arrive(&ptp_udp(319, v2_sync), 2 * S).unwrap();
-    assert_ne!(g.status & rxd::STAT_TS, 0, "UDP needs no ETQF");
+    assert_ne!(g.status & RxStatus::TS.bits(), 0, "UDP needs no ETQF");
     assert_eq!(d.rd(RXSATRH) >> 16, 7);
     d.rd(RXSTMPH);
     // PTPv1 (versionPTP 1 as a big-endian u16), control field 1 = Delay_Req at byte 32.
     let mut v1 = [0u8; 40];
     v1[1] = 1;
     v1[32] = 1;
-    d.wr(TSYNCRXCTL, tsyncrxctl::ENABLED | tsyncrxctl::TYPE_L4_V1);
+    d.wr(
+        TSYNCRXCTL,
+        TsyncRxCtl::ENABLED.bits() | (RxTsType::L4V1 as u32),
+    );
     d.wr(TSYNCRXCFG, 0);
     let sync = d.arrive(&ptp_udp(319, &v1), 3 * S).unwrap();
     d.wr(TSYNCRXCFG, 1);
     let req = d.arrive(&ptp_udp(319, &v1), 4 * S).unwrap();
     assert_eq!(
-        (sync.status & rxd::STAT_TS, req.status & rxd::STAT_TS),
-        (0, rxd::STAT_TS)
+        (
+            sync.status & RxStatus::TS.bits(),
+            req.status & RxStatus::TS.bits()
+        ),
+        (0, RxStatus::TS.bits())
     );
     assert_eq!(d.rd(RXSTMPL), d.raw_at(4 * S) as u32);
 }

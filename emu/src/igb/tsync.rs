@@ -20,11 +20,11 @@
 //! (s:ns on i210, ns on i350, counts on 82576), subtracted when TIMADJH b31 is set \[U: Linux
 //! igb never uses TIMADJ; the layout follows QEMU's "TIMADJL | TIMADJH<<32" with a sign bit\].
 
+use intel_regs::igb::Tsauxc;
+
 use crate::nic::tscause::TsCause;
 use crate::phc::{Phc, TimeFormat};
 
-/// TSAUXC.DISABLE0 (b31, igb name TSAUXC_DISABLE, §2.3).
-pub(super) const TSAUXC_DISABLE0: u32 = 1 << 31;
 /// TIMADJH b31: subtract the offset \[U\].
 const TIMADJH_SIGN: u32 = 1 << 31;
 
@@ -40,16 +40,23 @@ pub(super) struct TimeSync {
     hold_l: u32,
     pub(super) timadjl: u32,
     pub(super) timadjh: u32,
-    pub(super) tsauxc: u32,
+    pub(super) tsauxc: Tsauxc,
     /// TSICR/TSIM (`nic::tscause`; the 82576 model never raises a cause).
     pub(super) cause: TsCause,
 }
 
 impl TimeSync {
-    pub(super) fn new(format: TimeFormat, t: u64, systim_ns: u64, osc: i64, tsauxc: u32) -> Self {
+    pub(super) fn new(
+        format: TimeFormat,
+        t: u64,
+        systim_ns: u64,
+        osc: i64,
+        tsauxc: Tsauxc,
+    ) -> Self {
         let mut phc = Phc::with_format(format, t, systim_ns, osc);
         if format != TimeFormat::E82576 {
-            phc.set_running(t, tsauxc & TSAUXC_DISABLE0 == 0);
+            // TSAUXC.DISABLE0 is igb's TSAUXC_DISABLE (b31, §2.3).
+            phc.set_running(t, !tsauxc.contains(Tsauxc::DISABLE0));
         }
         Self {
             phc,
@@ -135,10 +142,10 @@ impl TimeSync {
     }
 
     /// TSAUXC write: DISABLE0 stops/restarts SYSTIM (i210/i350; the 82576 stores it).
-    pub(super) fn write_tsauxc(&mut self, t: u64, v: u32) {
+    pub(super) fn write_tsauxc(&mut self, t: u64, v: Tsauxc) {
         self.tsauxc = v;
         if self.format() != TimeFormat::E82576 {
-            self.phc.set_running(t, v & TSAUXC_DISABLE0 == 0);
+            self.phc.set_running(t, !v.contains(Tsauxc::DISABLE0));
         }
     }
 }

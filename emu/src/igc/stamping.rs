@@ -38,18 +38,19 @@ impl I225 {
     /// Whether a frame gets an in-buffer timestamp: the three §8.1 enables and TYPE = ALL.
     fn rx_stamps(&self) -> bool {
         let r = &self.port.regs;
-        let ctl = r.get(TSYNCRXCTL);
+        let ctl = r.get_reg(reg::TSYNCRXCTL);
         r.get(RXPBS) & rxpbs::CFG_TS_EN != 0
             && r.get(srrctl(0)) & srrctl::TIMESTAMP != 0
-            && ctl & tsyncrxctl::ENABLED != 0
-            && ctl & tsyncrxctl::TYPE_MASK == tsyncrxctl::TYPE_ALL
+            && ctl.contains(TsyncRxCtl::ENABLED)
+            && ctl.rx_type() == Some(RxTsType::All)
     }
 
     /// Records TSYNCRXCTL and SRRCTL values the model does not implement: an enabled TYPE
     /// other than ALL, and a TIMER0SEL/TIMER1SEL naming timers 1–3 (only SYSTIM0 is modelled).
     pub(super) fn record_rx_ts_config(&mut self, offset: u32, v: u32) {
         let unmodelled = if offset == TSYNCRXCTL {
-            v & tsyncrxctl::ENABLED != 0 && v & tsyncrxctl::TYPE_MASK != tsyncrxctl::TYPE_ALL
+            let ctl = TsyncRxCtl::from_bits_retain(v);
+            ctl.contains(TsyncRxCtl::ENABLED) && ctl.rx_type() != Some(RxTsType::All)
         } else {
             v & srrctl::TIMESTAMP != 0 && (timer_sel(v, 0) != 0 || timer_sel(v, 1) != 0)
         };

@@ -54,8 +54,14 @@ impl Rig {
         self.wr(EIAC, 1 << OTHER);
         self.wr(EIAM, 1 << OTHER);
         self.wr(EIMS, 1 << OTHER);
-        self.wr(IMS, icr::LSC | icr::DOUTSYNC | icr::DRSTA | icr::TS);
-        self.wr(TSIM, tsicr::TXTS);
+        self.wr(
+            IMS,
+            IntCause::LSC.bits()
+                | IntCause::DOUTSYNC.bits()
+                | IntCause::DRSTA.bits()
+                | IntCause::TS.bits(),
+        );
+        self.wr(TSIM, TsCause::TXTS.bits());
     }
 
     /// Reads SYSTIML then SYSTIMH, as a driver does.
@@ -107,10 +113,10 @@ fn power_on_values() {
     let mut r = Rig::with(|c| c.mac = [0x00, 0x1b, 0x21, 0xaa, 0xbb, 0xcc]);
     assert_eq!(r.rd(ral(0)), 0xaa21_1b00);
     assert_eq!(r.rd(rah(0)), 0xccbb | rah::AV);
-    assert_ne!(r.rd(EECD) & eecd::AUTO_RD, 0);
+    assert_ne!(r.rd(EECD) & Eecd::AUTO_RD.bits(), 0);
     let st = r.rd(STATUS);
-    assert_ne!(st & status::GIO_MASTER_ENABLE, 0);
-    assert_eq!(st & status::LU, 0, "link down until CTRL.SLU");
+    assert_ne!(st & Status::GIO_MASTER_ENABLE.bits(), 0);
+    assert_eq!(st & Status::LU.bits(), 0, "link down until CTRL.SLU");
     assert_eq!(r.rd(TSAUXC), 0, "timer 0 counts at power-on by default");
     assert_eq!(r.rd(TIMINCA), 0, "nominal rate");
     assert_eq!(r.rd(ICR), 0);
@@ -134,7 +140,7 @@ fn unmodelled_offsets_are_storage_and_read_only_writes_are_ignored() {
     }
     // Part 2 owns these: TXTT bits and the stamp sets are read-only [assumption].
     r.wr(TSYNCTXCTL, 0xdead_beef);
-    assert_eq!(r.rd(TSYNCTXCTL), 0xdead_beef & !tsynctxctl::TXTT_ANY);
+    assert_eq!(r.rd(TSYNCTXCTL), 0xdead_beef & !TsyncTxCtl::TXTT_ANY.bits());
     r.wr(TXSTMPL[2], 0x1234);
     r.wr(TXSTMPH[2], 0x1234);
     assert_eq!((r.rd(TXSTMPL[2]), r.rd(TXSTMPH[2])), (0, 0));
@@ -142,7 +148,7 @@ fn unmodelled_offsets_are_storage_and_read_only_writes_are_ignored() {
     r.wr(STATUS, !st);
     assert_eq!(r.rd(STATUS), st);
     r.wr(EECD, 0);
-    assert_ne!(r.rd(EECD) & eecd::AUTO_RD, 0, "AUTO_RD is read-only");
+    assert_ne!(r.rd(EECD) & Eecd::AUTO_RD.bits(), 0, "AUTO_RD is read-only");
     for wo in [ICS, IMC, EICS, EIMC] {
         assert_eq!(r.rd(wo), 0, "write-only {wo:#x}");
     }
@@ -171,10 +177,10 @@ fn no_offset_or_value_panics() {
 #[test]
 fn gio_master_disable_clears_gio_master_enable() {
     let mut r = Rig::new();
-    r.wr(CTRL, ctrl::GIO_MASTER_DISABLE);
-    assert_eq!(r.rd(STATUS) & status::GIO_MASTER_ENABLE, 0);
+    r.wr(CTRL, Ctrl::GIO_MASTER_DISABLE.bits());
+    assert_eq!(r.rd(STATUS) & Status::GIO_MASTER_ENABLE.bits(), 0);
     r.wr(CTRL, 0);
-    assert_ne!(r.rd(STATUS) & status::GIO_MASTER_ENABLE, 0);
+    assert_ne!(r.rd(STATUS) & Status::GIO_MASTER_ENABLE.bits(), 0);
 }
 
 // --- SYSTIM (§3, §5) ---
@@ -283,7 +289,7 @@ fn oscillator_error_combines_with_timinca() {
 fn tsauxc_disable0_freezes_and_resume_continues() {
     let mut r = Rig::with(|c| c.initial_systim_ns = 5 * S);
     r.clock.advance(S);
-    r.wr(TSAUXC, tsauxc::DISABLE0);
+    r.wr(TSAUXC, Tsauxc::DISABLE0.bits());
     assert!(!r.dev.phc_running());
     r.clock.advance(10 * S);
     assert_eq!(r.systim(), (6, 0), "frozen");
@@ -299,14 +305,14 @@ fn tsauxc_disable0_freezes_and_resume_continues() {
 #[test]
 fn configured_power_on_tsauxc() {
     let mut r = Rig::with(|c| c.tsauxc_power_on = I226_REPORTED_TSAUXC);
-    assert_eq!(r.rd(TSAUXC), I226_REPORTED_TSAUXC);
+    assert_eq!(r.rd(TSAUXC), I226_REPORTED_TSAUXC.bits());
     r.clock.advance(S);
     assert_eq!(
         r.dev.phc_now_ns(),
         S,
         "DISABLE0 is clear in the reported value"
     );
-    let frozen = Rig::with(|c| c.tsauxc_power_on = tsauxc::DISABLE0);
+    let frozen = Rig::with(|c| c.tsauxc_power_on = Tsauxc::DISABLE0);
     frozen.clock.advance(S);
     assert_eq!(frozen.dev.phc_now_ns(), 0);
 }
@@ -317,7 +323,7 @@ fn configured_power_on_tsauxc() {
 fn ctrl_rst_resets_registers_sets_auto_rd_and_keeps_systim() {
     let mut r = Rig::with(|c| c.initial_systim_ns = 3 * S);
     r.msix_setup();
-    r.wr(CTRL, ctrl::SLU);
+    r.wr(CTRL, Ctrl::SLU.bits());
     r.wr(TCTL, tctl::EN);
     r.wr(ral(0), 0x1234_5678);
     r.wr(TIMINCA, linux_timinca(500));
@@ -326,9 +332,9 @@ fn ctrl_rst_resets_registers_sets_auto_rd_and_keeps_systim() {
     let before = r.dev.phc_now_ns();
     assert!(r.dev.link_up());
 
-    r.wr(CTRL, r.dev.peek(CTRL) | ctrl::RST);
+    r.wr(CTRL, r.dev.peek(CTRL) | Ctrl::RST.bits());
     assert_eq!(r.dev.port_resets(), 1);
-    assert_eq!(r.rd(CTRL) & ctrl::RST, 0, "RST self-clears");
+    assert_eq!(r.rd(CTRL) & Ctrl::RST.bits(), 0, "RST self-clears");
     assert_eq!(r.rd(CTRL), 0);
     assert_eq!(r.rd(EECD), EECD_POWER_ON, "EECD.REQ (0x40) cleared");
     assert_eq!(r.rd(TCTL), 0);
@@ -340,7 +346,11 @@ fn ctrl_rst_resets_registers_sets_auto_rd_and_keeps_systim() {
     assert_eq!(r.rd(IMS), 0);
     assert_eq!(r.rd(GPIE), 0);
     assert_eq!(r.rd(TSIM), 0);
-    assert_eq!(r.rd(STATUS) & status::LU, 0, "SLU is clear after reset");
+    assert_eq!(
+        r.rd(STATUS) & Status::LU.bits(),
+        0,
+        "SLU is clear after reset"
+    );
     assert_eq!(r.rd(ICR), 0);
     // The PHC kept running at its corrected rate.
     assert_eq!(r.dev.phc_now_ns(), before);
@@ -354,10 +364,10 @@ fn dev_rst_behaves_like_port_reset() {
     let mut r = Rig::new();
     r.wr(TCTL, tctl::EN);
     r.clock.advance(S);
-    r.wr(CTRL, ctrl::DEV_RST);
+    r.wr(CTRL, Ctrl::DEV_RST.bits());
     assert_eq!(r.rd(CTRL), 0);
     assert_eq!(r.rd(TCTL), 0);
-    assert_ne!(r.rd(EECD) & eecd::AUTO_RD, 0);
+    assert_ne!(r.rd(EECD) & Eecd::AUTO_RD.bits(), 0);
     assert_eq!(r.dev.phc_now_ns(), S);
 }
 
@@ -366,27 +376,30 @@ fn dev_rst_behaves_like_port_reset() {
 #[test]
 fn link_needs_slu_and_cable_and_raises_lsc() {
     let mut r = Rig::new();
-    assert_eq!(r.rd(STATUS) & status::LU, 0);
-    r.wr(CTRL, ctrl::SLU);
+    assert_eq!(r.rd(STATUS) & Status::LU.bits(), 0);
+    r.wr(CTRL, Ctrl::SLU.bits());
     let st = r.rd(STATUS);
     assert_eq!(
-        st & (status::LU | status::FD | status::SPEED_2500),
-        status::LU | status::FD | status::SPEED_2500
+        st & (Status::LU.bits() | Status::FD.bits() | Status::SPEED_2500.bits()),
+        Status::LU.bits() | Status::FD.bits() | Status::SPEED_2500.bits()
     );
     assert_eq!(
         r.rd(ICR),
-        icr::LSC,
+        IntCause::LSC.bits(),
         "LSC pending, masked so no INT_ASSERTED"
     );
     let changes = r.dev.link_changes();
     r.dev.set_cable(false, &mut r.host);
-    assert_eq!(r.rd(STATUS) & (status::LU | status::SPEED_2500), 0);
-    assert_eq!(r.rd(ICR), icr::LSC);
+    assert_eq!(
+        r.rd(STATUS) & (Status::LU.bits() | Status::SPEED_2500.bits()),
+        0
+    );
+    assert_eq!(r.rd(ICR), IntCause::LSC.bits());
     r.dev.set_cable(false, &mut r.host);
     assert_eq!(r.rd(ICR), 0, "no change, no LSC");
     r.dev.set_cable(true, &mut r.host);
-    assert_ne!(r.rd(STATUS) & status::LU, 0);
-    assert_eq!(r.rd(ICR), icr::LSC);
+    assert_ne!(r.rd(STATUS) & Status::LU.bits(), 0);
+    assert_eq!(r.rd(ICR), IntCause::LSC.bits());
     assert_eq!(r.dev.link_changes(), changes + 2, "down and up, each once");
     assert!(r.host.raised.is_empty(), "IMS was clear");
 }
@@ -394,13 +407,13 @@ fn link_needs_slu_and_cable_and_raises_lsc() {
 /// STATUS speed as Linux's igc_get_speed_and_duplex_copper reads it (igc_mac.c): SPEED_1000
 /// first, then SPEED_2500 within it; 100; else 10.
 fn linux_speed(st: u32) -> u32 {
-    if st & status::SPEED_1000 != 0 {
-        if st & status::SPEED_2500 != 0 {
+    if st & Status::SPEED_1000.bits() != 0 {
+        if st & Status::SPEED_2500.bits() != 0 {
             2500
         } else {
             1000
         }
-    } else if st & status::SPEED_100 != 0 {
+    } else if st & Status::SPEED_100.bits() != 0 {
         100
     } else {
         10
@@ -411,14 +424,17 @@ fn linux_speed(st: u32) -> u32 {
 fn link_speed_bits() {
     for (speed, bits) in [
         (LinkSpeed::Mbps10, 0),
-        (LinkSpeed::Mbps100, status::SPEED_100),
-        (LinkSpeed::Mbps1000, status::SPEED_1000),
+        (LinkSpeed::Mbps100, Status::SPEED_100.bits()),
+        (LinkSpeed::Mbps1000, Status::SPEED_1000.bits()),
         // The i225 keeps SPEED_1000 at 2.5 Gb/s (§10.1; Linux igc_mac.c).
-        (LinkSpeed::Mbps2500, status::SPEED_1000 | status::SPEED_2500),
+        (
+            LinkSpeed::Mbps2500,
+            Status::SPEED_1000.bits() | Status::SPEED_2500.bits(),
+        ),
     ] {
         let mut r = Rig::with(|c| c.link_speed = speed);
-        r.wr(CTRL, ctrl::SLU);
-        let all = status::SPEED_100 | status::SPEED_1000 | status::SPEED_2500;
+        r.wr(CTRL, Ctrl::SLU.bits());
+        let all = Status::SPEED_100.bits() | Status::SPEED_1000.bits() | Status::SPEED_2500.bits();
         let st = r.rd(STATUS);
         assert_eq!(st & all, bits, "{speed:?}");
         assert_eq!(
@@ -429,14 +445,14 @@ fn link_speed_bits() {
         assert_eq!(LinkSpeed::from_mbps(speed.mbps()), Some(speed));
     }
     let mut r = Rig::new();
-    r.wr(CTRL, ctrl::SLU);
+    r.wr(CTRL, Ctrl::SLU.bits());
     let _ = r.rd(ICR);
     r.dev.set_link_speed(LinkSpeed::Mbps1000, &mut r.host);
     assert_eq!(
-        r.rd(STATUS) & (status::SPEED_1000 | status::SPEED_2500),
-        status::SPEED_1000
+        r.rd(STATUS) & (Status::SPEED_1000.bits() | Status::SPEED_2500.bits()),
+        Status::SPEED_1000.bits()
     );
-    assert_eq!(r.rd(ICR), icr::LSC, "renegotiation");
+    assert_eq!(r.rd(ICR), IntCause::LSC.bits(), "renegotiation");
 }
 
 #[test]
@@ -456,7 +472,11 @@ fn mdic_phy_access_completes_at_once() {
     // The PHY links with its partner whatever the MAC's CTRL.SLU says.
     r.wr(MDIC, read(1));
     assert_eq!(r.rd(MDIC) & 0x24, 0x24, "BMSR link up, AN complete");
-    assert_eq!(r.rd(STATUS) & status::LU, 0, "the MAC's link waits for SLU");
+    assert_eq!(
+        r.rd(STATUS) & Status::LU.bits(),
+        0,
+        "the MAC's link waits for SLU"
+    );
     r.dev.set_cable(false, &mut r.host);
     r.wr(MDIC, read(1));
     assert_eq!(r.rd(MDIC) & 0x24, 0, "BMSR link down without a cable");
@@ -538,8 +558,8 @@ fn mmd_registers_are_reached_through_13_and_14() {
     xmdio(&mut r, 7, 0x21, Some(0xFFFF));
     assert_eq!(xmdio(&mut r, 7, 0x21, None) & 0x0F00, 0);
     // A PHY reset brings the MMD registers back to their defaults (2.5G advertised).
-    r.wr(CTRL, ctrl::PHY_RST);
-    assert_eq!(r.rd(CTRL) & ctrl::PHY_RST, 0, "PHY_RST self-clears");
+    r.wr(CTRL, Ctrl::PHY_RST.bits());
+    assert_eq!(r.rd(CTRL) & Ctrl::PHY_RST.bits(), 0, "PHY_RST self-clears");
     assert_eq!(xmdio(&mut r, 7, 0x20, None), 0x0080);
     assert_eq!(xmdio(&mut r, 7, 0x22, None), 0);
 }
@@ -565,7 +585,7 @@ fn probe_registers_read_as_linux_igc_expects() {
     r.wr(SWSM, 0);
     assert_eq!(r.rd(SWSM), 0, "released");
     // CTRL.RST self-clears; MAC in RAL0/RAH0 with AV.
-    r.wr(CTRL, ctrl::RST | ctrl::SLU);
+    r.wr(CTRL, Ctrl::RST.bits() | Ctrl::SLU.bits());
     assert_eq!(r.rd(CTRL), 0);
     assert_eq!(r.rd(rah(0)) & rah::AV, rah::AV);
 }
@@ -593,48 +613,58 @@ fn eerd_reads_a_checksummed_shadow_ram_holding_the_mac() {
 fn legacy_icr_read_auto_masks_iam_and_drops_the_intx_level() {
     let mut r = Rig::new();
     // igc_irq_enable outside MSI-X: IMS and IAM = the same causes.
-    let causes = icr::LSC | icr::RXT0 | icr::TS;
+    let causes = IntCause::LSC.bits() | IntCause::RXT0.bits() | IntCause::TS.bits();
     r.wr(IMS, causes);
     r.wr(IAM, causes);
     assert!(!r.dev.intx_level());
-    r.wr(ICS, icr::LSC);
+    r.wr(ICS, IntCause::LSC.bits());
     assert!(r.dev.intx_level(), "level while ICR & IMS");
-    assert_eq!(r.rd(ICR), icr::LSC | icr::INT_ASSERTED);
+    assert_eq!(
+        r.rd(ICR),
+        IntCause::LSC.bits() | IntCause::INT_ASSERTED.bits()
+    );
     assert!(!r.dev.intx_level(), "ICR read cleared the cause");
     assert_eq!(r.rd(IMS), 0, "IAM auto-masked IMS on the asserted read");
-    r.wr(ICS, icr::RXT0);
+    r.wr(ICS, IntCause::RXT0.bits());
     assert!(!r.dev.intx_level(), "masked until the driver re-enables");
     r.wr(IMS, causes);
     assert!(r.dev.intx_level());
     // A read without INT_ASSERTED (only a masked cause pending) does not auto-mask.
     let _ = r.rd(ICR);
-    r.wr(IMS, icr::LSC);
-    r.wr(ICS, icr::TS);
+    r.wr(IMS, IntCause::LSC.bits());
+    r.wr(ICS, IntCause::TS.bits());
     assert_eq!(
         r.rd(ICR),
-        icr::TS,
+        IntCause::TS.bits(),
         "pending but not enabled: no INT_ASSERTED"
     );
-    assert_eq!(r.rd(IMS), icr::LSC);
+    assert_eq!(r.rd(IMS), IntCause::LSC.bits());
     // MSI-X mode has no INTx level.
     r.msix_setup();
-    r.wr(ICS, icr::LSC);
+    r.wr(ICS, IntCause::LSC.bits());
     assert!(!r.dev.intx_level());
 }
 
 #[test]
 fn icr_is_read_to_clear_and_write_1_to_clear() {
     let mut r = Rig::new();
-    r.wr(ICS, icr::LSC | icr::DOUTSYNC);
-    assert_eq!(r.rd(ICR), icr::LSC | icr::DOUTSYNC);
+    r.wr(ICS, IntCause::LSC.bits() | IntCause::DOUTSYNC.bits());
+    assert_eq!(r.rd(ICR), IntCause::LSC.bits() | IntCause::DOUTSYNC.bits());
     assert_eq!(r.rd(ICR), 0, "read cleared it");
-    r.wr(ICS, icr::LSC | icr::DOUTSYNC);
-    r.wr(ICR, icr::LSC);
-    assert_eq!(r.dev.peek(ICR), icr::DOUTSYNC, "W1C cleared only LSC");
-    r.wr(IMS, icr::DOUTSYNC);
-    assert_eq!(r.rd(IMS), icr::DOUTSYNC, "IMS reads the mask");
-    assert_eq!(r.rd(ICR), icr::DOUTSYNC | icr::INT_ASSERTED);
-    r.wr(IMC, icr::DOUTSYNC);
+    r.wr(ICS, IntCause::LSC.bits() | IntCause::DOUTSYNC.bits());
+    r.wr(ICR, IntCause::LSC.bits());
+    assert_eq!(
+        r.dev.peek(ICR),
+        IntCause::DOUTSYNC.bits(),
+        "W1C cleared only LSC"
+    );
+    r.wr(IMS, IntCause::DOUTSYNC.bits());
+    assert_eq!(r.rd(IMS), IntCause::DOUTSYNC.bits(), "IMS reads the mask");
+    assert_eq!(
+        r.rd(ICR),
+        IntCause::DOUTSYNC.bits() | IntCause::INT_ASSERTED.bits()
+    );
+    r.wr(IMC, IntCause::DOUTSYNC.bits());
     assert_eq!(r.rd(IMS), 0);
 }
 
@@ -642,13 +672,13 @@ fn icr_is_read_to_clear_and_write_1_to_clear() {
 fn tsicr_is_read_to_clear_and_write_1_to_clear() {
     let mut r = Rig::new();
     r.dev
-        .raise_tsicr(tsicr::TXTS | tsicr::SYS_WRAP, &mut r.host);
-    assert_eq!(r.rd(TSICR), tsicr::TXTS | tsicr::SYS_WRAP);
+        .raise_tsicr(TsCause::TXTS | TsCause::SYS_WRAP, &mut r.host);
+    assert_eq!(r.rd(TSICR), TsCause::TXTS.bits() | TsCause::SYS_WRAP.bits());
     assert_eq!(r.rd(TSICR), 0);
     r.dev
-        .raise_tsicr(tsicr::TXTS | tsicr::SYS_WRAP, &mut r.host);
-    r.wr(TSICR, tsicr::TXTS);
-    assert_eq!(r.rd(TSICR), tsicr::SYS_WRAP);
+        .raise_tsicr(TsCause::TXTS | TsCause::SYS_WRAP, &mut r.host);
+    r.wr(TSICR, TsCause::TXTS.bits());
+    assert_eq!(r.rd(TSICR), TsCause::SYS_WRAP.bits());
 }
 
 #[test]
@@ -660,22 +690,25 @@ fn tsicr_cause_fires_the_ivar_misc_vector() {
     r.wr(EIAC, 1 << other);
     r.wr(EIAM, 1 << other);
     r.wr(EIMS, 1 << other);
-    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    r.dev.raise_tsicr(TsCause::TXTS, &mut r.host);
     assert_eq!(r.host.take(), vec![other as u16]);
     assert_eq!(r.dev.msix_raised(other as u16), 1);
     // EIAC auto-cleared EICR, EIAM auto-masked the vector until the handler re-arms it.
     assert_eq!(r.dev.peek(EICR) & (1 << other), 0);
     assert_eq!(r.dev.peek(EIMS) & (1 << other), 0);
     // The handler (§6): ICR, then TSICR, then EIMS = other.
-    assert_eq!(r.rd(ICR), icr::TS | icr::INT_ASSERTED);
-    assert_eq!(r.rd(TSICR), tsicr::TXTS);
+    assert_eq!(
+        r.rd(ICR),
+        IntCause::TS.bits() | IntCause::INT_ASSERTED.bits()
+    );
+    assert_eq!(r.rd(TSICR), TsCause::TXTS.bits());
     r.wr(EIMS, 1 << other);
     assert!(
         r.host.raised.is_empty(),
         "nothing pending: re-arming is silent"
     );
     // The next stamp interrupts again.
-    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    r.dev.raise_tsicr(TsCause::TXTS, &mut r.host);
     assert_eq!(r.host.take(), vec![other as u16]);
 }
 
@@ -683,16 +716,23 @@ fn tsicr_cause_fires_the_ivar_misc_vector() {
 fn uncleared_tsicr_blocks_a_new_ts_interrupt() {
     let mut r = Rig::new();
     r.msix_setup();
-    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    r.dev.raise_tsicr(TsCause::TXTS, &mut r.host);
     assert_eq!(r.host.take(), vec![OTHER as u16]);
-    assert_eq!(r.rd(ICR), icr::TS | icr::INT_ASSERTED);
+    assert_eq!(
+        r.rd(ICR),
+        IntCause::TS.bits() | IntCause::INT_ASSERTED.bits()
+    );
     r.wr(EIMS, 1 << OTHER);
     // TSICR not read yet: another cause does not raise ICR.TS again (§2.4).
-    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    r.dev.raise_tsicr(TsCause::TXTS, &mut r.host);
     assert_eq!(r.rd(ICR), 0);
     assert!(r.host.raised.is_empty());
-    assert_eq!(r.rd(TSICR), tsicr::TXTS, "both events read out at once");
-    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    assert_eq!(
+        r.rd(TSICR),
+        TsCause::TXTS.bits(),
+        "both events read out at once"
+    );
+    r.dev.raise_tsicr(TsCause::TXTS, &mut r.host);
     assert_eq!(r.host.take(), vec![OTHER as u16]);
 }
 
@@ -702,29 +742,29 @@ fn masked_tsim_ims_or_eims_means_no_interrupt() {
     let mut r = Rig::new();
     r.msix_setup();
     r.wr(TSIM, 0);
-    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    r.dev.raise_tsicr(TsCause::TXTS, &mut r.host);
     assert!(r.host.raised.is_empty());
     assert_eq!(r.dev.peek(ICR), 0);
-    assert_eq!(r.dev.peek(TSICR), tsicr::TXTS);
+    assert_eq!(r.dev.peek(TSICR), TsCause::TXTS.bits());
     // Enabling TSIM with the cause pending raises it then.
-    r.wr(TSIM, tsicr::TXTS);
+    r.wr(TSIM, TsCause::TXTS.bits());
     assert_eq!(r.host.take(), vec![OTHER as u16]);
 
     // IMS.TS clear: ICR.TS pending but no message; unmasking delivers it.
     let mut r = Rig::new();
     r.msix_setup();
-    r.wr(IMC, icr::TS);
-    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    r.wr(IMC, IntCause::TS.bits());
+    r.dev.raise_tsicr(TsCause::TXTS, &mut r.host);
     assert!(r.host.raised.is_empty());
-    assert_eq!(r.dev.peek(ICR), icr::TS);
-    r.wr(IMS, icr::TS);
+    assert_eq!(r.dev.peek(ICR), IntCause::TS.bits());
+    r.wr(IMS, IntCause::TS.bits());
     assert_eq!(r.host.take(), vec![OTHER as u16]);
 
     // EIMS clear: EICR holds the vector's bit; re-arming EIMS raises it.
     let mut r = Rig::new();
     r.msix_setup();
     r.wr(EIMC, 1 << OTHER);
-    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    r.dev.raise_tsicr(TsCause::TXTS, &mut r.host);
     assert!(r.host.raised.is_empty());
     assert_eq!(r.dev.peek(EICR), 1 << OTHER);
     r.wr(EIMS, 1 << OTHER);
@@ -735,7 +775,7 @@ fn masked_tsim_ims_or_eims_means_no_interrupt() {
     let mut r = Rig::new();
     r.msix_setup();
     r.wr(IVAR_MISC, 0);
-    r.dev.raise_tsicr(tsicr::TXTS, &mut r.host);
+    r.dev.raise_tsicr(TsCause::TXTS, &mut r.host);
     assert!(r.host.raised.is_empty());
 }
 
@@ -745,9 +785,12 @@ fn icr_read_clears_the_eicr_other_bit() {
     r.msix_setup();
     r.wr(EIAC, 0);
     r.wr(EIMC, 1 << OTHER);
-    r.wr(ICS, icr::LSC);
+    r.wr(ICS, IntCause::LSC.bits());
     assert_eq!(r.dev.peek(EICR), 1 << OTHER);
-    assert_eq!(r.rd(ICR), icr::LSC | icr::INT_ASSERTED);
+    assert_eq!(
+        r.rd(ICR),
+        IntCause::LSC.bits() | IntCause::INT_ASSERTED.bits()
+    );
     assert_eq!(r.dev.peek(EICR), 0);
     r.wr(EIMS, 1 << OTHER);
     assert!(
@@ -779,12 +822,12 @@ fn lsc_routes_like_ts_and_non_msix_mode_uses_vector_0() {
     r.msix_setup();
     r.wr(IVAR_MISC, (4 | IVAR_VALID) << 8);
     r.wr(EIMS, 1 << 4);
-    r.wr(CTRL, ctrl::SLU);
+    r.wr(CTRL, Ctrl::SLU.bits());
     assert_eq!(r.host.take(), vec![4]);
 
     let mut r = Rig::new();
-    r.wr(IMS, icr::LSC);
-    r.wr(CTRL, ctrl::SLU);
+    r.wr(IMS, IntCause::LSC.bits());
+    r.wr(CTRL, Ctrl::SLU.bits());
     assert_eq!(r.host.take(), vec![0], "MSI: one message on vector 0");
 }
 
@@ -841,15 +884,18 @@ fn plugs_into_the_emulated_pci_backend() {
     bar.write32(EIAC, 1 << 1);
     bar.write32(EIAM, 1 << 1);
     bar.write32(EIMS, 1 << 1);
-    bar.write32(IMS, icr::TS | icr::LSC);
-    bar.write32(ICS, icr::TS);
+    bar.write32(IMS, IntCause::TS.bits() | IntCause::LSC.bits());
+    bar.write32(ICS, IntCause::TS.bits());
     assert_eq!(vectors[1].wait(Duration::from_secs(5)), IrqWait::Fired);
     assert_eq!(vectors[0].wait(Duration::ZERO), IrqWait::TimedOut);
-    assert_eq!(bar.read32(ICR), icr::TS | icr::INT_ASSERTED);
+    assert_eq!(
+        bar.read32(ICR),
+        IntCause::TS.bits() | IntCause::INT_ASSERTED.bits()
+    );
     bar.write32(EIMS, 1 << 1);
-    bar.write32(CTRL, ctrl::SLU);
+    bar.write32(CTRL, Ctrl::SLU.bits());
     assert_eq!(vectors[1].wait(Duration::from_secs(5)), IrqWait::Fired);
-    assert_ne!(bar.read32(STATUS) & status::LU, 0);
+    assert_ne!(bar.read32(STATUS) & Status::LU.bits(), 0);
     assert_eq!(f.poll(), None);
     assert_eq!(
         f.with_device(|d| (d.reads(SYSTIML), d.msix_raised(1))),
@@ -938,7 +984,7 @@ fn unimplemented_offsets_are_counted_per_offset() {
     );
     assert_eq!(r.rd(0x0E08), 1, "still storage");
     // Port resets and counter resets keep the record; clearing it empties it.
-    r.wr(CTRL, ctrl::RST);
+    r.wr(CTRL, Ctrl::RST.bits());
     r.dev.reset_counters();
     assert_eq!(r.dev.unimplemented_accesses().len(), 2);
     r.dev.clear_unimplemented_accesses();
@@ -954,7 +1000,7 @@ fn linux_probe_and_open_touch_only_implemented_registers() {
     let bounded =
         |r: &mut Rig, off: u32, done: &dyn Fn(u32) -> bool| (0..10).any(|_| done(r.rd(off)));
     // igc_get_invariants_base / igc_init_nvm_params_i225: flash → the flash NVM ops.
-    assert_ne!(r.rd(EECD) & eecd::FLASH_DETECTED, 0);
+    assert_ne!(r.rd(EECD) & Eecd::FLASH_DETECTED.bits(), 0);
     let _ = (r.rd(STATUS), r.rd(MANC));
     // igc_acquire_swfw_sync_i225 → igc_get_hw_semaphore_i225.
     assert!(bounded(&mut r, SWSM, &|v| v & swsm::SMBI == 0));
@@ -967,7 +1013,7 @@ fn linux_probe_and_open_touch_only_implemented_registers() {
     // igc_phy_hw_reset: PHY_RST pulse, then PHPM.RST_COMP.
     let _ = r.rd(PHPM);
     let c = r.rd(CTRL);
-    r.wr(CTRL, c | ctrl::PHY_RST);
+    r.wr(CTRL, c | Ctrl::PHY_RST.bits());
     r.wr(CTRL, c);
     assert!(bounded(&mut r, PHPM, &|v| v & phpm::RST_COMP != 0));
     let id = (phy_rd(&mut r, 2) as u32) << 16 | phy_rd(&mut r, 3) as u32;
@@ -979,8 +1025,8 @@ fn linux_probe_and_open_touch_only_implemented_registers() {
     r.wr(TCTL, tctl::PSP);
     let _ = r.rd(STATUS);
     let c = r.rd(CTRL);
-    r.wr(CTRL, c | ctrl::RST);
-    assert!(bounded(&mut r, EECD, &|v| v & eecd::AUTO_RD != 0));
+    r.wr(CTRL, c | Ctrl::RST.bits());
+    assert!(bounded(&mut r, EECD, &|v| v & Eecd::AUTO_RD.bits() != 0));
     r.wr(IMC, !0);
     let _ = r.rd(ICR);
     // MAC, packet buffers, MTA, flow control, statistics (igc_clear_hw_cntrs_base).
@@ -998,7 +1044,12 @@ fn linux_probe_and_open_touch_only_implemented_registers() {
         let _ = r.rd(off);
     }
     // igc_ptp_reset (i225), TSN defaults, EEE, LTR.
-    for (off, v) in [(TSAUXC, 0), (TSSDP, 0), (TSIM, tsicr::TXTS), (IMS, icr::TS)] {
+    for (off, v) in [
+        (TSAUXC, 0),
+        (TSSDP, 0),
+        (TSIM, TsCause::TXTS.bits()),
+        (IMS, IntCause::TS.bits()),
+    ] {
         r.wr(off, v);
     }
     let _ = (r.rd(0xB6F8), r.rd(SYSTIML), r.rd(SYSTIMH));
@@ -1011,7 +1062,7 @@ fn linux_probe_and_open_touch_only_implemented_registers() {
     }
     // Open: driver loaded, link (autonegotiation through MDIC and MMD 7.32).
     r.wr(CTRL_EXT, ctrl_ext::DRV_LOAD);
-    r.wr(CTRL, ctrl::SLU);
+    r.wr(CTRL, Ctrl::SLU.bits());
     phy_wr(&mut r, 4, 0x0DE1);
     phy_wr(&mut r, 9, 0x0200);
     xmdio(&mut r, 7, 0x20, Some(0x0080));
@@ -1039,7 +1090,13 @@ fn linux_probe_and_open_touch_only_implemented_registers() {
     for off in [0x5818, 0x5C00, 0x5C80, 0x5000, 0x5004, IVAR0, eitr(0)] {
         r.wr(off, 0);
     }
-    r.wr(IMS, icr::LSC | icr::RXT0 | icr::TXDW);
-    r.wr(IAM, icr::LSC | icr::RXT0 | icr::TXDW);
+    r.wr(
+        IMS,
+        IntCause::LSC.bits() | IntCause::RXT0.bits() | IntCause::TXDW.bits(),
+    );
+    r.wr(
+        IAM,
+        IntCause::LSC.bits() | IntCause::RXT0.bits() | IntCause::TXDW.bits(),
+    );
     assert_eq!(r.dev.unimplemented_accesses(), vec![]);
 }

@@ -145,7 +145,7 @@ impl Rig {
 
     /// §10.2 steps 2–4 (no PHY dance: the model's link is up with SLU).
     fn bring_up(&mut self) {
-        self.wr(CTRL, ctrl::SLU);
+        self.wr(CTRL, Ctrl::SLU.bits());
         self.wr(txdctl(0), 0);
         self.wr(tdlen(0), N * 16);
         self.wr(tdbal(0), TX_RING as u32);
@@ -215,7 +215,7 @@ impl Rig {
     }
 
     fn tx_dd(&mut self, i: u32) -> bool {
-        self.host.read_u32(TX_RING + i as u64 * 16 + 12) & txd::STA_DD != 0
+        self.host.read_u32(TX_RING + i as u64 * 16 + 12) & TxStatus::DD.bits() != 0
     }
 
     /// The next completed RX descriptor, re-posting a buffer for it.
@@ -223,12 +223,12 @@ impl Rig {
         let i = self.rx_next;
         let desc = RX_RING + i as u64 * 16;
         let status = self.host.read_u32(desc + 8);
-        if status & rxd::STAT_DD == 0 {
+        if status & RxStatus::DD.bits() == 0 {
             return None;
         }
         let len = (self.host.read_u32(desc + 12) & 0xFFFF) as usize;
         let buf = self.host.read(RX_BUF + i as u64 * BUF, len).unwrap();
-        let (header, frame) = if status & rxd::STAT_TSIP != 0 {
+        let (header, frame) = if status & RxStatus::TSIP.bits() != 0 {
             let (h, f) = buf.split_at(TS_HDR_LEN);
             let dw = |k: usize| u32::from_le_bytes(h[4 * k..4 * k + 4].try_into().unwrap());
             (Some([dw(0), dw(1), dw(2), dw(3)]), f.to_vec())
@@ -277,26 +277,38 @@ impl Rig {
         self.wr(EIAC, mask);
         self.wr(EIAM, mask);
         self.wr(EIMS, mask);
-        self.wr(IMS, icr::LSC | icr::DOUTSYNC | icr::DRSTA | icr::TS);
-        self.wr(TSIM, tsicr::TXTS);
+        self.wr(
+            IMS,
+            IntCause::LSC.bits()
+                | IntCause::DOUTSYNC.bits()
+                | IntCause::DRSTA.bits()
+                | IntCause::TS.bits(),
+        );
+        self.wr(TSIM, TsCause::TXTS.bits());
         self.host.take();
     }
 
     /// TX stamping on (§7.4 enable value) and RX stamping with filter `ty` (§8.1).
     fn enable_ts(&mut self, ty: u32) {
-        self.wr(TSYNCTXCTL, tsynctxctl::ENABLED | tsynctxctl::TXSYNSIG);
+        self.wr(
+            TSYNCTXCTL,
+            TsyncTxCtl::ENABLED.bits() | TsyncTxCtl::TXSYNSIG.bits(),
+        );
         let pbs = self.rd(RXPBS);
         self.wr(RXPBS, pbs | rxpbs::CFG_TS_EN);
         let s = self.rd(srrctl(0));
         self.wr(srrctl(0), s | srrctl::TIMESTAMP);
-        self.wr(TSYNCRXCTL, tsyncrxctl::ENABLED | ty | tsyncrxctl::RXSYNSIG);
+        self.wr(
+            TSYNCRXCTL,
+            TsyncRxCtl::ENABLED.bits() | ty | TsyncRxCtl::RXSYNSIG.bits(),
+        );
     }
 
     /// The "other" vector's handler (§6): ICR, TSICR if ICR.TS, re-arm. It re-arms the TX
     /// vector too, so every TXDW message shows in the tests.
     fn handle_other(&mut self) -> u32 {
         let icr = self.rd(ICR);
-        let ts = if icr & icr::TS != 0 {
+        let ts = if icr & IntCause::TS.bits() != 0 {
             self.rd(TSICR)
         } else {
             0
@@ -390,7 +402,7 @@ fn frame_goes_tx_loopback_rx_with_write_backs() {
     let next = r.poll();
     assert!(r.tx_dd(i), "DD written back for RS");
     assert_eq!(r.rd(tdh(0)), 1);
-    assert_ne!(r.rd(ICR) & icr::TXDW, 0);
+    assert_ne!(r.rd(ICR) & IntCause::TXDW.bits(), 0);
     // Departure = now + 1 µs pipeline; arrival DELAY later.
     let arrival = START + DEFAULT_TX_PIPELINE_NS + DELAY;
     assert_eq!(next, Some(Duration::from_nanos(arrival - START)));
@@ -400,11 +412,11 @@ fn frame_goes_tx_loopback_rx_with_write_backs() {
     r.clock.set(arrival);
     assert_eq!(r.poll(), None, "nothing more scheduled");
     let rx = r.take_rx().expect("received");
-    assert_eq!(rx.status, rxd::STAT_DD | rxd::STAT_EOP);
+    assert_eq!(rx.status, RxStatus::DD.bits() | RxStatus::EOP.bits());
     assert_eq!(rx.len, 100);
     assert_eq!(rx.frame, frame);
     assert_eq!(r.rd(rdh(0)), 1);
-    assert_ne!(r.rd(ICR) & icr::RXT0, 0);
+    assert_ne!(r.rd(ICR) & IntCause::RXT0.bits(), 0);
     let st = r.dev.stats();
     assert_eq!((st.tx_frames, st.rx_frames, st.rx_bytes), (1, 1, 100));
 
@@ -465,13 +477,16 @@ fn tx_stamp_is_phc_at_departure_minus_tx_latency() {
     let rec = Recorder::default();
     let ppb = 12_345;
     let mut r = Rig::with(|c| c.osc_error_ppb = ppb, Box::new(rec.clone()));
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     r.clock.advance(7_777);
     r.send(&test_frame(60, 0), txd::MAC_TSTAMP);
     r.poll();
     let dep = rec.take()[0].1;
     assert_eq!(dep, START + 7_777 + DEFAULT_TX_PIPELINE_NS);
-    assert_eq!(r.rd(TSYNCTXCTL) & tsynctxctl::TXTT_ANY, tsynctxctl::txtt(0));
+    assert_eq!(
+        r.rd(TSYNCTXCTL) & TsyncTxCtl::TXTT_ANY.bits(),
+        TsyncTxCtl::txtt(0).bits()
+    );
     // A driver adding the §8.4 TX latency gets exactly PHC(departure).
     assert_eq!(r.read_set(0) + TX_LAT_2500, phc_at(dep, ppb));
     assert_eq!(r.dev.stats().tx_stamps_latched, 1);
@@ -502,7 +517,7 @@ fn set_bits(n: u32) -> u32 {
 #[test]
 fn all_four_sets_hold_stamps_at_once() {
     let mut r = Rig::new();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     for n in 0..4 {
         r.send(&test_frame(60, n as u8), set_bits(n));
         r.clock.advance(10_000);
@@ -533,7 +548,7 @@ fn all_four_sets_hold_stamps_at_once() {
 #[test]
 fn a_stamp_into_a_busy_set_is_lost() {
     let mut r = Rig::new();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     r.send(&test_frame(60, 0), set_bits(2));
     r.poll();
     let first = r.dev.tx_stamp(2);
@@ -557,7 +572,7 @@ fn a_stamp_into_a_busy_set_is_lost() {
 #[test]
 fn txstmph_n_releases_set_n_and_l_alone_changes_nothing() {
     let mut r = Rig::new();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     for n in 0..4 {
         r.send(&test_frame(60, 0), set_bits(n));
     }
@@ -572,8 +587,8 @@ fn txstmph_n_releases_set_n_and_l_alone_changes_nothing() {
     r.rd(TXSTMPH[1]);
     assert_eq!(r.dev.txtt(), 0b1001);
     // Software cannot clear TXTT through TSYNCTXCTL [assumption].
-    r.wr(TSYNCTXCTL, tsynctxctl::ENABLED);
-    assert_eq!(r.rd(TSYNCTXCTL), tsynctxctl::ENABLED | 0b1001);
+    r.wr(TSYNCTXCTL, TsyncTxCtl::ENABLED.bits());
+    assert_eq!(r.rd(TSYNCTXCTL), TsyncTxCtl::ENABLED.bits() | 0b1001);
 }
 
 #[test]
@@ -583,7 +598,7 @@ fn txstmph0_releases_all_sets_unless_configured_off() {
             |c| c.txstmph0_clears_all = clears_all,
             Box::new(Loopback::new(DELAY)),
         );
-        r.enable_ts(tsyncrxctl::TYPE_ALL);
+        r.enable_ts(RxTsType::All as u32);
         for n in 0..4 {
             r.send(&test_frame(60, 0), set_bits(n));
         }
@@ -595,7 +610,7 @@ fn txstmph0_releases_all_sets_unless_configured_off() {
     // The runtime switch does the same.
     let mut r = Rig::new();
     r.dev.set_txstmph0_clears_all(false);
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     r.send(&test_frame(60, 0), set_bits(3));
     r.poll();
     r.rd(TXSTMPH[0]);
@@ -608,7 +623,7 @@ fn txstmph0_releases_all_sets_unless_configured_off() {
 fn first_txts_handled_via_set_1(quirk: bool) -> Rig {
     let mut r = Rig::with(|c| c.tx_stamp_quirk = quirk, Box::new(Recorder::default()));
     r.msix_setup();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     r.send(&test_frame(60, 0), set_bits(1));
     r.poll();
     assert_eq!(
@@ -618,7 +633,7 @@ fn first_txts_handled_via_set_1(quirk: bool) -> Rig {
     );
     assert_eq!(r.dev.txts_gate_open(), !quirk);
     // A multi-set driver without the workaround: TSICR, TSYNCTXCTL, set 1 only.
-    assert_eq!(r.handle_other(), tsicr::TXTS);
+    assert_eq!(r.handle_other(), TsCause::TXTS.bits());
     assert_eq!(r.rd(TSYNCTXCTL) & 0xF, 0b10);
     r.read_set(1);
     r.host.take();
@@ -635,10 +650,10 @@ fn quirk_gate_holds_txts_until_txstmph0_is_read() {
     assert_eq!(r.dev.txtt(), 0b10, "the stamp itself latched");
     assert_eq!(
         r.dev.peek(TSICR),
-        tsicr::TXTS,
+        TsCause::TXTS.bits(),
         "and the cause shows in TSICR"
     );
-    assert_eq!(r.dev.peek(ICR) & icr::TS, 0);
+    assert_eq!(r.dev.peek(ICR) & IntCause::TS.bits(), 0);
     assert_eq!(r.dev.stats().txts_held_by_quirk, 1);
     // Reading TXSTMPL_0 does nothing; TXSTMPH_0 reopens the gate and the pending TXTS fires.
     r.rd(TXSTMPL[0]);
@@ -649,7 +664,7 @@ fn quirk_gate_holds_txts_until_txstmph0_is_read() {
         !r.dev.txts_gate_open(),
         "closed again behind the raised interrupt"
     );
-    assert_eq!(r.handle_other(), tsicr::TXTS);
+    assert_eq!(r.handle_other(), TsCause::TXTS.bits());
     // Reading TXSTMPH_0 with nothing pending leaves the gate open for the next stamp.
     r.rd(TXSTMPH[0]);
     assert!(r.dev.txts_gate_open());
@@ -688,7 +703,7 @@ fn hold_hook_lands_a_stamp_between_two_named_reads() {
     let rec = Recorder::default();
     let mut r = Rig::with(|_| {}, Box::new(rec.clone()));
     r.msix_setup();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     r.send(&test_frame(60, 0), set_bits(0));
     r.poll();
     r.handle_other();
@@ -702,7 +717,7 @@ fn hold_hook_lands_a_stamp_between_two_named_reads() {
     assert_eq!(r.dev.stats().tx_frames, 1, "held");
     assert_eq!(r.dev.armed_reads(), 1);
 
-    assert_eq!(r.rd(TSYNCTXCTL) & tsynctxctl::txtt(0), 0);
+    assert_eq!(r.rd(TSYNCTXCTL) & TsyncTxCtl::txtt(0).bits(), 0);
     assert_eq!(r.dev.stats().tx_frames, 1, "other reads do not release");
     let old = r.rd(TXSTMPL[0]);
     assert_eq!(old as u64, a % S, "the value read is from before the stamp");
@@ -760,13 +775,16 @@ fn rx_type_all_stamps_every_frame_and_other_types_are_unmodelled() {
     ];
     let mut r = Rig::new();
     // §2.2: only TYPE_ALL is documented for i225 (igc programs 0x418): every frame stamped.
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     for (name, frame) in &frames {
         let arrival = r.clock.now() + 10_000;
         let rx = r.inject(frame, arrival).expect(name);
         assert_eq!(rx.frame, *frame, "{name}");
         assert_eq!(rx.len, TS_HDR_LEN + frame.len());
-        assert_eq!(rx.status, rxd::STAT_DD | rxd::STAT_EOP | rxd::STAT_TSIP);
+        assert_eq!(
+            rx.status,
+            RxStatus::DD.bits() | RxStatus::EOP.bits() | RxStatus::TSIP.bits()
+        );
         let h = rx.header.expect(name);
         assert_eq!(stamp_ns(h), phc_at(arrival, 0) + RX_LAT_2500, "{name}");
         assert_eq!((h[0], h[1]), (h[2], h[3]), "TIMER1SEL = TIMER0SEL = 0");
@@ -780,7 +798,7 @@ fn rx_type_all_stamps_every_frame_and_other_types_are_unmodelled() {
             let arrival = r.clock.now() + 10_000;
             let rx = r.inject(frame, arrival).expect(name);
             assert!(rx.header.is_none(), "TYPE {ty:#x}, {name}");
-            assert_eq!(rx.status, rxd::STAT_DD | rxd::STAT_EOP);
+            assert_eq!(rx.status, RxStatus::DD.bits() | RxStatus::EOP.bits());
         }
     }
     let u = r.dev.unimplemented_accesses();
@@ -791,7 +809,7 @@ fn rx_type_all_stamps_every_frame_and_other_types_are_unmodelled() {
 #[test]
 fn rx_header_timer_selection() {
     let mut r = Rig::new();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     let base = r.dev.peek(srrctl(0));
     let sync = eth(0x88F7, &ptp(0, 2));
     // TIMER1SEL = timer 2: dwords 0-1 name an unmodelled timer (0); dwords 2-3 stay timer 0.
@@ -814,7 +832,7 @@ fn rx_header_timer_selection() {
 fn rx_header_is_phc_at_arrival_even_when_processed_after_a_rate_change() {
     let ppb = -40_000;
     let mut r = Rig::with(|c| c.osc_error_ppb = ppb, Box::new(Loopback::new(DELAY)));
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     let arrival = START + 5 * S;
     r.dev
         .wire_mut()
@@ -848,16 +866,16 @@ fn no_rx_header_when_any_of_the_three_enables_is_off() {
     let sync = eth(0x88F7, &ptp(0, 2));
     for off in 0..3 {
         let mut r = Rig::new();
-        r.enable_ts(tsyncrxctl::TYPE_ALL);
+        r.enable_ts(RxTsType::All as u32);
         match off {
             0 => r.wr(RXPBS, 0),
             1 => r.wr(srrctl(0), r.dev.peek(srrctl(0)) & !srrctl::TIMESTAMP),
-            _ => r.wr(TSYNCRXCTL, tsyncrxctl::TYPE_ALL),
+            _ => r.wr(TSYNCRXCTL, RxTsType::All as u32),
         }
         let at = r.clock.now() + 1_000;
         let rx = r.inject(&sync, at).unwrap();
         assert!(rx.header.is_none(), "enable {off} off");
-        assert_eq!(rx.status & rxd::STAT_TSIP, 0);
+        assert_eq!(rx.status & RxStatus::TSIP.bits(), 0);
         assert_eq!(rx.len, sync.len());
     }
 }
@@ -934,7 +952,7 @@ fn malformed_tx_descriptors_are_dropped_and_counted() {
 #[test]
 fn garbage_rings_never_panic_or_escape_the_ring() {
     let mut r = Rig::new();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut rnd = move || {
         x ^= x << 13;
@@ -983,7 +1001,7 @@ fn garbage_rings_never_panic_or_escape_the_ring() {
 #[test]
 fn injected_tx_stamp_loss() {
     let mut r = Rig::new();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     r.dev.drop_tx_stamps(1);
     r.send(&test_frame(60, 0), set_bits(0));
     r.send(&test_frame(60, 0), set_bits(1));
@@ -996,7 +1014,7 @@ fn injected_tx_stamp_loss() {
     );
     assert_eq!(
         r.dev.peek(TSICR),
-        tsicr::TXTS,
+        TsCause::TXTS.bits(),
         "only the latched stamp raised TXTS"
     );
 }
@@ -1004,7 +1022,7 @@ fn injected_tx_stamp_loss() {
 #[test]
 fn injected_stuck_txtt() {
     let mut r = Rig::new();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     r.send(&test_frame(60, 0), set_bits(1));
     r.poll();
     r.dev.stick_txtt(1, Some(2));
@@ -1033,15 +1051,19 @@ fn injected_stuck_txtt() {
 fn injected_time_sync_interrupt_loss() {
     let mut r = Rig::new();
     r.msix_setup();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     r.dev.drop_ts_interrupts(1);
     r.send(&test_frame(60, 0), set_bits(0));
     r.poll();
     assert_eq!(r.irqs(), [TXV], "no message on the other vector");
-    assert_ne!(r.dev.peek(ICR) & icr::TS, 0, "but the cause is set");
+    assert_ne!(
+        r.dev.peek(ICR) & IntCause::TS.bits(),
+        0,
+        "but the cause is set"
+    );
     assert_eq!(r.dev.stats().ts_irqs_dropped, 1);
     // A polling driver recovers; the next stamp interrupts again.
-    assert_eq!(r.handle_other(), tsicr::TXTS);
+    assert_eq!(r.handle_other(), TsCause::TXTS.bits());
     r.read_set(0);
     r.send(&test_frame(60, 0), set_bits(0));
     r.poll();
@@ -1081,7 +1103,7 @@ fn injected_wire_loss_and_link_flap() {
     // Cable pulled: TX waits in the ring, LSC raised; plugged back: it goes.
     r.rd(ICR);
     r.dev.set_cable(false, &mut r.host);
-    assert_ne!(r.rd(ICR) & icr::LSC, 0);
+    assert_ne!(r.rd(ICR) & IntCause::LSC.bits(), 0);
     let i = r.send(&test_frame(60, 3), 0);
     r.poll();
     assert!(!r.tx_dd(i));
@@ -1097,12 +1119,12 @@ fn wire_decides_the_link_and_no_wire_keeps_part_1_behaviour() {
     r.rd(ICR);
     r.poll();
     assert!(!r.dev.link_up());
-    assert_ne!(r.rd(ICR) & icr::LSC, 0);
+    assert_ne!(r.rd(ICR) & IntCause::LSC.bits(), 0);
     // No wire: link per cable and SLU; frames go nowhere but complete (and stamp).
     r.dev.detach_wire();
     r.poll();
     assert!(r.dev.link_up());
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     let i = r.send(&test_frame(60, 0), set_bits(0));
     r.poll();
     assert!(r.tx_dd(i));
@@ -1158,7 +1180,7 @@ fn queue_interrupts_route_via_ivar0() {
 #[test]
 fn queue_interrupts_without_msix_use_ims() {
     let mut r = Rig::new();
-    r.wr(IMS, icr::RXT0 | icr::TXDW);
+    r.wr(IMS, IntCause::RXT0.bits() | IntCause::TXDW.bits());
     r.send(&test_frame(60, 0), 0);
     r.poll();
     assert_eq!(r.irqs(), [0]);
@@ -1168,7 +1190,10 @@ fn queue_interrupts_without_msix_use_ims() {
     r.send(&test_frame(60, 0), 0);
     r.poll();
     assert!(r.irqs().is_empty(), "TXDW still pending: no new edge");
-    assert_eq!(r.rd(ICR) & (icr::RXT0 | icr::TXDW), icr::RXT0 | icr::TXDW);
+    assert_eq!(
+        r.rd(ICR) & (IntCause::RXT0.bits() | IntCause::TXDW.bits()),
+        IntCause::RXT0.bits() | IntCause::TXDW.bits()
+    );
     r.send(&test_frame(60, 0), 0);
     r.poll();
     assert_eq!(
@@ -1198,8 +1223,8 @@ fn two_models_over_a_unix_datagram_wire() {
     // One true time for both (as CLOCK_MONOTONIC is in real time).
     rb.clock = ra.clock.clone();
     rb.dev.port.clock = ra.clock.source();
-    ra.enable_ts(tsyncrxctl::TYPE_ALL);
-    rb.enable_ts(tsyncrxctl::TYPE_ALL);
+    ra.enable_ts(RxTsType::All as u32);
+    rb.enable_ts(RxTsType::All as u32);
     let sync = eth(0x88F7, &ptp(0, 2));
     // Posted unpadded (58 bytes): TCTL.PSP pads it to 60 on the cable.
     ra.send(&sync[..58], set_bits(0));
@@ -1233,7 +1258,7 @@ fn real_time_model_thread_loops_a_frame_back_and_fires_the_rx_vector() {
     let bus = ring.bus_addr();
     func.start_model_thread(Duration::from_millis(5));
 
-    bar.write32(CTRL, ctrl::SLU);
+    bar.write32(CTRL, Ctrl::SLU.bits());
     bar.write32(
         GPIE,
         gpie::MSIX_MODE | gpie::PBA | gpie::EIAME | gpie::NSICR,
@@ -1263,12 +1288,12 @@ fn real_time_model_thread_loops_a_frame_back_and_fires_the_rx_vector() {
 
     let rx_irq = &vectors[RXV as usize];
     assert_eq!(rx_irq.wait(Duration::from_secs(5)), IrqWait::Fired);
-    assert_ne!(ring.read32(rxr as usize + 8) & rxd::STAT_DD, 0);
+    assert_ne!(ring.read32(rxr as usize + 8) & RxStatus::DD.bits(), 0);
     assert_eq!(ring.read32(rxr as usize + 12) & 0xFFFF, 90);
     let mut got = vec![0; 90];
     assert!(ring.read_bytes(rxb as usize, &mut got));
     assert_eq!(got, frame);
-    assert_ne!(ring.read32(txr as usize + 12) & txd::STA_DD, 0);
+    assert_ne!(ring.read32(txr as usize + 12) & TxStatus::DD.bits(), 0);
     assert_eq!(vectors[TXV as usize].count(), 1);
 }
 
@@ -1285,7 +1310,7 @@ fn looped_stamps(q: u32, j: u32, seed: u64, n: usize) -> Vec<[u64; 4]> {
         },
         Box::new(Loopback::new(DELAY)),
     );
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     let sync = eth(0x88F7, &ptp(0, 2));
     (0..n)
         .map(|_| {

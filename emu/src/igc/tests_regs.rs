@@ -7,7 +7,7 @@
 use super::*;
 use crate::clock::VirtualClock;
 use crate::host::RecordingHost;
-use crate::nic::nvm::{NVM_SUM, eecd_i225};
+use crate::nic::nvm::NVM_SUM;
 
 struct Rig {
     dev: I225,
@@ -303,7 +303,7 @@ fn srwr(r: &mut Rig, addr: u32, w: u16) {
 
 /// igc_init_nvm_params_base: word_size from EECD.SIZE_EX.
 fn word_size(r: &mut Rig) -> u32 {
-    let size = (r.rd(EECD) & eecd_i225::SIZE_EX_MASK) >> eecd_i225::SIZE_EX_SHIFT;
+    let size = (r.rd(EECD) & Eecd::SIZE_EX_MASK.bits()) >> Eecd::SIZE_EX_SHIFT;
     1 << (size + 6).min(15)
 }
 
@@ -321,10 +321,10 @@ fn update_checksum(r: &mut Rig) {
     let sum = (0..0x3F).fold(0u16, |a, i| a.wrapping_add(eerd(r, i)));
     srwr(r, 0x3F, NVM_SUM.wrapping_sub(sum));
     release(r, EEP_SM);
-    let done = |r: &mut Rig| (0..TRIES).any(|_| r.rd(EECD) & eecd_i225::FLUDONE != 0);
+    let done = |r: &mut Rig| (0..TRIES).any(|_| r.rd(EECD) & Eecd::FLUDONE.bits() != 0);
     assert!(done(r), "FLUDONE before");
     let v = r.rd(EECD);
-    r.wr(EECD, v | eecd_i225::FLUPD);
+    r.wr(EECD, v | Eecd::FLUPD.bits());
     assert!(done(r), "FLUDONE after");
 }
 
@@ -334,7 +334,7 @@ fn update_checksum(r: &mut Rig) {
 #[test]
 fn linux_eeprom_self_test_passes() {
     let mut r = Rig::new();
-    assert_ne!(r.rd(EECD) & eecd::FLASH_DETECTED, 0, "flash path");
+    assert_ne!(r.rd(EECD) & Eecd::FLASH_DETECTED.bits(), 0, "flash path");
     assert!(validate(&mut r));
     assert_eq!(r.rd(SW_FW_SYNC) & EEP_SM, 0, "released");
     assert_eq!(r.dev.unimplemented_accesses(), vec![]);
@@ -387,12 +387,12 @@ fn ethtool_capital_e_writes_commit_to_flash() {
     assert!(!validate(&mut r), "checksum stale after a write");
     update_checksum(&mut r);
     assert!(validate(&mut r));
-    r.wr(CTRL, ctrl::RST);
+    r.wr(CTRL, Ctrl::RST.bits());
     acquire(&mut r, EEP_SM);
     assert_eq!(eerd(&mut r, 0x20), 0xBEEF, "committed");
     srwr(&mut r, 0x21, 0x1234);
     release(&mut r, EEP_SM);
-    r.wr(CTRL, ctrl::RST);
+    r.wr(CTRL, Ctrl::RST.bits());
     assert_eq!(eerd(&mut r, 0x21), 0, "not committed");
     assert!(validate(&mut r));
     assert_eq!(r.dev.unimplemented_accesses(), vec![]);
@@ -403,10 +403,14 @@ fn ethtool_capital_e_writes_commit_to_flash() {
 #[test]
 fn eecd_hardware_bits() {
     let mut r = Rig::new();
-    let hw = eecd::PRES | eecd::AUTO_RD | eecd::FLASH_DETECTED | eecd_i225::FLUDONE | 5 << 11;
+    let hw = Eecd::PRES.bits()
+        | Eecd::AUTO_RD.bits()
+        | Eecd::FLASH_DETECTED.bits()
+        | Eecd::FLUDONE.bits()
+        | 5 << 11;
     assert_eq!(r.rd(EECD), hw);
     r.wr(EECD, 0);
     assert_eq!(r.rd(EECD), hw);
-    r.wr(EECD, eecd_i225::FLUPD | 0x40);
+    r.wr(EECD, Eecd::FLUPD.bits() | 0x40);
     assert_eq!(r.rd(EECD), hw | 0x40);
 }

@@ -4,7 +4,7 @@
 //! The TX timestamp sets live in `txstamp`; they raise TSICR.TXTS through
 //! [`TimeSync::raise_txts`], which models the i225 interrupt gate of §7.2.
 
-use intel_regs::igc::{tsauxc, tsicr};
+use intel_regs::igc::{TsCause as Cause, Tsauxc};
 
 use crate::nic::tscause::TsCause;
 use crate::phc::{NS_PER_S, Phc, SysTime};
@@ -19,7 +19,7 @@ pub(super) struct TimeSync {
     systiml_hold: u32,
     /// Stored only: b30 ADJUST_METH is written by newer drivers, TIMADJ is unused for adjtime.
     pub(super) timadj: u32,
-    pub(super) tsauxc: u32,
+    pub(super) tsauxc: Tsauxc,
     /// TSICR/TSIM (`nic::tscause`).
     pub(super) cause: TsCause,
     /// Model the §7.2 hardware bug (the real i225/i226); false = an ideal part.
@@ -34,9 +34,9 @@ pub(super) struct TimeSync {
 impl TimeSync {
     /// The block at power-on: SYSTIM = `systim_ns` counting from true time `t` (unless
     /// `tsauxc_power_on` has DISABLE0), nominal TIMINCA.
-    pub(super) fn new(t: u64, systim_ns: u64, osc_ppb: i64, tsauxc_power_on: u32) -> Self {
+    pub(super) fn new(t: u64, systim_ns: u64, osc_ppb: i64, tsauxc_power_on: Tsauxc) -> Self {
         let mut phc = Phc::new(t, systim_ns, osc_ppb);
-        phc.set_running(t, tsauxc_power_on & tsauxc::DISABLE0 == 0);
+        phc.set_running(t, !tsauxc_power_on.contains(Tsauxc::DISABLE0));
         Self {
             phc,
             systimh_latch: 0,
@@ -99,9 +99,9 @@ impl TimeSync {
 
     /// TSAUXC write: DISABLE0 (b31) stops/restarts timer 0 (§2.3); the other bits (target
     /// times, clock outputs, auxiliary stamps, timers 1–3) are stored only.
-    pub(super) fn write_tsauxc(&mut self, t: u64, v: u32) {
+    pub(super) fn write_tsauxc(&mut self, t: u64, v: Tsauxc) {
         self.tsauxc = v;
-        self.phc.set_running(t, v & tsauxc::DISABLE0 == 0);
+        self.phc.set_running(t, !v.contains(Tsauxc::DISABLE0));
     }
 
     /// A TX timestamp latched: sets TSICR.TXTS through the §7.2 gate. Returns true when the
@@ -114,7 +114,7 @@ impl TimeSync {
     /// \[assumption\] The gate closes on every TXTS event, whether or not TSIM enables TXTS:
     /// the latch is inside the timestamp unit, ahead of the mask.
     pub(super) fn raise_txts(&mut self) -> bool {
-        self.cause.raise(tsicr::TXTS);
+        self.cause.raise(Cause::TXTS);
         if !self.txts_quirk {
             return false;
         }
@@ -135,7 +135,7 @@ impl TimeSync {
             return;
         }
         self.txts_held = false;
-        self.txts_gate_open = self.cause.tsicr & tsicr::TXTS == 0;
+        self.txts_gate_open = !self.cause.tsicr.contains(Cause::TXTS);
     }
 
     /// Turns the §7.2 quirk on or off; off also releases a held cause.
@@ -155,7 +155,11 @@ impl TimeSync {
     /// True once when `TSICR & TSIM` goes from zero to non-zero (`TsCause::take_edge`). A
     /// TXTS held by the closed §7.2 gate does not count.
     pub(super) fn take_ts_edge(&mut self) -> bool {
-        let held = if self.txts_held { tsicr::TXTS } else { 0 };
+        let held = if self.txts_held {
+            Cause::TXTS
+        } else {
+            Cause::empty()
+        };
         self.cause.take_edge(held)
     }
 }

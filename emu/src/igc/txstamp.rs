@@ -8,7 +8,7 @@
 //! - Reading TXSTMPH_0 clears *all* TXTT bits (§7.1, known only from driver comments \[U\]);
 //!   [`TxStamps::h0_clears_all`] turns that off.
 
-use intel_regs::igc::tsynctxctl;
+use intel_regs::igc::TsyncTxCtl;
 
 use crate::phc::SysTime;
 
@@ -39,9 +39,9 @@ pub(super) enum Latch {
 #[derive(Debug, Clone)]
 pub(super) struct TxStamps {
     /// TSYNCTXCTL as written, without the TXTT bits (ENABLED, TXSYNSIG, ... stored as is).
-    ctl: u32,
+    ctl: TsyncTxCtl,
     /// TXTT_0..3: hardware-owned.
-    txtt: u32,
+    txtt: TsyncTxCtl,
     sets: [SysTime; TX_STAMP_SETS],
     stuck: [Option<Stuck>; TX_STAMP_SETS],
     /// A TXSTMPH_0 read clears every TXTT bit (§7.1).
@@ -62,8 +62,8 @@ pub(super) struct TxStamps {
 impl TxStamps {
     pub(super) fn new(h0_clears_all: bool) -> Self {
         Self {
-            ctl: 0,
-            txtt: 0,
+            ctl: TsyncTxCtl::empty(),
+            txtt: TsyncTxCtl::empty(),
             sets: [SysTime::default(); TX_STAMP_SETS],
             stuck: [None; TX_STAMP_SETS],
             h0_clears_all,
@@ -81,30 +81,30 @@ impl TxStamps {
     /// \[assumption\]; a stuck-bit fault goes with the bit. Injections still armed (dropped
     /// stamps) and the counters are model-side and survive.
     pub(super) fn port_reset(&mut self) {
-        self.ctl = 0;
-        self.txtt = 0;
+        self.ctl = TsyncTxCtl::empty();
+        self.txtt = TsyncTxCtl::empty();
         self.sets = [SysTime::default(); TX_STAMP_SETS];
         self.stuck = [None; TX_STAMP_SETS];
     }
 
     /// TSYNCTXCTL as read.
-    pub(super) fn ctl(&self) -> u32 {
+    pub(super) fn ctl(&self) -> TsyncTxCtl {
         self.ctl | self.txtt
     }
 
     /// TSYNCTXCTL write. \[assumption\] TXTT bits are read-only to software: writing them
     /// (0 or 1) changes nothing; only a TXSTMPH read releases a set.
-    pub(super) fn write_ctl(&mut self, v: u32) {
-        self.ctl = v & !tsynctxctl::TXTT_ANY;
+    pub(super) fn write_ctl(&mut self, v: TsyncTxCtl) {
+        self.ctl = v - TsyncTxCtl::TXTT_ANY;
     }
 
     /// TSYNCTXCTL.ENABLED.
     pub(super) fn enabled(&self) -> bool {
-        self.ctl & tsynctxctl::ENABLED != 0
+        self.ctl.contains(TsyncTxCtl::ENABLED)
     }
 
     /// TXTT_0..3.
-    pub(super) fn txtt(&self) -> u32 {
+    pub(super) fn txtt(&self) -> TsyncTxCtl {
         self.txtt
     }
 
@@ -124,8 +124,8 @@ impl TxStamps {
             return Latch::Dropped;
         }
         let n = n % TX_STAMP_SETS;
-        let bit = tsynctxctl::txtt(n as u32);
-        if self.txtt & bit != 0 {
+        let bit = TsyncTxCtl::txtt(n as u32);
+        if self.txtt.contains(bit) {
             self.lost += 1;
             return Latch::Busy;
         }
@@ -155,17 +155,17 @@ impl TxStamps {
         let Some(stuck) = self.stuck.get_mut(n) else {
             return;
         };
-        let bit = tsynctxctl::txtt(n as u32);
+        let bit = TsyncTxCtl::txtt(n as u32);
         match *stuck {
-            Some(Stuck::UntilCleared) if self.txtt & bit != 0 => self.stuck_reads += 1,
-            Some(Stuck::Reads(k)) if self.txtt & bit != 0 => {
+            Some(Stuck::UntilCleared) if self.txtt.contains(bit) => self.stuck_reads += 1,
+            Some(Stuck::Reads(k)) if self.txtt.contains(bit) => {
                 self.stuck_reads += 1;
                 *stuck = k.checked_sub(1).filter(|&k| k > 0).map(Stuck::Reads);
             }
             _ => {
                 *stuck = None;
-                self.released += u64::from(self.txtt & bit != 0);
-                self.txtt &= !bit;
+                self.released += u64::from(self.txtt.contains(bit));
+                self.txtt -= bit;
             }
         }
     }
@@ -181,7 +181,7 @@ impl TxStamps {
         if n >= TX_STAMP_SETS {
             return;
         }
-        self.txtt |= tsynctxctl::txtt(n as u32);
+        self.txtt |= TsyncTxCtl::txtt(n as u32);
         self.stuck[n] = match reads {
             None => Some(Stuck::UntilCleared),
             Some(0) => None,
@@ -195,6 +195,6 @@ impl TxStamps {
             return;
         }
         self.stuck[n] = None;
-        self.txtt &= !tsynctxctl::txtt(n as u32);
+        self.txtt -= TsyncTxCtl::txtt(n as u32);
     }
 }

@@ -1,7 +1,7 @@
 //! Interrupt plumbing of i225/i226 (intel-timesync.md §6): ICR/ICS/IMS/IMC/IAM, GPIE, the
 //! extended EICR/EICS/EIMS/EIMC/EIAC/EIAM set and IVAR_MISC routing of the "other" causes.
 
-use intel_regs::e1000::{IVAR_VALID, gpie, icr};
+use intel_regs::e1000::{IVAR_VALID, IntCause, gpie};
 
 /// The two causes of one queue in an IVAR0 entry (§6): RX at bits (q&1)·16, TX 8 bits above.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +16,10 @@ use ptp_pci::emulated::DeviceHost;
 /// ICR causes that MSI-X mode routes to the "other" vector named in IVAR_MISC b15:8 (§6) —
 /// everything that is not a queue cause. Queue causes (TXDW, RXT0) reach their vectors
 /// through IVAR0 (`Interrupts::queue_cause`).
-pub const OTHER_CAUSES: u32 = icr::LSC | icr::TS | icr::DOUTSYNC | icr::DRSTA;
+pub const OTHER_CAUSES: IntCause = IntCause::LSC
+    .union(IntCause::TS)
+    .union(IntCause::DOUTSYNC)
+    .union(IntCause::DRSTA);
 
 /// EICR's "other" bit outside MSI-X mode (§6: reading ICR "also clears EICR b31").
 const EICR_OTHER_NON_MSIX: u32 = 1 << 31;
@@ -28,19 +31,19 @@ const EICR_OTHER_NON_MSIX: u32 = 1 << 31;
 /// high. `asserted` remembers `ICR & IMS` as of the last evaluation to find those edges.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Interrupts {
-    pub(crate) icr: u32,
-    pub(crate) ims: u32,
+    pub(crate) icr: IntCause,
+    pub(crate) ims: IntCause,
     /// Auto-mask: outside MSI-X mode, an ICR read that finds INT_ASSERTED clears these IMS
     /// bits (Linux igc_main.c igc_intr: "upon reading ICR, interrupts are masked"; the legacy
     /// set-up igc_irq_enable writes IAM = IMS). MSI-X mode uses EIAM instead.
-    pub(crate) iam: u32,
+    pub(crate) iam: IntCause,
     pub(crate) gpie: u32,
     pub(crate) eicr: u32,
     pub(crate) eims: u32,
     pub(crate) eiac: u32,
     pub(crate) eiam: u32,
     pub(crate) ivar_misc: u32,
-    asserted: u32,
+    asserted: IntCause,
     /// Messages sent per vector (model-side counter, survives port resets).
     pub(crate) raised: [u64; 32],
 }
@@ -74,11 +77,11 @@ impl Interrupts {
     }
 
     /// ICR as a read returns it: the causes plus INT_ASSERTED when any is enabled.
-    pub(crate) fn icr_value(&self) -> u32 {
-        let asserted = if self.icr & self.ims != 0 {
-            icr::INT_ASSERTED
+    pub(crate) fn icr_value(&self) -> IntCause {
+        let asserted = if self.icr.intersects(self.ims) {
+            IntCause::INT_ASSERTED
         } else {
-            0
+            IntCause::empty()
         };
         self.icr | asserted
     }
@@ -86,34 +89,34 @@ impl Interrupts {
     /// Read of ICR: read-to-clear, and clears EICR's "other" bit (§6, igc_msix_other's
     /// comment). Clear-on-read is unconditional: GPIE.NSICR = 0 semantics (clear only while
     /// INT_ASSERTED) are not modelled \[U\]; igc always sets NSICR.
-    pub(crate) fn read_icr(&mut self, host: &mut dyn DeviceHost) -> u32 {
+    pub(crate) fn read_icr(&mut self, host: &mut dyn DeviceHost) -> IntCause {
         let v = self.icr_value();
         // igc_intr's comment: "IMS will not auto-mask if INT_ASSERTED is not set".
-        if v & icr::INT_ASSERTED != 0 && !self.msix_mode() {
+        if v.contains(IntCause::INT_ASSERTED) && !self.msix_mode() {
             self.ims &= !self.iam;
         }
-        self.icr = 0;
+        self.icr = IntCause::empty();
         self.eicr &= !self.other_eicr_bit();
         self.update(host);
         v
     }
 
     /// Write of ICR: write-1-to-clear.
-    pub(crate) fn write_icr(&mut self, v: u32, host: &mut dyn DeviceHost) {
+    pub(crate) fn write_icr(&mut self, v: IntCause, host: &mut dyn DeviceHost) {
         self.icr &= !v;
         self.update(host);
     }
 
     /// A cause becomes pending (hardware event or an ICS write).
-    pub(crate) fn cause(&mut self, bits: u32, host: &mut dyn DeviceHost) {
-        self.icr |= bits & !icr::INT_ASSERTED;
+    pub(crate) fn cause(&mut self, bits: IntCause, host: &mut dyn DeviceHost) {
+        self.icr |= bits - IntCause::INT_ASSERTED;
         self.update(host);
     }
 
     /// A time-sync cause whose message a fault injection swallows: ICR shows the cause, but the
     /// edge is consumed without sending anything (and without setting EICR).
-    pub(crate) fn cause_silent(&mut self, bits: u32) {
-        self.icr |= bits & !icr::INT_ASSERTED;
+    pub(crate) fn cause_silent(&mut self, bits: IntCause) {
+        self.icr |= bits - IntCause::INT_ASSERTED;
         self.asserted |= self.icr & self.ims;
     }
 
@@ -130,8 +133,8 @@ impl Interrupts {
         host: &mut dyn DeviceHost,
     ) {
         let (bit, shift) = match cause {
-            QueueCause::Rx => (icr::RXT0, (q & 1) * 16),
-            QueueCause::Tx => (icr::TXDW, (q & 1) * 16 + 8),
+            QueueCause::Rx => (IntCause::RXT0, (q & 1) * 16),
+            QueueCause::Tx => (IntCause::TXDW, (q & 1) * 16 + 8),
         };
         self.icr |= bit;
         if self.msix_mode() {
@@ -145,12 +148,12 @@ impl Interrupts {
         self.update(host);
     }
 
-    pub(crate) fn set_ims(&mut self, v: u32, host: &mut dyn DeviceHost) {
+    pub(crate) fn set_ims(&mut self, v: IntCause, host: &mut dyn DeviceHost) {
         self.ims |= v;
         self.update(host);
     }
 
-    pub(crate) fn clear_ims(&mut self, v: u32, host: &mut dyn DeviceHost) {
+    pub(crate) fn clear_ims(&mut self, v: IntCause, host: &mut dyn DeviceHost) {
         self.ims &= !v;
         self.update(host);
     }
@@ -180,7 +183,7 @@ impl Interrupts {
     /// The legacy interrupt line as a level: asserted while an enabled cause is pending
     /// (`ICR & IMS`) outside MSI-X mode, as INTx is level-triggered.
     pub(crate) fn intx_level(&self) -> bool {
-        !self.msix_mode() && self.icr & self.ims != 0
+        !self.msix_mode() && self.icr.intersects(self.ims)
     }
 
     /// Read of EICR: read-to-clear.
@@ -196,13 +199,13 @@ impl Interrupts {
     /// Re-evaluates `ICR & IMS` and signals on a rising edge.
     fn update(&mut self, host: &mut dyn DeviceHost) {
         let now = self.icr & self.ims;
-        let rising = now & !self.asserted;
+        let rising = now - self.asserted;
         self.asserted = now;
-        if rising == 0 {
+        if rising.is_empty() {
             return;
         }
         if self.msix_mode() {
-            if rising & OTHER_CAUSES != 0
+            if rising.intersects(OTHER_CAUSES)
                 && let Some(v) = self.other_vector()
             {
                 self.eicr |= 1 << v;

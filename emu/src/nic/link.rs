@@ -28,7 +28,7 @@
 //! down and up in one step (two [`Link::changes`], ICR.LSC). A real PHY stays down for
 //! seconds, so a driver that only polls would see it; here only LSC and the counter show it.
 
-use intel_regs::igc::{CTRL, ctrl, icr, status};
+use intel_regs::igc::{Ctrl, IntCause, Status, reg};
 use ptp_pci::emulated::DeviceHost;
 
 use super::Port;
@@ -70,14 +70,14 @@ impl LinkSpeed {
         }
     }
 
-    fn status_bits(self) -> u32 {
+    fn status_bits(self) -> Status {
         match self {
-            Self::Mbps10 => 0,
-            Self::Mbps100 => status::SPEED_100,
-            Self::Mbps1000 => status::SPEED_1000,
+            Self::Mbps10 => Status::empty(),
+            Self::Mbps100 => Status::SPEED_100,
+            Self::Mbps1000 => Status::SPEED_1000,
             // The part keeps SPEED_1000 set at 2.5 Gb/s (Linux igc_mac.c:
             // igc_get_speed_and_duplex_copper tests SPEED_1000 first; intel-timesync.md §10.1).
-            Self::Mbps2500 => status::SPEED_1000 | status::SPEED_2500,
+            Self::Mbps2500 => Status::SPEED_1000 | Status::SPEED_2500,
         }
     }
 
@@ -258,12 +258,16 @@ impl Link {
     }
 
     /// STATUS bits owned by the link: LU, FD and the speed (all clear while down).
-    pub(crate) fn status_bits(&self) -> u32 {
+    pub(crate) fn status_bits(&self) -> Status {
         if !self.up {
-            return 0;
+            return Status::empty();
         }
-        let fd = if self.full_duplex { status::FD } else { 0 };
-        status::LU | fd | self.speed.status_bits()
+        let fd = if self.full_duplex {
+            Status::FD
+        } else {
+            Status::empty()
+        };
+        Status::LU | fd | self.speed.status_bits()
     }
 }
 
@@ -310,9 +314,9 @@ impl Port {
 
     /// STATUS.LU from CTRL.SLU and the negotiated link; ICR.LSC on a change.
     pub(crate) fn refresh_status(&mut self, host: &mut dyn DeviceHost) {
-        let slu = self.regs.get(CTRL) & ctrl::SLU != 0;
+        let slu = self.regs.get_reg(reg::CTRL).contains(Ctrl::SLU);
         if self.link.update(slu) {
-            self.irq.cause(icr::LSC, host);
+            self.irq.cause(IntCause::LSC, host);
         }
     }
 }

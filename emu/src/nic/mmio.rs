@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use intel_regs::igc::{
-    CTRL, EECD, EIAC, EIAM, EICR, EICS, EIMC, EIMS, GPIE, IVAR_MISC, MDIC, STATUS, SWSM, ctrl,
-    eecd, rah, ral, status,
+    Ctrl, EECD, EIAC, EIAM, EICR, EICS, EIMC, EIMS, Eecd, GPIE, IVAR_MISC, IntCause, MDIC, STATUS,
+    SWSM, Status, rah, ral, reg,
 };
 use ptp_pci::emulated::DeviceHost;
 
@@ -42,7 +42,7 @@ impl Port {
             .set(ral(0), u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
         self.regs
             .set(rah(0), u32::from_le_bytes([m[4], m[5], 0, 0]) | rah::AV);
-        self.regs.set(EECD, eecd::PRES | eecd::AUTO_RD);
+        self.regs.set_reg(reg::EECD, Eecd::PRES | Eecd::AUTO_RD);
         self.regs.set(super::rx::RLPML, super::rx::RLPML_POWER_ON);
     }
 
@@ -61,18 +61,18 @@ impl Port {
     /// CTRL write: `reset` names the bits that reset the port on this family.
     pub(crate) fn write_ctrl(
         &mut self,
-        v: u32,
-        reset: u32,
+        v: Ctrl,
+        reset: Ctrl,
         host: &mut dyn DeviceHost,
     ) -> CtrlWrite {
-        if v & reset != 0 {
+        if v.intersects(reset) {
             return CtrlWrite::Reset;
         }
-        if v & ctrl::PHY_RST != 0 {
+        if v.contains(Ctrl::PHY_RST) {
             self.phy.reset();
         }
         // PHY_RST self-clears: the PHY reset completes at once.
-        self.regs.set(CTRL, v & !ctrl::PHY_RST);
+        self.regs.set_reg(reg::CTRL, v - Ctrl::PHY_RST);
         self.update_link(host);
         CtrlWrite::Done
     }
@@ -86,11 +86,15 @@ impl Port {
 
     /// STATUS: link bits plus GIO_MASTER_ENABLE, which stays set until the driver writes
     /// CTRL.GIO_MASTER_DISABLE (no DMA is ever in flight, so it clears at once).
-    pub(crate) fn status(&self) -> u32 {
-        let gio = if self.regs.get(CTRL) & ctrl::GIO_MASTER_DISABLE == 0 {
-            status::GIO_MASTER_ENABLE
+    pub(crate) fn status(&self) -> Status {
+        let gio = if self
+            .regs
+            .get_reg(reg::CTRL)
+            .contains(Ctrl::GIO_MASTER_DISABLE)
+        {
+            Status::empty()
         } else {
-            0
+            Status::GIO_MASTER_ENABLE
         };
         self.link.status_bits() | gio
     }
@@ -100,15 +104,15 @@ impl Port {
         let m = self.irqmap;
         let i = &self.irq;
         Some(match offset {
-            STATUS => self.status(),
+            STATUS => self.status().bits(),
             MDIC => self.phy.mdic(),
-            EECD => self.nvm.eecd_value(self.regs.get(EECD)),
+            EECD => self.nvm.eecd_value(self.regs.get_reg(reg::EECD)).bits(),
             o if o == m.eerd => self.nvm.eerd(),
             o if (hwstats::FIRST..=hwstats::LAST).contains(&o) => self.hwstats.peek(o),
-            o if o == m.icr => i.icr_value(),
+            o if o == m.icr => i.icr_value().bits(),
             o if o == m.ics || o == m.imc || o == EICS || o == EIMC => 0,
-            o if o == m.ims => i.ims,
-            o if o == m.iam => i.iam,
+            o if o == m.ims => i.ims.bits(),
+            o if o == m.iam => i.iam.bits(),
             GPIE => i.gpie,
             EICR => i.eicr,
             EIMS => i.eims,
@@ -123,7 +127,7 @@ impl Port {
     /// clear-on-read, SWSM semaphore), or `None` for the family's own.
     pub(crate) fn read_common(&mut self, offset: u32, host: &mut dyn DeviceHost) -> Option<u32> {
         Some(match offset {
-            o if o == self.irqmap.icr => self.irq.read_icr(host),
+            o if o == self.irqmap.icr => self.irq.read_icr(host).bits(),
             EICR => self.irq.read_eicr(),
             o if (hwstats::FIRST..=hwstats::LAST).contains(&o) => self.hwstats.read(o),
             SWSM => {
@@ -145,17 +149,17 @@ impl Port {
             o if (hwstats::FIRST..=hwstats::LAST).contains(&o) => {}
             // PRES/AUTO_RD/FLASH_DETECTED and the flash bits are the hardware's (`nvm`).
             EECD => {
-                let stored = self.nvm.write_eecd(v);
-                self.regs.set(EECD, stored);
+                let stored = self.nvm.write_eecd(Eecd::from_bits_retain(v));
+                self.regs.set_reg(reg::EECD, stored);
             }
             o if o == m.eerd => self.nvm.write_eerd(v),
             SWSM => self.regs.set(SWSM, nvm::swsm_write(v)),
             MDIC => self.write_mdic(v, host),
-            o if o == m.icr => self.irq.write_icr(v, host),
-            o if o == m.ics => self.irq.cause(v, host),
-            o if o == m.ims => self.irq.set_ims(v, host),
-            o if o == m.imc => self.irq.clear_ims(v, host),
-            o if o == m.iam => self.irq.iam = v,
+            o if o == m.icr => self.irq.write_icr(IntCause::from_bits_retain(v), host),
+            o if o == m.ics => self.irq.cause(IntCause::from_bits_retain(v), host),
+            o if o == m.ims => self.irq.set_ims(IntCause::from_bits_retain(v), host),
+            o if o == m.imc => self.irq.clear_ims(IntCause::from_bits_retain(v), host),
+            o if o == m.iam => self.irq.iam = IntCause::from_bits_retain(v),
             GPIE => self.irq.gpie = v,
             EICS => self.irq.set_eics(v, host),
             EIMS => self.irq.set_eims(v, host),

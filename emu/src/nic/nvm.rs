@@ -44,24 +44,12 @@
 //! - PHPM (0x0E14, Linux igc_phy.c igc_phy_hw_reset): PHY_RST_COMP b8 reads as set (the model's
 //!   PHY reset completes at once); the other bits are storage.
 
-use intel_regs::igc::{eecd, eerd, phpm, swsm};
+use intel_regs::igc::{Eecd, eerd, phpm, swsm};
 
 /// The checksummed words: 0..=0x3F (Linux igc_defines.h NVM_CHECKSUM_REG = 0x3F).
 const CHECKSUM_WORD: usize = 0x3F;
 /// Checksum target of words 0..=0x3F (Linux igc_defines.h NVM_SUM).
 pub(crate) const NVM_SUM: u16 = 0xBABA;
-
-/// EECD bits of the i225 flash (Linux igc_defines.h), the same on the i210 (igb
-/// e1000_defines.h E1000_EECD_*_I210).
-pub(crate) mod eecd_i225 {
-    /// NVM size: word_size = 1 << (SIZE_EX + 6) (IGC_EECD_SIZE_EX_MASK/SHIFT).
-    pub(crate) const SIZE_EX_SHIFT: u32 = 11;
-    pub(crate) const SIZE_EX_MASK: u32 = 0xF << SIZE_EX_SHIFT;
-    /// Commit the shadow RAM to the flash (IGC_EECD_FLUPD_I225); self-clearing.
-    pub(crate) const FLUPD: u32 = 1 << 23;
-    /// The last flash update is done (IGC_EECD_FLUDONE_I225).
-    pub(crate) const FLUDONE: u32 = 1 << 26;
-}
 
 /// Shadow-RAM words of the i225 and i210 models (4 KiB, see the module docs).
 pub(crate) const I225_WORDS: usize = 2048;
@@ -293,10 +281,10 @@ impl Nvm {
 
     /// The bits EECD reads as whatever was written: PRES, AUTO_RD, FLASH_DETECTED and, with
     /// flash, SIZE_EX, FLUPD and FLUDONE are the hardware's.
-    fn eecd_hw_bits(&self) -> u32 {
-        let base = eecd::PRES | eecd::AUTO_RD | eecd::FLASH_DETECTED;
+    fn eecd_hw_bits(&self) -> Eecd {
+        let base = Eecd::PRES | Eecd::AUTO_RD | Eecd::FLASH_DETECTED;
         if self.flash_present {
-            base | eecd_i225::SIZE_EX_MASK | eecd_i225::FLUPD | eecd_i225::FLUDONE
+            base | Eecd::SIZE_EX_MASK | Eecd::FLUPD | Eecd::FLUDONE
         } else {
             base
         }
@@ -304,20 +292,20 @@ impl Nvm {
 
     /// EECD as read, from the value stored: PRES and AUTO_RD always set; with flash
     /// FLASH_DETECTED, FLUDONE and SIZE_EX too.
-    pub(crate) fn eecd_value(&self, stored: u32) -> u32 {
-        let fixed = eecd::PRES | eecd::AUTO_RD;
+    pub(crate) fn eecd_value(&self, stored: Eecd) -> Eecd {
+        let fixed = Eecd::PRES | Eecd::AUTO_RD;
         let flash = if self.flash_present {
-            eecd::FLASH_DETECTED | eecd_i225::FLUDONE | I225_SIZE_EX << eecd_i225::SIZE_EX_SHIFT
+            Eecd::FLASH_DETECTED | Eecd::FLUDONE | Eecd::size_ex(I225_SIZE_EX)
         } else {
-            0
+            Eecd::empty()
         };
-        (stored & !self.eecd_hw_bits()) | fixed | flash
+        (stored - self.eecd_hw_bits()) | fixed | flash
     }
 
     /// EECD write: returns the value to store. FLUPD on a part with flash commits the
     /// shadow RAM (the update completes at once, so FLUDONE stays set).
-    pub(crate) fn write_eecd(&mut self, v: u32) -> u32 {
-        if self.flash_present && v & eecd_i225::FLUPD != 0 {
+    pub(crate) fn write_eecd(&mut self, v: Eecd) -> Eecd {
+        if self.flash_present && v.contains(Eecd::FLUPD) {
             self.flash.copy_from_slice(&self.words);
         }
         self.eecd_value(v)
@@ -383,8 +371,8 @@ mod tests {
         let s: Vec<u8> = (1..len).flat_map(|i| n.word(p + i).to_be_bytes()).collect();
         assert_eq!(&s, I225_IMAGE.pba);
         // EECD: word_size = 1 << (SIZE_EX + 6) is the shadow RAM.
-        let e = n.eecd_value(0);
-        let size_ex = (e & eecd_i225::SIZE_EX_MASK) >> eecd_i225::SIZE_EX_SHIFT;
+        let e = n.eecd_value(Eecd::empty());
+        let size_ex = (e & Eecd::SIZE_EX_MASK).bits() >> Eecd::SIZE_EX_SHIFT;
         assert_eq!(1usize << (size_ex + 6), n.len());
     }
 
@@ -421,7 +409,7 @@ mod tests {
             "not committed: the reset reloads the flash"
         );
         n.write_srwr(0x1234 << 16 | 0x10 << 2 | 1);
-        assert_eq!(n.write_eecd(eecd_i225::FLUPD) & eecd_i225::FLUPD, 0);
+        assert!(!n.write_eecd(Eecd::FLUPD).contains(Eecd::FLUPD));
         n.reload();
         assert_eq!(n.word(0x10), 0x1234, "committed");
     }

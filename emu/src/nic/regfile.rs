@@ -1,5 +1,7 @@
 //! Plain dword storage and MMIO counters.
 
+use intel_regs::fields::{Reg, RegBits};
+
 /// Storage behind every offset of a BAR that the model gives no behaviour to: a write sticks
 /// and reads back (DESIGN.md §4 "unmodelled offsets read back what was written"). Offsets past
 /// the end read 0 and swallow writes, so no offset can panic.
@@ -24,6 +26,15 @@ impl RegFile {
         if let Some(w) = self.words.get_mut((offset / 4) as usize) {
             *w = value;
         }
+    }
+
+    /// A register whose bits carry meaning, typed.
+    pub(crate) fn get_reg<T: RegBits>(&self, reg: Reg<T>) -> T {
+        T::from_reg(self.get(reg.offset()))
+    }
+
+    pub(crate) fn set_reg<T: RegBits>(&mut self, reg: Reg<T>, value: T) {
+        self.set(reg.offset(), value.to_reg())
     }
 
     /// Back to all zeroes (the caller then loads the non-zero power-on values).

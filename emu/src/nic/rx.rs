@@ -66,8 +66,6 @@ const RLPML_MASK: u32 = 0x3FFF;
 /// Linux's MAX_JUMBO_FRAME_SIZE 0x2600 in igc.h and igb.h is the same\]. A driver that sets
 /// RCTL.LPE without writing RLPML (igcd, igbd) relies on it.
 pub(crate) const RLPML_POWER_ON: u32 = 0x2600;
-/// Advanced RX write-back status: RX data error (§9 RXE b31).
-const STAT_RXE: u32 = 1 << 31;
 /// Frames taken from the wire per poll, so a flooding peer cannot hold the bus lock forever;
 /// more are left for the next poll (which then comes at once).
 pub(crate) const RX_PER_POLL: usize = 1024;
@@ -215,11 +213,11 @@ pub(crate) fn receive<M: Mac>(m: &mut M, f: WireFrame, host: &mut dyn DeviceHost
         .chunks(bsize)
         .zip(&addrs)
         .fold(true, |ok, (chunk, &a)| host.dma_write(a, chunk) && ok);
-    let mut first = rxd::STAT_DD;
-    let mut last = rxd::STAT_DD | rxd::STAT_EOP;
+    let mut first = RxStatus::DD;
+    let mut last = RxStatus::DD | RxStatus::EOP;
     match stamp {
         RxStamp::None => {}
-        RxStamp::Header(_) => first |= rxd::STAT_TSIP,
+        RxStamp::Header(_) => first |= RxStatus::TSIP,
         RxStamp::Status(bits) => last |= bits,
     }
     if written {
@@ -232,7 +230,7 @@ pub(crate) fn receive<M: Mac>(m: &mut M, f: WireFrame, host: &mut dyn DeviceHost
         }
     } else {
         p.stats.rx_dma_errors += 1;
-        (first, last) = (first | STAT_RXE, last | STAT_RXE);
+        (first, last) = (first | RxStatus::RXE, last | RxStatus::RXE);
     }
     let n = addrs.len();
     for (k, chunk) in buf.chunks(bsize).enumerate() {
@@ -240,7 +238,7 @@ pub(crate) fn receive<M: Mac>(m: &mut M, f: WireFrame, host: &mut dyn DeviceHost
             0 if n == 1 => first | last,
             0 => first,
             _ if k + 1 == n => last,
-            _ => rxd::STAT_DD,
+            _ => RxStatus::DD,
         };
         write_back(
             &ring,
@@ -257,9 +255,9 @@ pub(crate) fn receive<M: Mac>(m: &mut M, f: WireFrame, host: &mut dyn DeviceHost
 }
 
 /// Writes back descriptor `i` (advanced format, §9): status in DW2, length in DW3.
-fn write_back(ring: &Ring, i: u32, status: u32, len: usize, host: &mut dyn DeviceHost) {
+fn write_back(ring: &Ring, i: u32, status: RxStatus, len: usize, host: &mut dyn DeviceHost) {
     let mut wb = [0u8; 16];
-    wb[8..12].copy_from_slice(&status.to_le_bytes());
+    wb[8..12].copy_from_slice(&status.bits().to_le_bytes());
     wb[12..16].copy_from_slice(&(len as u32).to_le_bytes());
     if let Some(a) = ring.desc_addr(i) {
         let _ = host.dma_write(a, &wb);

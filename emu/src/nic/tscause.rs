@@ -5,11 +5,13 @@
 //! raised on the rising edge of `TSICR & TSIM`: "TSICR must be cleared ... before another
 //! ICR.Time_Sync can be raised".
 
+use intel_regs::e1000::TsCause as Bits;
+
 /// The cause pair and its edge detector.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TsCause {
-    pub(crate) tsicr: u32,
-    pub(crate) tsim: u32,
+    pub(crate) tsicr: Bits,
+    pub(crate) tsim: Bits,
     /// `TSICR & TSIM != 0` at the last evaluation.
     level: bool,
 }
@@ -21,24 +23,24 @@ impl TsCause {
     }
 
     /// TSICR read: read-to-clear.
-    pub(crate) fn read(&mut self) -> u32 {
+    pub(crate) fn read(&mut self) -> Bits {
         std::mem::take(&mut self.tsicr)
     }
 
     /// TSICR write: write-1-to-clear.
-    pub(crate) fn write(&mut self, v: u32) {
-        self.tsicr &= !v;
+    pub(crate) fn write(&mut self, v: Bits) {
+        self.tsicr -= v;
     }
 
     /// A time-sync event sets cause bits.
-    pub(crate) fn raise(&mut self, bits: u32) {
+    pub(crate) fn raise(&mut self, bits: Bits) {
         self.tsicr |= bits;
     }
 
     /// True once when `TSICR & TSIM` (without the `held` causes, which may not assert yet)
     /// goes from zero to non-zero: the caller raises ICR.TS then.
-    pub(crate) fn take_edge(&mut self, held: u32) -> bool {
-        let level = self.tsicr & self.tsim & !held != 0;
+    pub(crate) fn take_edge(&mut self, held: Bits) -> bool {
+        let level = !((self.tsicr & self.tsim) - held).is_empty();
         let edge = level && !self.level;
         self.level = level;
         edge

@@ -338,7 +338,7 @@ pub(crate) fn run_tx<M: Mac>(m: &mut M, host: &mut dyn DeviceHost, forced: bool)
         };
         for i in rs {
             if let Some(a) = ring.desc_addr(i) {
-                let _ = host.dma_write(a + 12, &txd::STA_DD.to_le_bytes());
+                let _ = host.dma_write(a + 12, &TxStatus::DD.bits().to_le_bytes());
                 wrote_back = true;
             }
         }

@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use intel_regs::igc::{CTRL, ICR, IMS, STATUS, ctrl, icr};
+use intel_regs::igc::{CTRL, Ctrl, ICR, IMS, IntCause, STATUS};
 use proptest::prelude::*;
 
 use super::proto::{self, Message, ProtoError, RamRegion, cmd};
@@ -296,12 +296,16 @@ fn serves_a_scripted_qemu_end_to_end() {
 
     // INTx: an enabled cause raised with ICS asserts the line (an eventfd write), ICR shows
     // INT_ASSERTED and clears on read, which drops the line.
-    q.bar_write(BASE + CTRL as u64, ctrl::SLU as u64, 4);
-    q.bar_write(BASE + IMS as u64, icr::LSC as u64, 4);
+    q.bar_write(BASE + CTRL as u64, Ctrl::SLU.bits() as u64, 4);
+    q.bar_write(BASE + IMS as u64, IntCause::LSC.bits() as u64, 4);
     let _ = q.bar_read(BASE + ICR as u64, 4);
     // Link-up raised LSC; enabling it in IMS asserted the line once.
     assert_eq!(eventfd_count(&irq), 1);
-    q.bar_write(BASE + intel_regs::igc::ICS as u64, icr::LSC as u64, 4);
+    q.bar_write(
+        BASE + intel_regs::igc::ICS as u64,
+        IntCause::LSC.bits() as u64,
+        4,
+    );
     let _ = q.cfg_read(0, 2); // a round trip: the server has evaluated the level
     assert_eq!(eventfd_count(&irq), 1, "one rising edge, one eventfd write");
     assert_eq!(
@@ -311,8 +315,8 @@ fn serves_a_scripted_qemu_end_to_end() {
     );
     let icr_v = q.bar_read(BASE + ICR as u64, 4) as u32;
     assert_eq!(
-        icr_v & (icr::LSC | icr::INT_ASSERTED),
-        icr::LSC | icr::INT_ASSERTED
+        icr_v & (IntCause::LSC.bits() | IntCause::INT_ASSERTED.bits()),
+        IntCause::LSC.bits() | IntCause::INT_ASSERTED.bits()
     );
     assert_eq!(
         q.cfg_read(0x06, 2) & 0x8,
@@ -760,9 +764,9 @@ fn msix_and_msi_signals_follow_the_config_space() {
     );
     q.bar_write(BASE + IVAR_MISC as u64, u64::from((1 | IVAR_VALID) << 8), 4);
     q.bar_write(BASE + EIMS as u64, 1 << 1, 4);
-    q.bar_write(BASE + IMS as u64, u64::from(icr::LSC), 4);
+    q.bar_write(BASE + IMS as u64, u64::from(IntCause::LSC.bits()), 4);
     q.cfg_write(0x72, 0x8000, 2);
-    q.bar_write(BASE + ICS as u64, u64::from(icr::LSC), 4);
+    q.bar_write(BASE + ICS as u64, u64::from(IntCause::LSC.bits()), 4);
     assert_eq!(q.bar_read(pba, 4), 1 << 1, "entry 1 masked: pending");
     q.bar_write(pba, 0, 4);
     assert_eq!(q.bar_read(pba, 4), 1 << 1, "the PBA is read-only");
@@ -772,7 +776,7 @@ fn msix_and_msi_signals_follow_the_config_space() {
     // The function mask holds a message the same way.
     q.cfg_write(0x72, 0xC000, 2);
     q.bar_write(BASE + EIMS as u64, 1 << 1, 4);
-    q.bar_write(BASE + ICS as u64, u64::from(icr::LSC), 4);
+    q.bar_write(BASE + ICS as u64, u64::from(IntCause::LSC.bits()), 4);
     assert_eq!(q.bar_read(pba, 4), 1 << 1);
     q.cfg_write(0x72, 0x8000, 2);
     assert_eq!(q.bar_read(pba, 4), 0);
@@ -784,7 +788,7 @@ fn msix_and_msi_signals_follow_the_config_space() {
     q.cfg_write(0x52, 1, 2);
     q.bar_write(BASE + GPIE as u64, 0, 4);
     let _ = q.bar_read(BASE + ICR as u64, 4);
-    q.bar_write(BASE + ICS as u64, u64::from(icr::LSC), 4);
+    q.bar_write(BASE + ICS as u64, u64::from(IntCause::LSC.bits()), 4);
     let _ = q.cfg_read(0, 2);
     assert_eq!(eventfd_count(&irq), 0, "no INTx with MSI enabled");
     assert_eq!(q.cfg_read(0x06, 2) & 0x8, 0, "INTx status stays clear");

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use intel_regs::igc::{SYSTIMH, SYSTIML, TIMINCA, TSAUXC, tsauxc};
+use intel_regs::igc::{SYSTIMH, SYSTIML, TIMINCA, TSAUXC, Tsauxc};
 use ptp_pci::emulated::Device;
 
 use super::*;
@@ -206,7 +206,11 @@ fn random_change(dev: &mut I225, rng: &mut SplitMix64, host: &mut RecordingHost)
         }
         1 | 2 => dev.write32(0, TIMINCA, rng.next_u64() as u32, host),
         3 => {
-            let stop = if rng.chance(0.5) { tsauxc::DISABLE0 } else { 0 };
+            let stop = if rng.chance(0.5) {
+                Tsauxc::DISABLE0.bits()
+            } else {
+                0
+            };
             dev.write32(0, TSAUXC, stop, host)
         }
         _ => dev.set_osc_error_ppb(rng.symmetric(2_000_000)),

@@ -220,7 +220,7 @@ fn frames() -> Vec<Vec<u8>> {
 }
 
 fn rx_buffers() -> Vec<Vec<u8>> {
-    let tsip = intel_regs::e1000::rxd::STAT_TSIP;
+    let tsip = intel_regs::e1000::RxStatus::TSIP.bits();
     let mut out = vec![];
     for (status, hdr) in [(tsip | 3, true), (3, false), (tsip, false)] {
         for f in frames().into_iter().take(3) {

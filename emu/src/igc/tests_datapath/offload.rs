@@ -275,13 +275,17 @@ fn rx_wb(r: &mut Rig, i: u32) -> (u32, usize) {
 #[test]
 fn a_9000_byte_frame_spans_five_2k_descriptors_header_first_eop_last() {
     let mut r = Rig::new();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     assert_eq!(r.rd(RLPML), 0x2600, "power-on long-packet limit");
     let f = test_frame(9000, 5);
     let at = r.clock.now() + 10_000;
     arrive(&mut r, &f, at);
     let wbs: Vec<(u32, usize)> = (0..6).map(|i| rx_wb(&mut r, i)).collect();
-    let (dd, eop, tsip) = (rxd::STAT_DD, rxd::STAT_EOP, rxd::STAT_TSIP);
+    let (dd, eop, tsip) = (
+        RxStatus::DD.bits(),
+        RxStatus::EOP.bits(),
+        RxStatus::TSIP.bits(),
+    );
     assert_eq!(
         wbs,
         [

@@ -61,7 +61,7 @@ fn sequence(engine: TxEngine) -> Outcome {
     let rec = Recorder::default();
     let mut r = Rig::with(|c| c.osc_error_ppb = 3_333, Box::new(rec.clone()));
     r.msix_setup();
-    r.enable_ts(tsyncrxctl::TYPE_ALL);
+    r.enable_ts(RxTsType::All as u32);
     r.dev.set_tx_engine(engine);
     assert_eq!(r.dev.tx_engine(), engine);
     let mut out = Outcome {
@@ -121,7 +121,7 @@ fn sync_and_threaded_engines_give_the_same_departures_stamps_and_interrupts() {
     assert_eq!(deps[2], deps[1] + (1524 * 8 * 1000u64).div_ceil(2500));
     // Every stamp is the PHC at its frame's departure less the 2.5 Gb/s TX latency.
     let (_, tsicr, stamps, dd) = &sync.steps[0];
-    assert_eq!(*tsicr & tsicr::TXTS, tsicr::TXTS);
+    assert_eq!(*tsicr & TsCause::TXTS.bits(), TsCause::TXTS.bits());
     assert_eq!(stamps, &[phc_at(deps[0], 3_333) - TX_LAT_2500]);
     assert_eq!(dd, &[true]);
     // The time-sync vector and the TX queue vector were raised inside the write.

@@ -3,7 +3,7 @@
 //! ends of one cable could run at different speeds).
 
 use intel_regs::e1000::mdic;
-use intel_regs::igc::{CTRL, MDIC, STATUS, ctrl, icr, status};
+use intel_regs::igc::{CTRL, Ctrl, IntCause, MDIC, STATUS, Status};
 use ptp_pci::emulated::Device;
 
 use super::{LinkMode, LinkSpeed};
@@ -104,7 +104,7 @@ impl End {
 
     /// ICR read-to-clear: whether LSC was pending.
     fn take_lsc(&mut self) -> bool {
-        self.rd(self.icr_offset()) & icr::LSC != 0
+        self.rd(self.icr_offset()) & IntCause::LSC.bits() != 0
     }
 
     fn phy_rd(&mut self, reg: u32) -> u16 {
@@ -154,7 +154,7 @@ impl End {
 
     fn link_up_slu(&mut self) {
         let c = self.rd(CTRL);
-        self.wr(CTRL, c | ctrl::SLU);
+        self.wr(CTRL, c | Ctrl::SLU.bits());
     }
 
     fn mode(&self) -> Option<LinkMode> {
@@ -174,18 +174,22 @@ impl End {
     /// STATUS as (LU, FD, Linux's speed decoding).
     fn status(&mut self) -> (bool, bool, u32) {
         let st = self.rd(STATUS);
-        let speed = if st & status::SPEED_1000 != 0 {
-            if st & status::SPEED_2500 != 0 {
+        let speed = if st & Status::SPEED_1000.bits() != 0 {
+            if st & Status::SPEED_2500.bits() != 0 {
                 2500
             } else {
                 1000
             }
-        } else if st & status::SPEED_100 != 0 {
+        } else if st & Status::SPEED_100.bits() != 0 {
             100
         } else {
             10
         };
-        (st & status::LU != 0, st & status::FD != 0, speed)
+        (
+            st & Status::LU.bits() != 0,
+            st & Status::FD.bits() != 0,
+            speed,
+        )
     }
 }
 
@@ -319,7 +323,10 @@ fn forced_100_full_meets_autoneg_by_parallel_detection() {
     let clock = VirtualClock::new(1_000);
     let (mut a, mut b) = cable(End::i210(&clock), End::i225(&clock));
     let c = a.rd(CTRL);
-    a.wr(CTRL, c | ctrl::FRCSPD | ctrl::FRCDPX | 1 << 8 | 1);
+    a.wr(
+        CTRL,
+        c | Ctrl::FRCSPD.bits() | Ctrl::FRCDPX.bits() | 1 << 8 | 1,
+    );
     let bmcr = a.phy_rd(BMCR) & !(BMCR_ANENABLE | 1 << 6);
     a.phy_wr(BMCR, bmcr | BMCR_SPEED100 | BMCR_FULLDPLX);
     let bmcr = a.phy_rd(BMCR);
@@ -396,7 +403,7 @@ fn a_phy_reset_restores_the_advertisement() {
     settle(&mut a, &mut b);
     assert_eq!(b.status().2, 100);
     let c = a.rd(CTRL);
-    a.wr(CTRL, c | ctrl::PHY_RST);
+    a.wr(CTRL, c | Ctrl::PHY_RST.bits());
     settle(&mut a, &mut b);
     assert_eq!(a.phy_rd(ADVERTISE), 0x01E1);
     assert_eq!(a.mmd_rd(7, 0x20), CR_2500T_FD);
