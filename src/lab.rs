@@ -594,14 +594,8 @@ fn ready_host(paths: &HostPaths) -> Result<(Client, TruthReader, [u8; 8]), Strin
 /// The narrowest usable gettimex bracket: (PHC − bracket midpoint, half-width), ns. Brackets
 /// whose end precedes their start (CLOCK_REALTIME stepped back) are skipped, not subtracted.
 pub fn best_bracket(samples: &[TimeXSample]) -> Option<(i128, u64)> {
-    samples
-        .iter()
-        .filter_map(|s| {
-            let width = s.sys_after_ns.checked_sub(s.sys_before_ns)?;
-            let mid = (i128::from(s.sys_before_ns) + i128::from(s.sys_after_ns)) / 2;
-            Some((i128::from(s.phc_ns) - mid, width / 2))
-        })
-        .min_by_key(|&(_, half)| half)
+    let s = TimeXSample::tightest(samples)?;
+    Some((s.offset_ns(), s.bracket_ns()? / 2))
 }
 
 /// A running lab.

@@ -18,16 +18,11 @@ const NS: i128 = 1_000_000_000;
 fn offset_window(c: &ptpd::client::Client) -> (i128, i128, u64) {
     let s = c.gettimex(0, 25).unwrap();
     // A bracket the wall clock stepped back in says nothing; there is always another.
-    let b = s
-        .iter()
-        .filter(|s| s.sys_after_ns >= s.sys_before_ns)
-        .min_by_key(|s| s.sys_after_ns - s.sys_before_ns)
-        .expect("a sample with an ordered bracket");
-    let mid = (b.sys_before_ns as i128 + b.sys_after_ns as i128) / 2;
+    let b = ptp_ipc::TimeXSample::tightest(&s).expect("a sample with an ordered bracket");
     (
-        mid,
-        b.phc_ns as i128 - mid,
-        b.sys_after_ns - b.sys_before_ns,
+        b.mid_ns(),
+        b.offset_ns(),
+        b.bracket_ns().unwrap_or_default(),
     )
 }
 

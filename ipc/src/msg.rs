@@ -150,6 +150,35 @@ pub struct TimeXSample {
     pub sys_after_ns: u64,
 }
 
+impl TimeXSample {
+    /// The CLOCK_REALTIME bracket's width; `None` when it ends before it starts (the wall
+    /// clock stepped back between the two readings, so it says nothing about when the PHC
+    /// was read).
+    pub fn bracket_ns(&self) -> Option<u64> {
+        self.sys_after_ns.checked_sub(self.sys_before_ns)
+    }
+
+    /// The bracket's midpoint on CLOCK_REALTIME, ns.
+    pub fn mid_ns(&self) -> i128 {
+        (i128::from(self.sys_before_ns) + i128::from(self.sys_after_ns)) / 2
+    }
+
+    /// PHC − CLOCK_REALTIME at the bracket's midpoint, ns (known within half the bracket).
+    pub fn offset_ns(&self) -> i128 {
+        i128::from(self.phc_ns) - self.mid_ns()
+    }
+
+    /// The sample with the narrowest usable bracket (the first of equals); `None` if there
+    /// is none (no samples, or the wall clock stepped back inside every bracket).
+    pub fn tightest(samples: &[TimeXSample]) -> Option<&TimeXSample> {
+        samples
+            .iter()
+            .filter_map(|s| Some((s.bracket_ns()?, s)))
+            .min_by_key(|&(width, _)| width)
+            .map(|(_, s)| s)
+    }
+}
+
 /// What a clock can do.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Caps {
@@ -488,4 +517,47 @@ pub enum ClockReply {
         tx_on: bool,
         rx_filter: RxFilter,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TimeXSample;
+
+    fn x(before: u64, phc: u64, after: u64) -> TimeXSample {
+        TimeXSample {
+            sys_before_ns: before,
+            phc_ns: phc,
+            sys_after_ns: after,
+        }
+    }
+
+    #[test]
+    fn a_bracket_the_wall_clock_stepped_back_in_is_never_the_tightest() {
+        // The second sample's CLOCK_REALTIME went back 1 s between its readings: a u64
+        // subtraction would overflow (panic in debug, a huge width in release), and a
+        // saturating one would make it the tightest.
+        let s = [
+            x(5_000, 7, 5_400),
+            x(2_000_000_000, 7, 1_000_000_100),
+            x(6_000, 7, 6_250),
+        ];
+        assert_eq!(TimeXSample::tightest(&s), Some(&s[2]));
+        assert_eq!(TimeXSample::tightest(&s[1..2]), None);
+        assert_eq!(TimeXSample::tightest(&[]), None);
+        // A zero-width bracket (coarse clock) is a valid, tightest one.
+        let z = [x(10, 7, 20), x(30, 7, 30)];
+        assert_eq!(TimeXSample::tightest(&z), Some(&z[1]));
+    }
+
+    #[test]
+    fn offset_is_taken_at_the_bracket_midpoint_without_overflow() {
+        let s = x(400, 1_350, 420);
+        assert_eq!(
+            (s.mid_ns(), s.offset_ns(), s.bracket_ns()),
+            (410, 940, Some(20))
+        );
+        let top = x(u64::MAX - 2, 0, u64::MAX);
+        assert_eq!(top.mid_ns(), i128::from(u64::MAX) - 1);
+        assert_eq!(top.offset_ns(), 1 - i128::from(u64::MAX));
+    }
 }

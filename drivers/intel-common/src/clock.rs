@@ -57,17 +57,6 @@ pub trait ClockHw: Send + Sync {
     }
 }
 
-/// The gettimex sample with the narrowest CLOCK_REALTIME bracket. A sample whose bracket ends
-/// before it starts (the wall clock stepped back between the two readings) says nothing about
-/// when the PHC was read and is never chosen; `None` if every sample is like that.
-pub fn tightest_bracket(samples: &[TimeXSample]) -> Option<&TimeXSample> {
-    samples
-        .iter()
-        .filter_map(|s| Some((s.sys_after_ns.checked_sub(s.sys_before_ns)?, s)))
-        .min_by_key(|&(width, _)| width)
-        .map(|(_, s)| s)
-}
-
 /// `scaled_ppm` (ppm with a 16-bit fraction) to ppb, as a float.
 pub fn scaled_ppm_to_ppb(scaled_ppm: i64) -> f64 {
     scaled_ppm as f64 * 1000.0 / 65536.0
@@ -309,15 +298,14 @@ impl<M: Mmio, H: ClockHw> Phc<M, H> {
             });
         }
         // Map the tightest sample to the monotonic timescale for the clock page.
-        let Some(s) = tightest_bracket(&out).copied() else {
+        let Some(s) = TimeXSample::tightest(&out).copied() else {
             return Ok(out);
         };
-        if s.sys_after_ns - s.sys_before_ns > MAX_BRACKET_NS {
+        if s.bracket_ns().is_none_or(|w| w > MAX_BRACKET_NS) {
             return Ok(out);
         }
         let rt_minus_mono = (self.wall)() as i128 - self.now() as i128;
-        let mid = (s.sys_before_ns / 2 + s.sys_after_ns / 2) as i128;
-        let mono = (mid - rt_minus_mono).max(0) as u64;
+        let mono = (s.mid_ns() - rt_minus_mono).max(0) as u64;
         self.observe(&mut st, s.phc_ns, mono);
         Ok(out)
     }
@@ -592,35 +580,5 @@ fn log_step(delta_ns: i64, r: &StepReport) {
             r.corrections,
             r.residual_ns
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample(before: u64, after: u64) -> TimeXSample {
-        TimeXSample {
-            sys_before_ns: before,
-            phc_ns: 7,
-            sys_after_ns: after,
-        }
-    }
-
-    #[test]
-    fn a_bracket_the_wall_clock_stepped_back_in_is_never_the_tightest() {
-        // The second sample's CLOCK_REALTIME went back 1 s between its readings: a u64
-        // subtraction would overflow (panic in debug, a huge width in release).
-        let s = [
-            sample(5_000, 5_400),
-            sample(2_000_000_000, 1_000_000_100),
-            sample(6_000, 6_250),
-        ];
-        assert_eq!(tightest_bracket(&s), Some(&s[2]));
-        assert_eq!(tightest_bracket(&s[1..2]), None);
-        assert_eq!(tightest_bracket(&[]), None);
-        // A zero-width bracket (coarse clock) is a valid, tightest one.
-        let z = [sample(10, 20), sample(30, 30)];
-        assert_eq!(tightest_bracket(&z), Some(&z[1]));
     }
 }

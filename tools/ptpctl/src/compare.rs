@@ -27,12 +27,11 @@ pub struct Read {
 impl Read {
     /// The tightest of `samples`.
     pub fn tightest(samples: &[TimeXSample]) -> Option<Read> {
-        let s = crate::tightest(samples)?;
-        let mid = (i128::from(s.sys_before_ns) + i128::from(s.sys_after_ns)) / 2;
+        let s = TimeXSample::tightest(samples)?;
         Some(Read {
-            offset_ns: i128::from(s.phc_ns) - mid,
-            mid_ns: mid,
-            window_ns: i128::from(s.sys_after_ns) - i128::from(s.sys_before_ns),
+            offset_ns: s.offset_ns(),
+            mid_ns: s.mid_ns(),
+            window_ns: i128::from(s.bracket_ns()?),
         })
     }
 }

@@ -222,16 +222,6 @@ fn positive(n: usize) -> Result<usize, Error> {
     Ok(n)
 }
 
-/// The gettimex sample with the narrowest CLOCK_REALTIME bracket; one whose bracket ends
-/// before it starts (the wall clock stepped back) is never chosen.
-pub(crate) fn tightest(samples: &[ptp_ipc::TimeXSample]) -> Option<&ptp_ipc::TimeXSample> {
-    samples
-        .iter()
-        .filter_map(|s| Some((s.sys_after_ns.checked_sub(s.sys_before_ns)?, s)))
-        .min_by_key(|&(w, _)| w)
-        .map(|(_, s)| s)
-}
-
 /// Entry point shared by the `ptpctl` binary and `ptplab ptpctl ...`.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args = match parse(args) {
@@ -386,13 +376,10 @@ pub fn run(args: &Args) -> Result<(String, Value), Error> {
         }
         Command::Cmp => {
             let samples = c.gettimex(clock, 10)?;
-            let best = samples
-                .iter()
-                .min_by_key(|s| s.sys_after_ns.saturating_sub(s.sys_before_ns))
-                .ok_or_else(|| Error::Other("no samples".into()))?;
-            let mid = best.sys_before_ns as i128 / 2 + best.sys_after_ns as i128 / 2;
-            let offset = best.phc_ns as i128 - mid;
-            let window = best.sys_after_ns.saturating_sub(best.sys_before_ns);
+            let best = ptp_ipc::TimeXSample::tightest(&samples)
+                .ok_or_else(|| Error::Other("no usable gettimex sample".into()))?;
+            let offset = best.offset_ns();
+            let window = best.bracket_ns().unwrap_or_default();
             (
                 format!("offset from CLOCK_REALTIME is {offset}ns (window {window}ns)"),
                 json!({"ok": true, "command": "cmp", "clock": clock, "offset_ns": offset as i64, "window_ns": window}),
