@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A bounded run of every fuzz target (issue 17): `fuzz/run.sh [SECONDS per target, default 20]`.
-# .ci/run calls it with the default; the longer run in the README used 300.
+# `cargo xtask test` (the fuzz gate) calls it with 20; the longer run in the README used 300.
 # Each target starts from its committed seeds (corpus/<target>, only read) and keeps what it
 # finds in a temporary directory, so the committed corpus stays small. A panic or sanitizer
 # report fails the run; libFuzzer leaves the input in artifacts/<target>/ (reproduce with

@@ -4,7 +4,7 @@
 //! what the clock scheme's status shows, and refuses a SET from the network (the default).
 //!
 //! Needs root, pmc, ip and /dev/net/tun. Without them the tests skip with the reason, unless
-//! `REDOX_PTP_REQUIRE_TAP=1` (set by .ci/run): then they fail.
+//! `REDOX_PTP_REQUIRE_TAP=1` (set by `cargo xtask test`): then they fail.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

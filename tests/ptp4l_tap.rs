@@ -4,7 +4,7 @@
 //! {L2, UDPv4} × {ptp4l master → ptpd slave, ptpd master → ptp4l slave}.
 //!
 //! Needs root, ptp4l, pmc, ip and /dev/net/tun. Without them the tests skip with the reason,
-//! unless `REDOX_PTP_REQUIRE_TAP=1` (set by .ci/run): then they fail.
+//! unless `REDOX_PTP_REQUIRE_TAP=1` (set by `cargo xtask test`): then they fail.
 //!
 //! The bounds. ptp4l -S stamps in CLOCK_REALTIME, in software; the model stamps its PHC
 //! exactly. Between the two, each direction adds a latency ≥ 0 (TAP → wire: the bridge reads

@@ -7,9 +7,9 @@
 //! guest's own CLOCK_REALTIME (which, with nothing adjusting it, runs with CLOCK_MONOTONIC;
 //! `cmp` reads both) and the guest's CLOCK_MONOTONIC from /proc/timer_list.
 //!
-//! Needs QEMU 10 unpacked from bookworm-backports (.ci/run provisions it; the test provisions it
-//! itself when the backports lists are there, else FAILS naming the command) besides the VM
-//! packages.
+//! Needs QEMU 10 unpacked from bookworm-backports (`cargo xtask provision` provisions it; the
+//! test provisions it itself when the backports lists are there, else FAILS naming the
+//! command) besides the VM packages.
 
 mod vm_igb_common;
 

@@ -4,8 +4,9 @@
 //! agree with the model's ground truth (its published PHC law); no kernel warning about the
 //! NIC, and no access to a register the model does not implement, from probe to close.
 //!
-//! Needs qemu-system-x86 (bookworm-backports), linux-image-amd64, busybox-static, linuxptp and
-//! ethtool; .ci/run installs them. Without them the test FAILS with the apt-get line.
+//! Needs qemu-system-x86 (bookworm's 7.2), linux-image-amd64, busybox-static, linuxptp and
+//! ethtool; `cargo xtask provision` installs them. Without them the test FAILS with the apt-get
+//! line.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

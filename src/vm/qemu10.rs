@@ -6,7 +6,8 @@
 //! too: QEMU 10 depends on a newer one than bookworm's).
 //!
 //! [`Qemu10::find_or_provision`] finds that tree (`$REDOX_PTP_QEMU10`, else
-//! [`DEFAULT_ROOT`]) or makes it; `.ci/run` provisions it the same way before the tests.
+//! [`DEFAULT_ROOT`]) or makes it; `cargo xtask provision` (run by `cargo xtask test`) provisions
+//! it the same way before the tests, adding the backports suite when absent.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -39,16 +40,16 @@ pub struct Qemu10 {
     pub version: String,
 }
 
-/// The shell lines that provision the tree at `root` (quoted in errors; `.ci/run` runs the same
-/// steps). The backports suite must be in apt's sources: .ci/run adds it from the machine's
-/// own Debian mirror when absent.
+/// The shell lines that provision the tree at `root` (quoted in errors): `cargo xtask provision`,
+/// which also adds the backports suite from the machine's own Debian mirror when absent, or the
+/// same steps by hand (with the suite already in apt's sources).
 pub fn provision_command(root: &Path) -> String {
     let pkgs: Vec<String> = PACKAGES
         .iter()
         .map(|p| format!("{p}/bookworm-backports"))
         .collect();
     format!(
-        "apt-get update && d=$(mktemp -d) && (cd \"$d\" && apt-get download {}) && \
+        "cargo xtask provision (as root), or by hand: apt-get update && d=$(mktemp -d) && (cd \"$d\" && apt-get download {}) && \
          mkdir -p {r} && for f in \"$d\"/*.deb; do dpkg -x \"$f\" {r}; done",
         pkgs.join(" "),
         r = root.display()
