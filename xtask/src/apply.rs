@@ -83,13 +83,23 @@ fn apply(action: &Action) -> Result<(), Error> {
             std::fs::write(file, format!("{line}\n"))
                 .map_err(|e| fail(format!("{}: {e}", file.display())))
         }
-        Action::AptUpdate => run(Command::new("apt-get").arg("update"))
-            .map_err(|e| fail(format!("{e} (is a Debian mirror reachable?)"))),
+        // --error-on=any: by default an unreachable mirror is only a warning, and the failure
+        // would show later as "Release 'bookworm-backports' ... was not found".
+        Action::AptUpdate => run(Command::new("apt-get").args(["update", "--error-on=any"]))
+            .map_err(|e| {
+                fail(format!(
+                    "{e}: a Debian mirror could not be reached (network?)"
+                ))
+            }),
         Action::AptInstall(pkgs) => run(Command::new("apt-get")
             .env("DEBIAN_FRONTEND", "noninteractive")
             .args(["install", "-y", "--no-install-recommends"])
             .args(pkgs))
-        .map_err(|e| fail(format!("{e} (is a Debian mirror reachable?)"))),
+        .map_err(|e| {
+            fail(format!(
+                "{e}: a Debian mirror could not be reached (network?)"
+            ))
+        }),
         Action::UnpackQemu10 { root } => unpack_qemu10(root).map_err(fail),
         Action::RustupComponents(c) => {
             run(Command::new("rustup").args(["component", "add"]).args(c)).map_err(fail)
@@ -104,7 +114,8 @@ fn apply(action: &Action) -> Result<(), Error> {
                 cmd.args(["--version", v]);
             }
             crate::scrub_cargo_env(&mut cmd);
-            run(&mut cmd).map_err(|e| fail(format!("{e} (is crates.io reachable?)")))
+            run(&mut cmd)
+                .map_err(|e| fail(format!("{e}: crates.io could not be reached (network?)")))
         }
     }
 }

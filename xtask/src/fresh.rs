@@ -118,7 +118,9 @@ fn apt_sandbox(dir: &Path) -> Result<PathBuf, Error> {
     let real = Path::new("/etc/apt");
     let mut files = vec![real.join("sources.list")];
     if let Ok(rd) = std::fs::read_dir(real.join("sources.list.d")) {
-        files.extend(rd.flatten().map(|e| e.path()));
+        // apt reads only these; other names (e.g. *.disabled) are left out.
+        let read = |p: &PathBuf| p.extension().is_some_and(|e| e == "list" || e == "sources");
+        files.extend(rd.flatten().map(|e| e.path()).filter(read));
     }
     let mut kept = Vec::new();
     for f in files {

@@ -30,7 +30,10 @@ use std::time::Instant;
 pub enum Error {
     #[error("cannot provision what the tests need:\n{0}")]
     Blocked(String),
-    #[error("provisioning step failed: {why}\n  the step, to rerun by hand: {step}")]
+    #[error(
+        "provisioning step failed: {why}\n  the step by hand: {step}\n  \
+         once fixed, rerun: cargo xtask provision"
+    )]
     Step { step: String, why: String },
     #[error("gate `{name}` failed: {why}")]
     Gate { name: &'static str, why: String },

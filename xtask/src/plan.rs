@@ -180,7 +180,7 @@ impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Action::AddSource { file, line } => write!(f, "echo '{line}' > {}", file.display()),
-            Action::AptUpdate => write!(f, "apt-get update"),
+            Action::AptUpdate => write!(f, "apt-get update --error-on=any"),
             Action::AptInstall(p) => write!(
                 f,
                 "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {}",
