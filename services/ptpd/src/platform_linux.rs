@@ -53,6 +53,9 @@ const MAX_CLIENTS_PER_UID: usize = 16;
 const MAX_CONNECTIONS: usize = 128;
 /// How long a refused client's EBUSY answer may take to send.
 const REFUSE_TIMEOUT: Duration = Duration::from_millis(10);
+/// At most this many queued messages of a refused client are drained before closing (a few
+/// fit in its socket buffer; beyond, the close resets it as before).
+const REFUSE_DRAIN_MAX: usize = 64;
 /// A client that sends nothing for this long is disconnected.
 const CLIENT_IDLE: Duration = Duration::from_secs(600);
 const SEND_TIMEOUT: Duration = Duration::from_secs(1);
@@ -120,6 +123,21 @@ fn refuse<C: Connector>(
     uid: u32,
 ) {
     let _ = chan.send(&ClockReply::Error(ClockError::Busy), Some(REFUSE_TIMEOUT));
+    // Closing an AF_UNIX stream/seqpacket socket with unread data in its receive queue sets
+    // ECONNRESET on the peer, which its next recv reports before the queued EBUSY: the client
+    // saw "peer disconnected" (tests/hostile_clients.rs, about 1 run in 4). So: shut down
+    // (nothing more can be queued; the client still reads EBUSY, then EOF), drain what the
+    // client already sent (its request is usually there before accept), then close. No wait:
+    // after the shutdown, recv returns what is queued, then EOF.
+    chan.shutdown();
+    for _ in 0..REFUSE_DRAIN_MAX {
+        match chan.recv(Some(Duration::ZERO)) {
+            Ok(_)
+            | Err(ChannelError::Decode(_))
+            | Err(ChannelError::Transport(TransportError::TooLarge(_))) => {}
+            Err(_) => break,
+        }
+    }
     let n = scheme
         .counters()
         .clients_refused
