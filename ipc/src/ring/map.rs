@@ -22,21 +22,40 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// Maps `len` bytes of `fd` read-write and shared. `len` must cover the control part.
     pub(super) fn map(fd: BorrowedFd<'_>, len: usize) -> Result<Self, RingError> {
+        Self::mmap_rw(len, libc::MAP_SHARED, fd.as_raw_fd())
+    }
+
+    /// `len` bytes of this process's own zeroed memory, every page made present (a scheme that
+    /// lends it with `mmap_prep` must not hand out a page not yet backed: the kernel would
+    /// resolve it as a read fault, possibly to the shared zero page). Used where the region is
+    /// served from the owner's scheme rather than from a shared-memory object (Redox drivers).
+    #[cfg_attr(not(target_os = "redox"), allow(dead_code))]
+    pub(super) fn anonymous(len: usize) -> Result<Self, RingError> {
+        let m = Self::mmap_rw(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1)?;
+        for off in (0..len).step_by(4096) {
+            // Safety: `off < len` lies inside the mapping just made, which nothing else uses.
+            unsafe { m.ptr.as_ptr().add(off).write_volatile(0) };
+        }
+        Ok(m)
+    }
+
+    /// A fresh read-write mapping of `len` bytes (at least the control part) with `flags`.
+    fn mmap_rw(len: usize, flags: libc::c_int, fd: libc::c_int) -> Result<Self, RingError> {
         if len < CONTROL_LEN {
             return Err(RingError::RegionTooSmall {
                 have: len,
                 need: CONTROL_LEN,
             });
         }
-        // Safety: a fresh shared mapping of an open descriptor at an address the kernel picks,
-        // so no existing memory is affected.
+        // Safety: a fresh mapping at an address the kernel picks, so no existing memory is
+        // affected; `fd` is open (or -1 with MAP_ANONYMOUS).
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
+                flags,
+                fd,
                 0,
             )
         };
@@ -48,45 +67,6 @@ impl Mapping {
         }
         let ptr = NonNull::new(p.cast::<u8>())
             .ok_or_else(|| RingError::Io("mmap returned null".into()))?;
-        Ok(Mapping { ptr, len })
-    }
-
-    /// `len` bytes of this process's own zeroed memory, every page made present (a scheme that
-    /// lends it with `mmap_prep` must not hand out a page not yet backed: the kernel would
-    /// resolve it as a read fault, possibly to the shared zero page). Used where the region is
-    /// served from the owner's scheme rather than from a shared-memory object (Redox drivers).
-    #[cfg_attr(not(target_os = "redox"), allow(dead_code))]
-    pub(super) fn anonymous(len: usize) -> Result<Self, RingError> {
-        if len < CONTROL_LEN {
-            return Err(RingError::RegionTooSmall {
-                have: len,
-                need: CONTROL_LEN,
-            });
-        }
-        // Safety: a fresh private anonymous mapping at an address the kernel picks, so no
-        // existing memory is affected.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            return Err(RingError::Io(format!(
-                "mmap {len} bytes of ring memory: {e}"
-            )));
-        }
-        let ptr = NonNull::new(p.cast::<u8>())
-            .ok_or_else(|| RingError::Io("mmap returned null".into()))?;
-        for off in (0..len).step_by(4096) {
-            // Safety: `off < len` lies inside the mapping just made, which nothing else uses.
-            unsafe { ptr.as_ptr().add(off).write_volatile(0) };
-        }
         Ok(Mapping { ptr, len })
     }
 
