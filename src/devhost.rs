@@ -27,12 +27,12 @@
 //! (logged, at most once a second). An admitted driver must set up within 2 s and is dropped
 //! after 10 s of silence ([`ServerOptions`]), so no peer can hold the one-client service.
 
+use crate::signals::{StopFlag, stop_flag, stop_on};
 use std::ffi::OsString;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use intel_common::daemon::access::ChannelAccess;
@@ -44,7 +44,7 @@ use ptp_emu::proxy::{ServeStats, ServedDevice, Server, ServerOptions};
 use ptp_emu::{NicPort, NicStats};
 
 /// Set by SIGTERM/SIGINT; the serving loop checks it after every wait.
-static STOP: AtomicBool = AtomicBool::new(false);
+static STOP: StopFlag = stop_flag();
 
 /// The device host's own options; everything else goes to igcd's option parser.
 #[derive(Debug)]
@@ -110,23 +110,6 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<DevhostArgs, String
         out.igcd.splice(0..0, ["--emulate".into(), "i225".into()]);
     }
     Ok(out)
-}
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Release);
-}
-
-fn install_signals() {
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // Safety: the handler only stores to an atomic (async-signal-safe); the sigaction
-        // struct is fully initialised; no SA_RESTART, so the serving loop's wait returns EINTR.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
 }
 
 /// Entry point of `ptplab devhost`.
@@ -226,7 +209,7 @@ fn serve<D: Hosted>(
         nic.port_mut()
             .set_link_speed(s, &mut ptp_emu::host::RecordingHost::new());
     }
-    install_signals();
+    stop_on(&[libc::SIGTERM, libc::SIGINT], &STOP).map_err(|e| format!("signal handlers: {e}"))?;
     let (server, result) = match &a.listen {
         Some(path) => {
             let (listener, _file) = listen(path, &access)?;

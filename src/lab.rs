@@ -14,7 +14,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ptp_emu::truth::{TruthReader, TruthSnapshot, true_offset};
@@ -24,6 +24,7 @@ use serde_json::json;
 
 use crate::figures::{Figures, Sample, Source};
 use crate::procs::Children;
+use crate::signals::{StopFlag, stop_flag, stop_on};
 
 mod guest;
 mod supervise;
@@ -317,20 +318,7 @@ impl Rng {
     }
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // Safety: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
-    }
-}
+static STOP: StopFlag = stop_flag();
 
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let opts = match parse(args) {
@@ -344,7 +332,10 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    install_signal_handlers();
+    if let Err(e) = stop_on(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], &STOP) {
+        eprintln!("ptplab: signal handlers: {e}");
+        return ExitCode::FAILURE;
+    }
     match run(&opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

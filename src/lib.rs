@@ -4,5 +4,6 @@ pub mod figures;
 pub mod lab;
 pub mod plot;
 pub mod procs;
+pub mod signals;
 pub mod tap;
 pub mod vm;

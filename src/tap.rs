@@ -15,12 +15,13 @@
 //! only then does the process enter `/run/netns/NAME` and create the TAP there. Nothing is
 //! configured in the caller's namespace.
 
+use crate::signals::{StopFlag, stop_flag, stop_on};
 use std::ffi::OsString;
 use std::io;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use ptp_emu::phc::wrap_diff_ns;
 use ptp_emu::truth::{TruthError, TruthReader};
@@ -213,11 +214,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<BridgeOp
     }))
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
+static STOP: StopFlag = stop_flag();
 
 /// `ptplab tap-bridge ARGS`.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
@@ -232,11 +229,9 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // Safety: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
+    if let Err(e) = stop_on(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], &STOP) {
+        eprintln!("tap-bridge: signal handlers: {e}");
+        return ExitCode::FAILURE;
     }
     match run(&opts) {
         Ok(s) => {

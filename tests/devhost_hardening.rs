@@ -9,7 +9,7 @@
 mod common;
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -175,7 +175,13 @@ impl Peer {
 
     /// Sends one message; for an access, returns the RET value (an error if the device host
     /// closed the connection instead of answering).
-    fn call(&mut self, c: i32, payload: &[u8], fds: &[RawFd], reply: bool) -> std::io::Result<u64> {
+    fn call(
+        &mut self,
+        c: i32,
+        payload: &[u8],
+        fds: &[BorrowedFd<'_>],
+        reply: bool,
+    ) -> std::io::Result<u64> {
         let mut m = proto::encode_header(c, payload.len()).to_vec();
         m.extend_from_slice(payload);
         send_with_fds(&mut self.sock, &m, fds)?;
@@ -364,7 +370,7 @@ fn hostile_sysmem(d: &Devhost, ram: &OwnedFd, size: u64, shrink: bool) -> bool {
         offset: 0,
     };
     let sysmem = proto::encode_sysmem(&[region]);
-    p.call(cmd::SYNC_SYSMEM, &sysmem, &[ram.as_raw_fd()], false)
+    p.call(cmd::SYNC_SYSMEM, &sysmem, &[ram.as_fd()], false)
         .unwrap();
     // A round trip: SYNC_SYSMEM has no reply; once this is answered it has been applied.
     let served = p

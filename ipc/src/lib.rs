@@ -7,19 +7,28 @@
 //! - [`clockpage`]: the seqlock-protected read-only clock page;
 //! - [`ring`] (Unix): shared-memory SPSC ring pairs with signal suppression, a `Transport` for
 //!   the hot path;
+//! - [`shm`] (Unix): a shared mapping that unmaps itself, and the sealed memfd behind it;
 //! - [`time`]: the host clocks the whole project uses;
+//! - [`fdpass`] (Linux): descriptors passed with SCM_RIGHTS, each owned on arrival;
+//! - [`poll`] (Linux): every bounded wait on a descriptor, to an absolute deadline;
 //! - [`readiness`]: which readiness protocol a daemon speaks, decided from its environment;
 //! - `redox` (Redox only): readiness towards init/pcid-spawner, time-scheme timers and the
 //!   handle table of scheme servers.
 pub mod clockpage;
 pub mod deadline;
+#[cfg(target_os = "linux")]
+pub mod fdpass;
 pub mod frame;
 pub mod msg;
+#[cfg(target_os = "linux")]
+pub mod poll;
 pub mod readiness;
 #[cfg(target_os = "redox")]
 pub mod redox;
 #[cfg(unix)]
 pub mod ring;
+#[cfg(unix)]
+pub mod shm;
 pub mod sys_context;
 #[cfg(target_os = "linux")]
 #[doc(hidden)]

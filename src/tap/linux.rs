@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::Ipv4Addr;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -133,34 +133,15 @@ impl TapBridge {
     }
 
     /// Waits up to `timeout` for the TAP or the wire socket; true if the TAP is readable.
+    /// EINTR ends the wait (the loop then looks at its stop flag).
     fn wait(&self, timeout: Duration) -> Result<bool, TapError> {
+        use ptp_ipc::poll::{PollFd, PollFlags, poll_once};
         let mut fds = [
-            libc::pollfd {
-                fd: self.tap.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.wire.as_fd().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            PollFd::new(&self.tap, PollFlags::IN),
+            PollFd::new(&self.wire, PollFlags::IN),
         ];
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-        };
-        // Safety: `fds` is a valid array of two pollfds for the duration of the call, `ts` a
-        // valid timespec, and a null sigmask leaves the signal mask unchanged.
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::Interrupted => Ok(false),
-                _ => Err(TapError::Poll(e)),
-            };
-        }
-        Ok(fds[0].revents & libc::POLLIN != 0)
+        poll_once(&mut fds, timeout).map_err(TapError::Poll)?;
+        Ok(fds[0].revents().contains(PollFlags::IN))
     }
 }
 

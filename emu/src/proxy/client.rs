@@ -16,7 +16,7 @@
 //! does, and is logged once.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::ptr::NonNull;
@@ -53,7 +53,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Conn {
     /// Sends one message and, for an access, waits for its RET value. `None` once the socket
     /// is broken.
-    fn call(&self, c: i32, payload: &[u8], fds: &[RawFd], reply: bool) -> Option<u64> {
+    fn call(&self, c: i32, payload: &[u8], fds: &[BorrowedFd<'_>], reply: bool) -> Option<u64> {
         if self.broken.load(Ordering::Relaxed) {
             return None;
         }
@@ -75,7 +75,7 @@ fn exchange(
     sock: &mut UnixStream,
     c: i32,
     payload: &[u8],
-    fds: &[RawFd],
+    fds: &[BorrowedFd<'_>],
     reply: bool,
 ) -> std::io::Result<u64> {
     let mut m = proto::encode_header(c, payload.len()).to_vec();
@@ -96,45 +96,27 @@ fn exchange(
     Ok(u64::from_le_bytes(v))
 }
 
-/// Sends `bytes` with `fds` as SCM_RIGHTS (none: a plain write).
-pub fn send_with_fds(sock: &mut UnixStream, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+/// Sends `bytes` with `fds` as SCM_RIGHTS ([`ptp_ipc::fdpass`]; none: a plain write). The
+/// socket's write timeout bounds each send.
+pub fn send_with_fds(
+    sock: &mut UnixStream,
+    bytes: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> std::io::Result<()> {
     if fds.is_empty() {
         return sock.write_all(bytes);
     }
-    let mut cbuf = [0u64; 16];
-    let len = std::mem::size_of_val(fds);
     if fds.len() > proto::MAX_FDS {
         return Err(std::io::Error::other("too many descriptors"));
     }
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut _,
-        iov_len: bytes.len(),
+    // The descriptors go with the first byte; a short send leaves the rest as plain data.
+    let n = loop {
+        match ptp_ipc::fdpass::send_with_fds(&*sock, bytes, fds, false) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            r => break r?,
+        }
     };
-    // Safety: an all-zero msghdr is valid; it is pointed at live buffers below.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr().cast();
-    // Safety: CMSG_SPACE is a pure computation.
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(len as u32) } as _;
-    // Safety: the 128-byte control buffer holds CMSG_SPACE of at most MAX_FDS (8) descriptors,
-    // checked above; CMSG_FIRSTHDR of a buffer that large is non-null.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(len as u32) as _;
-        std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast(), fds.len());
-    }
-    // Safety: `msg` points at `iov` (into `bytes`) and `cbuf`, live for the call.
-    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    if (n as usize) < bytes.len() {
-        sock.write_all(&bytes[n as usize..])?;
-    }
-    Ok(())
+    sock.write_all(&bytes[n..])
 }
 
 /// BAR0 of a proxied function.
@@ -175,27 +157,22 @@ pub struct ProxyIrq {
 
 impl IrqVector for ProxyIrq {
     fn wait(&self, timeout: Duration) -> IrqWait {
-        let mut p = libc::pollfd {
-            fd: self.irq.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // Safety: one live pollfd.
-        let n = unsafe { libc::poll(&mut p, 1, ms) };
-        if n <= 0 {
+        use ptp_ipc::poll::{PollFlags, deadline_after, wait_fd};
+        // EINTR restarts with the time left; a poll error is as good as no firing.
+        if !matches!(
+            wait_fd(&self.irq, PollFlags::IN, deadline_after(timeout)),
+            Ok(Some(_))
+        ) {
             return IrqWait::TimedOut;
         }
-        let mut v = 0u64;
-        // Safety: reads 8 bytes into a live u64 from our non-blocking eventfd.
-        unsafe { libc::read(self.irq.as_raw_fd(), (&raw mut v).cast(), 8) };
+        // Resets the counter (non-blocking: a racing reader leaves EAGAIN, as good).
+        let _ = rustix::io::read(&self.irq, &mut [0u8; 8]);
         IrqWait::Fired
     }
 
     fn ack(&self) {
-        let one = 1u64;
-        // Safety: writes 8 bytes from a live u64 to our eventfd.
-        unsafe { libc::write(self.resample.as_raw_fd(), (&raw const one).cast(), 8) };
+        // A full counter (EAGAIN) already means "resample".
+        let _ = rustix::io::write(&self.resample, &1u64.to_ne_bytes());
     }
 }
 
@@ -207,19 +184,7 @@ struct Arena {
 }
 
 /// Keeps the arena's mapping alive while any region of it lives.
-struct Mapping(NonNull<u8>);
-
-// Safety: the mapping is only unmapped on drop; regions access it through atomics.
-unsafe impl Send for Mapping {}
-// Safety: as above.
-unsafe impl Sync for Mapping {}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // Safety: the pointer came from our mmap of DMA_ARENA bytes; no region outlives this.
-        unsafe { libc::munmap(self.0.as_ptr().cast(), DMA_ARENA) };
-    }
-}
+type Mapping = ptp_ipc::shm::Mapping;
 
 /// A PCI function served by a device host.
 pub struct ProxyFunction {
@@ -260,7 +225,8 @@ impl ProxyFunction {
     /// Creates the arena and sends it to the device host (once).
     fn arena(&mut self) -> Result<&mut Arena, PciError> {
         if self.arena.is_none() {
-            let (fd, base) = create_arena()?;
+            let (fd, mapping) = create_arena()?;
+            let base = mapping.base();
             let region = RamRegion {
                 gpa: DMA_BASE,
                 size: DMA_ARENA as u64,
@@ -268,10 +234,10 @@ impl ProxyFunction {
             };
             let p = proto::encode_sysmem(&[region]);
             self.conn
-                .call(cmd::SYNC_SYSMEM, &p, &[fd.as_raw_fd()], false)
+                .call(cmd::SYNC_SYSMEM, &p, &[fd.as_fd()], false)
                 .ok_or(PciError::Dma(DMA_ARENA))?;
             drop(fd);
-            let mapping = Arc::new(Mapping(base));
+            let mapping = Arc::new(mapping);
             self.arena = Some((Arena { base, next: 0 }, mapping));
         }
         self.arena
@@ -281,56 +247,20 @@ impl ProxyFunction {
     }
 }
 
-/// A zeroed memfd of [`DMA_ARENA`] bytes, mapped shared. Its size is sealed for good
-/// (F_SEAL_SHRINK|F_SEAL_GROW, then F_SEAL_SEAL) before anyone else sees it: the device host
-/// maps only sealed memory, since a file shrunk under its mapping would kill it with SIGBUS.
-fn create_arena() -> Result<(OwnedFd, NonNull<u8>), PciError> {
-    let fail = |what: &str| PciError::Io(format!("{what}: {}", std::io::Error::last_os_error()));
-    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
-    // Safety: memfd_create with a static C string returns a new descriptor we own.
-    let fd = unsafe { libc::memfd_create(c"igcd-dma".as_ptr(), flags) };
-    if fd < 0 {
-        return Err(fail("memfd_create"));
-    }
-    // Safety: `fd` is a new descriptor nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // Safety: ftruncate on our descriptor.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), DMA_ARENA as libc::off_t) } != 0 {
-        return Err(fail("ftruncate"));
-    }
-    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-    // Safety: F_ADD_SEALS on our descriptor takes an int and touches no memory of ours.
-    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-        return Err(fail("F_ADD_SEALS"));
-    }
-    // Safety: a fresh shared mapping of the whole memfd; checked for MAP_FAILED below.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            DMA_ARENA,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd.as_raw_fd(),
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(fail("mmap"));
-    }
-    NonNull::new(p.cast()).map(|b| (fd, b)).ok_or(fail("mmap"))
+/// A zeroed memfd of [`DMA_ARENA`] bytes, mapped shared. Its size is sealed for good before
+/// anyone else sees it ([`ptp_ipc::shm::memfd`]): the device host maps only sealed memory,
+/// since a file shrunk under its mapping would kill it with SIGBUS.
+fn create_arena() -> Result<(OwnedFd, Mapping), PciError> {
+    let fail = |what: &str, e: std::io::Error| PciError::Io(format!("DMA arena {what}: {e}"));
+    let fd = ptp_ipc::shm::memfd("igcd-dma", DMA_ARENA, true).map_err(|e| fail("memfd", e))?;
+    let map = Mapping::shared(fd.as_fd(), 0, DMA_ARENA).map_err(|e| fail("mmap", e))?;
+    Ok((fd, map))
 }
 
 fn eventfd() -> Result<OwnedFd, PciError> {
-    // Safety: eventfd returns a new descriptor we own.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
-        return Err(PciError::Interrupts(format!(
-            "eventfd: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    // Safety: a new descriptor nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    use rustix::event::EventfdFlags;
+    rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+        .map_err(|e| PciError::Interrupts(format!("eventfd: {e}")))
 }
 
 impl PciFunction for ProxyFunction {
@@ -385,7 +315,7 @@ impl PciFunction for ProxyFunction {
             IrqMode::Polled => Ok(Vec::new()),
             IrqMode::Legacy { .. } => {
                 let (irq, resample) = (eventfd()?, eventfd()?);
-                let fds = [irq.as_raw_fd(), resample.as_raw_fd()];
+                let fds = [irq.as_fd(), resample.as_fd()];
                 self.conn
                     .call(cmd::SET_IRQFD, &[], &fds, false)
                     .ok_or_else(|| PciError::Interrupts("device host gone".into()))?;

@@ -8,7 +8,7 @@
 //! F_SEAL_SHRINK and F_SEAL_GROW (which no one can remove once F_SEAL_SEAL is set, and which
 //! QEMU's memory-backend-memfd sets by default); otherwise [`RamRefused`].
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use ptp_pci::emulated::DeviceHost;
 
@@ -19,25 +19,10 @@ use super::proto::RamRegion;
 struct Mapping {
     gpa: u64,
     len: u64,
-    /// Start of the mapping (page-aligned, `lead` bytes before `gpa`'s byte).
-    base: *mut u8,
-    map_len: usize,
+    /// The mapping, page-aligned: `lead` bytes before `gpa`'s byte.
+    map: ptp_ipc::shm::Mapping,
     lead: usize,
     _fd: OwnedFd,
-}
-
-// Safety: a Mapping owns its mapping outright (the pointer is never shared or aliased by a
-// reference), so moving it to another thread moves sole ownership, like a Box.
-unsafe impl Send for Mapping {}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // Safety: `base`/`map_len` are exactly what mmap returned for this mapping, which
-        // nothing else unmaps; no reference into it outlives the accessors' copies.
-        unsafe {
-            libc::munmap(self.base.cast(), self.map_len);
-        }
-    }
 }
 
 fn page_size() -> u64 {
@@ -74,31 +59,23 @@ pub enum RamRefused {
 }
 
 /// The seals a guest RAM descriptor must carry.
-const REQUIRED_SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+const REQUIRED_SEALS: rustix::fs::SealFlags =
+    rustix::fs::SealFlags::SHRINK.union(rustix::fs::SealFlags::GROW);
 
 /// Checks that `fd` can back `offset..offset+size` for as long as we map it.
 pub fn check_ram_fd(fd: BorrowedFd<'_>, offset: u64, size: u64) -> Result<(), RamRefused> {
-    let os = |op| RamRefused::Os {
+    let os = |op, e: rustix::io::Errno| RamRefused::Os {
         op,
-        err: std::io::Error::last_os_error().to_string(),
+        err: std::io::Error::from(e).to_string(),
     };
-    // Safety: an all-zero stat is valid; fstat fills it for a descriptor we hold.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // Safety: `st` is a live, writable stat buffer.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(os("fstat"));
-    }
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+    let st = rustix::fs::fstat(fd).map_err(|e| os("fstat", e))?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
         return Err(RamRefused::NotAFile(st.st_mode));
     }
     // Seals first: a size checked before them could still change.
-    // Safety: F_GET_SEALS takes no argument and touches no memory of ours.
-    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-    if seals < 0 {
-        return Err(os("F_GET_SEALS"));
-    }
-    if seals & REQUIRED_SEALS != REQUIRED_SEALS {
-        return Err(RamRefused::Unsealed(seals));
+    let seals = rustix::fs::fcntl_get_seals(fd).map_err(|e| os("F_GET_SEALS", e))?;
+    if !seals.contains(REQUIRED_SEALS) {
+        return Err(RamRefused::Unsealed(seals.bits() as i32));
     }
     let file = u64::try_from(st.st_size).unwrap_or(0);
     let needed = offset.saturating_add(size);
@@ -122,35 +99,17 @@ impl Mapping {
                 size: r.size,
                 err: "region too large".into(),
             })?;
-        let off = libc::off_t::try_from(map_off).map_err(|_| ProxyError::Map {
-            gpa: r.gpa,
-            size: r.size,
-            err: "offset out of range".into(),
-        })?;
-        // Safety: a fresh shared mapping of a descriptor we own; the kernel checks the
-        // descriptor, length and offset and returns MAP_FAILED on any problem.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                off,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(ProxyError::Map {
+        let map = ptp_ipc::shm::Mapping::shared(fd.as_fd(), map_off, map_len).map_err(|e| {
+            ProxyError::Map {
                 gpa: r.gpa,
                 size: r.size,
-                err: std::io::Error::last_os_error().to_string(),
-            });
-        }
+                err: e.to_string(),
+            }
+        })?;
         Ok(Self {
             gpa: r.gpa,
             len: r.size,
-            base: base.cast(),
-            map_len,
+            map,
             lead: lead as usize,
             _fd: fd,
         })
@@ -164,7 +123,7 @@ impl Mapping {
             return None;
         }
         // Safety: lead + off + len ≤ lead + self.len = map_len, inside the mapping.
-        Some(unsafe { self.base.add(self.lead + off as usize) })
+        Some(unsafe { self.map.base().as_ptr().add(self.lead + off as usize) })
     }
 }
 

@@ -2,7 +2,7 @@
 //! accesses answered first and the model's due work run between them.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -373,9 +373,9 @@ impl<D: ServedDevice> Server<D> {
             return Ok(None);
         }
         let fd = match (&self.sock, listener) {
-            (Some(s), _) => s.as_raw_fd(),
-            (None, Some(l)) => l.as_raw_fd(),
-            (None, None) => -1,
+            (Some(s), _) => Some(s.as_fd()),
+            (None, Some(l)) => Some(l.as_fd()),
+            (None, None) => None,
         };
         let (ready, resample_ready) = self.wait(fd, self.next_poll - now)?;
         if resample_ready {
@@ -386,39 +386,27 @@ impl<D: ServedDevice> Server<D> {
 
     /// Waits for `fd` (the client socket or the listener) or the resample eventfd, at most
     /// `timeout` (EINTR ends the wait).
-    fn wait(&self, fd: RawFd, timeout: Duration) -> Result<(bool, bool), ProxyError> {
-        let mut fds = [
-            libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.intx.as_ref().map_or(-1, |i| i.resample.as_raw_fd()),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    fn wait(
+        &self,
+        fd: Option<BorrowedFd<'_>>,
+        timeout: Duration,
+    ) -> Result<(bool, bool), ProxyError> {
+        use ptp_ipc::poll::{PollFd, PollFlags, poll_once};
+        let resample = self.intx.as_ref().map(|i| i.resample.as_fd());
+        let mut fds: Vec<PollFd<'_>> = [&fd, &resample]
+            .into_iter()
+            .flatten()
+            .map(|f| PollFd::new(f, PollFlags::IN))
+            .collect();
+        poll_once(&mut fds, timeout)?;
+        let hit = |p: &PollFd<'_>| {
+            p.revents()
+                .intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR)
         };
-        // Safety: `fds` is a live array of two pollfds (a negative fd is ignored by the
-        // kernel); `ts` outlives the call; no signal mask is passed.
-        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            return match e.kind() {
-                std::io::ErrorKind::Interrupted => Ok((false, false)),
-                _ => Err(e.into()),
-            };
-        }
-        let hit =
-            |p: &libc::pollfd| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
-        Ok((
-            fds[0].fd >= 0 && hit(&fds[0]),
-            fds[1].fd >= 0 && hit(&fds[1]),
-        ))
+        let mut it = fds.iter();
+        let sock = fd.is_some() && it.next().is_some_and(hit);
+        let resample = resample.is_some() && it.next().is_some_and(hit);
+        Ok((sock, resample))
     }
 
     /// Runs the model's due work and schedules the next poll.

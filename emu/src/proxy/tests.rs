@@ -3,7 +3,7 @@
 //! malformed messages answered with a typed failure; the decoder proptested.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -142,7 +142,7 @@ struct FakeQemu {
 }
 
 impl FakeQemu {
-    fn send(&mut self, c: i32, payload: &[u8], fds: &[RawFd]) {
+    fn send(&mut self, c: i32, payload: &[u8], fds: &[BorrowedFd<'_>]) {
         let mut m = proto::encode_header(c, payload.len()).to_vec();
         m.extend_from_slice(payload);
         // The driver side's sender (SCM_RIGHTS as QEMU sends them), one copy of that code.
@@ -268,14 +268,10 @@ fn serves_a_scripted_qemu_end_to_end() {
             offset: 1 << 20,
         },
     ];
-    let fds = [ram.as_raw_fd(), ram.as_raw_fd()];
+    let fds = [ram.as_fd(), ram.as_fd()];
     q.send(cmd::SYNC_SYSMEM, &proto::encode_sysmem(&regions), &fds);
     let (irq, resample) = (eventfd(), eventfd());
-    q.send(
-        cmd::SET_IRQFD,
-        &[],
-        &[irq.as_raw_fd(), resample.as_raw_fd()],
-    );
+    q.send(cmd::SET_IRQFD, &[], &[irq.as_fd(), resample.as_fd()]);
 
     assert_eq!(q.cfg_read(0, 2), 0x8086);
     q.cfg_write(0x10, 0xFFFF_FFFF, 4);
@@ -667,7 +663,7 @@ fn an_unsealed_sysmem_drops_the_client_not_the_server() {
     q.send(
         cmd::SYNC_SYSMEM,
         &proto::encode_sysmem(&[region]),
-        &[ram.as_raw_fd()],
+        &[ram.as_fd()],
     );
     assert!(q.dropped(), "the client was dropped");
     let mut f = client::ProxyFunction::connect(&l.path).unwrap();
@@ -703,7 +699,7 @@ fn a_pipe_as_irqfd_drops_the_client() {
         assert_eq!(libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC), 0);
         (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1]))
     };
-    q.send(cmd::SET_IRQFD, &[], &[w.as_raw_fd(), eventfd().as_raw_fd()]);
+    q.send(cmd::SET_IRQFD, &[], &[w.as_fd(), eventfd().as_fd()]);
     assert!(q.dropped(), "the client was dropped");
     let mut q = FakeQemu {
         sock: UnixStream::connect(&l.path).unwrap(),
@@ -738,11 +734,7 @@ fn msix_and_msi_signals_follow_the_config_space() {
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let (irq, resample) = (eventfd(), eventfd());
-    q.send(
-        cmd::SET_IRQFD,
-        &[],
-        &[irq.as_raw_fd(), resample.as_raw_fd()],
-    );
+    q.send(cmd::SET_IRQFD, &[], &[irq.as_fd(), resample.as_fd()]);
     let bar3 = BASE + u64::from(I225_BAR0_LEN);
     q.cfg_write(0x1c, bar3 as u32, 4);
     q.set_up();

@@ -4,101 +4,45 @@
 //! end is closed, which the kernel does when a process dies however it dies).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::layout::{self, Geometry};
 use super::map::Mapping;
 use super::{Bell, RingConfig, RingEndpoint, RingError, Wake, Woken, decode_setup, setup_message};
+use crate::poll::{PollFd, PollFlags};
 use crate::transport::SeqpacketConn;
 
 /// Descriptors in the setup message: region, the attacher's data and space bells, the
 /// creator's data and space bells.
 const SETUP_FDS: usize = 5;
 
-fn io_err(what: &str) -> RingError {
-    RingError::Io(format!("{what}: {}", io::Error::last_os_error()))
-}
-
-/// Takes ownership of a descriptor a syscall just returned (or reports its errno).
-fn owned(fd: libc::c_int, what: &str) -> Result<OwnedFd, RingError> {
-    if fd < 0 {
-        return Err(io_err(what));
-    }
-    // Safety: `fd` was just returned by the kernel to us and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 pub(super) fn new_eventfd() -> Result<OwnedFd, RingError> {
-    // Safety: plain syscall with constant arguments.
-    owned(
-        unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) },
-        "eventfd",
-    )
+    use rustix::event::EventfdFlags;
+    rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+        .map_err(|e| RingError::Io(format!("eventfd: {e}")))
 }
 
-/// A memfd of `len` bytes whose size is sealed (unless `!sealed`, for tests), so the attacher may map it without fearing
-/// SIGBUS from a later shrink.
+/// A sealed memfd of `len` bytes ([`crate::shm::memfd`]; unsealed for tests).
 pub(super) fn new_region(len: usize, sealed: bool) -> Result<OwnedFd, RingError> {
-    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
-    // Safety: the name is a NUL-terminated literal; constant flags.
-    let fd = owned(
-        unsafe { libc::memfd_create(c"ptp-ring".as_ptr(), flags) },
-        "memfd_create",
-    )?;
-    // Safety: plain syscall on a descriptor we own.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } < 0 {
-        return Err(io_err("ftruncate ring region"));
-    }
-    if !sealed {
-        return Ok(fd);
-    }
-    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-    // Safety: plain fcntl on a descriptor we own.
-    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
-        return Err(io_err("seal ring region"));
-    }
-    Ok(fd)
+    crate::shm::memfd("ptp-ring", len, sealed)
+        .map_err(|e| RingError::Io(format!("ring region: {e}")))
 }
 
-/// Polls `fds` until one reports an event or `deadline` passes (`Ok(false)`); EINTR-safe.
-fn poll_until(fds: &mut [libc::pollfd], deadline: Option<Instant>) -> Result<bool, RingError> {
-    loop {
-        let ms = match deadline {
-            None => -1,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Ok(false);
-                }
-                // Rounded up: never wake just before the deadline and spin.
-                left.as_nanos()
-                    .div_ceil(1_000_000)
-                    .try_into()
-                    .unwrap_or(libc::c_int::MAX)
-            }
-        };
-        // Safety: `fds` is a valid, writable array of `fds.len()` pollfds for the call.
-        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        if rc > 0 {
-            return Ok(true);
-        }
-        if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return Err(io_err("poll"));
-        }
-    }
+/// Polls `fds` until one reports an event or `deadline` passes (`Ok(false)`).
+fn poll_until(fds: &mut [PollFd<'_>], deadline: Option<Instant>) -> Result<bool, RingError> {
+    crate::poll::poll_until(fds, deadline)
+        .map(|n| n > 0)
+        .map_err(|e| RingError::Io(format!("poll: {e}")))
 }
 
 /// Adds one to an eventfd's counter. Never blocks (the descriptors are non-blocking; a full
 /// counter already means "signalled").
 fn bump(fd: BorrowedFd<'_>) -> Result<(), RingError> {
-    let one = 1u64.to_ne_bytes();
-    // Safety: writes 8 bytes from a live local buffer.
-    let rc = unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
-    if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock {
-        return Err(io_err("write eventfd"));
+    match rustix::io::write(fd, &1u64.to_ne_bytes()) {
+        Ok(_) | Err(rustix::io::Errno::AGAIN) => Ok(()),
+        Err(e) => Err(RingError::Io(format!("write eventfd: {e}"))),
     }
-    Ok(())
 }
 
 /// The Linux bells: our two eventfds (data, space), the peer's two, and a duplicate of the
@@ -127,31 +71,25 @@ impl Bell for EventfdBell {
     fn wait(&self, w: Wake, timeout: Option<Duration>) -> Result<Woken, RingError> {
         let mine = &self.mine[w as usize];
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let pfd = |fd: RawFd, events| libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        };
-        // The control socket is watched for hang-up only (events 0): its data is not ours.
+        // The control socket is watched for hang-up only (no events): its data is not ours.
         let mut fds = [
-            pfd(mine.as_raw_fd(), libc::POLLIN),
-            pfd(self.control.as_raw_fd(), 0),
+            PollFd::new(mine, PollFlags::IN),
+            PollFd::new(&self.control, PollFlags::empty()),
         ];
         if !poll_until(&mut fds, deadline)? {
             return Ok(Woken::Timeout);
         }
-        if fds[0].revents & libc::POLLIN != 0 {
-            let mut v = [0u8; 8];
-            // Safety: reads at most 8 bytes into a live local buffer; resets the counter.
-            unsafe { libc::read(mine.as_raw_fd(), v.as_mut_ptr().cast(), v.len()) };
+        let (own, control) = (fds[0].revents(), fds[1].revents());
+        if own.contains(PollFlags::IN) {
+            // Resets the counter; an empty one (a racing clear) is as good.
+            let _ = rustix::io::read(mine, &mut [0u8; 8]);
             return Ok(Woken::Signal);
         }
-        if fds[1].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        if control.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) {
             return Err(RingError::PeerGone);
         }
         Err(RingError::Io(format!(
-            "poll: unexpected events {:#x}/{:#x}",
-            fds[0].revents, fds[1].revents
+            "poll: unexpected events {own:?}/{control:?}"
         )))
     }
 
@@ -160,18 +98,14 @@ impl Bell for EventfdBell {
     }
 
     fn clear(&self, w: Wake) -> bool {
-        let mut v = [0u8; 8];
-        // Safety: reads at most 8 bytes into a live local buffer; the descriptor is
-        // non-blocking, so an unsignalled bell returns EAGAIN at once.
-        let rc = unsafe { libc::read(self.mine[w as usize].as_raw_fd(), v.as_mut_ptr().cast(), 8) };
-        rc == 8
+        // The descriptor is non-blocking: an unsignalled bell returns EAGAIN at once.
+        rustix::io::read(&self.mine[w as usize], &mut [0u8; 8]) == Ok(8)
     }
 }
 
 /// The connection's descriptor, borrowed for as long as the connection.
 pub(super) fn sock(conn: &SeqpacketConn) -> BorrowedFd<'_> {
-    // Safety: the descriptor belongs to `conn`, which stays open for the borrow's lifetime.
-    unsafe { BorrowedFd::borrow_raw(conn.as_raw_fd()) }
+    conn.as_fd()
 }
 
 fn dup(fd: BorrowedFd<'_>) -> Result<OwnedFd, RingError> {
@@ -191,11 +125,11 @@ pub fn offer_ring(conn: &SeqpacketConn, cfg: RingConfig) -> Result<RingEndpoint,
     let bell_b = [new_eventfd()?, new_eventfd()?];
     let msg = setup_message(len);
     let fds = [
-        region.as_raw_fd(),
-        bell_b[0].as_raw_fd(),
-        bell_b[1].as_raw_fd(),
-        bell_a[0].as_raw_fd(),
-        bell_a[1].as_raw_fd(),
+        region.as_fd(),
+        bell_b[0].as_fd(),
+        bell_b[1].as_fd(),
+        bell_a[0].as_fd(),
+        bell_a[1].as_fd(),
     ];
     send_fds(sock(conn), &msg, &fds)?;
     let bell = EventfdBell {
@@ -247,19 +181,14 @@ pub fn accept_ring(
 /// The region's size, refused unless the creator can no longer shrink it (a shrink under our
 /// mapping would turn our next access into SIGBUS) and it is within the geometry's bounds.
 fn sealed_len(fd: BorrowedFd<'_>) -> Result<usize, RingError> {
-    // Safety: plain fcntl on a descriptor we own.
-    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-    if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+    let sealed =
+        rustix::fs::fcntl_get_seals(fd).is_ok_and(|s| s.contains(rustix::fs::SealFlags::SHRINK));
+    if !sealed {
         return Err(RingError::Setup(
             "region is not a memfd sealed against shrinking".into(),
         ));
     }
-    // Safety: `st` is a plain C struct for which all-zero bytes are valid; fstat fills it.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // Safety: `st` is writable and outlives the call.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
-        return Err(io_err("fstat ring region"));
-    }
+    let st = rustix::fs::fstat(fd).map_err(|e| RingError::Io(format!("fstat ring region: {e}")))?;
     let len = usize::try_from(st.st_size).unwrap_or(usize::MAX);
     layout::check_region_len(len)?;
     Ok(len)
@@ -267,69 +196,27 @@ fn sealed_len(fd: BorrowedFd<'_>) -> Result<usize, RingError> {
 
 /// A bell passed by the peer must never block our writes, whatever it really is.
 fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<(), RingError> {
-    // Safety: plain fcntl calls on a descriptor we own.
-    let ok = unsafe {
-        let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        fl >= 0 && libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) >= 0
-    };
-    if !ok {
-        return Err(io_err("set bell non-blocking"));
-    }
-    Ok(())
-}
-
-/// Room for the control message of SETUP_FDS descriptors (aligned for cmsghdr).
-#[repr(C, align(8))]
-struct CmsgBuf([u8; 64]);
-
-fn cmsg_space(n: usize) -> usize {
-    // Safety: CMSG_SPACE is pure arithmetic.
-    unsafe { libc::CMSG_SPACE((n * std::mem::size_of::<RawFd>()) as u32) as usize }
+    use rustix::fs::OFlags;
+    rustix::fs::fcntl_getfl(fd)
+        .and_then(|fl| rustix::fs::fcntl_setfl(fd, fl | OFlags::NONBLOCK))
+        .map_err(|e| RingError::Io(format!("set bell non-blocking: {e}")))
 }
 
 pub(super) fn send_fds(
     sock: BorrowedFd<'_>,
     msg: &[u8],
-    fds: &[RawFd; SETUP_FDS],
+    fds: &[BorrowedFd<'_>; SETUP_FDS],
 ) -> Result<(), RingError> {
-    let mut cbuf = CmsgBuf([0; 64]);
-    let mut iov = libc::iovec {
-        iov_base: msg.as_ptr() as *mut libc::c_void,
-        iov_len: msg.len(),
-    };
-    // Safety: msghdr is a plain C struct for which all-zero bytes are valid.
-    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    hdr.msg_control = cbuf.0.as_mut_ptr().cast();
-    hdr.msg_controllen = cmsg_space(SETUP_FDS) as _;
-    let data_len = std::mem::size_of_val(fds);
-    // Safety: the control buffer holds CMSG_SPACE(data_len) <= 64 bytes, so the first header
-    // and its data fit; the fd bytes are copied from a live array.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&hdr);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(data_len as u32) as _;
-        std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(c), data_len);
-    }
+    let deadline = Instant::now().checked_add(Duration::from_secs(5));
     loop {
-        // Safety: `hdr` points at live iovec and control buffers for the call.
-        let rc = unsafe { libc::sendmsg(sock.as_raw_fd(), &hdr, libc::MSG_NOSIGNAL) };
-        if rc >= 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
+        let e = match crate::fdpass::send_with_fds(sock, msg, fds, true) {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
         match e.kind() {
             io::ErrorKind::Interrupted => {}
             io::ErrorKind::WouldBlock => {
-                let mut p = [libc::pollfd {
-                    fd: sock.as_raw_fd(),
-                    events: libc::POLLOUT,
-                    revents: 0,
-                }];
-                let deadline = Instant::now().checked_add(Duration::from_secs(5));
-                if !poll_until(&mut p, deadline)? {
+                if !poll_until(&mut [PollFd::new(&sock, PollFlags::OUT)], deadline)? {
                     return Err(RingError::Timeout);
                 }
             }
@@ -346,67 +233,23 @@ fn recv_fds(
     deadline: Option<Instant>,
 ) -> Result<(Vec<u8>, Vec<OwnedFd>), RingError> {
     let mut data = [0u8; 64];
-    let mut cbuf = CmsgBuf([0; 64]);
     loop {
-        let mut iov = libc::iovec {
-            iov_base: data.as_mut_ptr().cast(),
-            iov_len: data.len(),
-        };
-        // Safety: msghdr is a plain C struct for which all-zero bytes are valid.
-        let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-        hdr.msg_iov = &mut iov;
-        hdr.msg_iovlen = 1;
-        hdr.msg_control = cbuf.0.as_mut_ptr().cast();
-        hdr.msg_controllen = cbuf.0.len() as _;
-        let flags = libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC;
-        // Safety: `hdr` points at live, writable data and control buffers for the call.
-        let rc = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut hdr, flags) };
-        if rc > 0 {
-            let fds = take_fds(&hdr);
-            if hdr.msg_flags & (libc::MSG_CTRUNC | libc::MSG_TRUNC) != 0 {
+        let e = match crate::fdpass::recv_with_fds(sock, &mut data, true) {
+            Ok(r) if r.truncated => {
                 return Err(RingError::Setup("setup message truncated".into()));
             }
-            return Ok((data[..rc as usize].to_vec(), fds));
-        }
-        if rc == 0 {
-            return Err(RingError::PeerGone);
-        }
-        let e = io::Error::last_os_error();
+            Ok(r) if r.len == 0 => return Err(RingError::PeerGone),
+            Ok(r) => return Ok((data[..r.len].to_vec(), r.fds)),
+            Err(e) => e,
+        };
         match e.kind() {
             io::ErrorKind::Interrupted => {}
             io::ErrorKind::WouldBlock => {
-                let mut p = [libc::pollfd {
-                    fd: sock.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                }];
-                if !poll_until(&mut p, deadline)? {
+                if !poll_until(&mut [PollFd::new(&sock, PollFlags::IN)], deadline)? {
                     return Err(RingError::Timeout);
                 }
             }
             _ => return Err(RingError::Io(format!("recvmsg ring setup: {e}"))),
         }
     }
-}
-
-/// Every SCM_RIGHTS descriptor in a received message, owned.
-fn take_fds(hdr: &libc::msghdr) -> Vec<OwnedFd> {
-    let mut out = Vec::new();
-    // Safety: `hdr` was filled by recvmsg; the CMSG_* walkers stay within msg_controllen and
-    // each SCM_RIGHTS payload holds (cmsg_len - CMSG_LEN(0)) / 4 descriptors the kernel just
-    // installed in our table, which nothing else owns.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(hdr);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let bytes = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                let p = libc::CMSG_DATA(c).cast::<RawFd>();
-                for i in 0..bytes / std::mem::size_of::<RawFd>() {
-                    out.push(OwnedFd::from_raw_fd(p.add(i).read_unaligned()));
-                }
-            }
-            c = libc::CMSG_NXTHDR(hdr, c);
-        }
-    }
-    out
 }

@@ -1,4 +1,4 @@
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -182,11 +182,11 @@ fn accept_hostile(len: usize, sealed: bool, write: impl FnOnce(&Mapping)) -> Rin
         .map(|_| super::linux::new_eventfd().unwrap())
         .collect();
     let fds = [
-        region.as_raw_fd(),
-        e[0].as_raw_fd(),
-        e[1].as_raw_fd(),
-        e[2].as_raw_fd(),
-        e[3].as_raw_fd(),
+        region.as_fd(),
+        e[0].as_fd(),
+        e[1].as_fd(),
+        e[2].as_fd(),
+        e[3].as_fd(),
     ];
     send_fds(super::linux::sock(&ca), &setup_message(len), &fds).unwrap();
     match accept_ring(&cb, LONG, 0) {

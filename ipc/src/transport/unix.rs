@@ -2,16 +2,15 @@
 //!
 //! SOCK_SEQPACKET keeps message boundaries, is connection-oriented (a peer that dies is seen at
 //! once as EOF, unlike SOCK_DGRAM) and carries peer credentials (SO_PEERCRED), which is what the
-//! clock scheme's privilege check uses. Plain libc, no extra crates.
+//! clock scheme's privilege check uses.
 //!
-//! All sockets are CLOEXEC and non-blocking; waiting is done by poll(2) with remaining-time
-//! accounting, so a timeout bounds the whole call even across EINTR and spurious wake-ups, and
+//! All sockets are CLOEXEC and non-blocking; waiting is done by [`crate::poll`] to a deadline, so a timeout bounds the whole call even across EINTR and spurious wake-ups, and
 //! several threads may send on one socket concurrently without one blocking inside send(2) after
 //! another took the space poll(2) announced.
 
 use std::ffi::c_int;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
@@ -19,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::sockfile::SocketFile;
 use super::{Transport, TransportError, check_send_len};
+use crate::poll::PollFlags;
 use crate::wire::MAX_MESSAGE;
 
 /// Credentials of the process at the other end, as the kernel recorded them (SO_PEERCRED): for
@@ -79,42 +79,27 @@ fn sockaddr(path: &Path) -> Result<(libc::sockaddr_un, libc::socklen_t), Transpo
 
 /// `now + timeout`; `None` (wait forever) for no timeout or one too large to represent.
 fn deadline(timeout: Option<Duration>) -> Option<Instant> {
-    timeout.and_then(|t| Instant::now().checked_add(t))
+    timeout.and_then(crate::poll::deadline_after)
 }
 
 /// Waits until `fd` reports one of `events` (or an error/hang-up, which the caller's next
-/// syscall reports), at most until `deadline`. Loops on EINTR with the remaining time.
-fn wait(fd: RawFd, events: libc::c_short, deadline: Option<Instant>) -> Result<(), TransportError> {
-    loop {
-        let ms: c_int = match deadline {
-            None => -1,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(TransportError::Timeout);
-                }
-                // Round up so we never wake just before the deadline and spin.
-                left.as_nanos()
-                    .div_ceil(1_000_000)
-                    .try_into()
-                    .unwrap_or(c_int::MAX)
-            }
-        };
-        let mut p = libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        };
-        // Safety: `p` is one valid pollfd that outlives the call, matching nfds = 1.
-        match cvt(unsafe { libc::poll(&mut p, 1, ms) }) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(os_err("poll", None, &e)),
-            Ok(0) => continue, // timed out: the loop head turns it into Timeout
-            Ok(_) if p.revents & libc::POLLNVAL != 0 => {
-                return Err(TransportError::Io("poll: descriptor not open".into()));
-            }
-            Ok(_) => return Ok(()),
+/// syscall reports), at most until `deadline`. A deadline already past is a timeout without a
+/// poll: the caller's retry found nothing to do, so a poll that says "ready" would spin.
+fn wait(
+    fd: BorrowedFd<'_>,
+    events: PollFlags,
+    deadline: Option<Instant>,
+) -> Result<(), TransportError> {
+    if deadline.is_some_and(|d| d <= Instant::now()) {
+        return Err(TransportError::Timeout);
+    }
+    match crate::poll::wait_fd(fd, events, deadline) {
+        Ok(None) => Err(TransportError::Timeout),
+        Ok(Some(r)) if r.contains(PollFlags::NVAL) => {
+            Err(TransportError::Io("poll: descriptor not open".into()))
         }
+        Ok(Some(_)) => Ok(()),
+        Err(e) => Err(os_err("poll", None, &e)),
     }
 }
 
@@ -249,7 +234,7 @@ impl SeqpacketListener {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // The client gave up before we accepted it: wait for the next one.
                 Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => {}
-                Err(e) if is_would_block(&e) => wait(self.fd.as_raw_fd(), libc::POLLIN, deadline)?,
+                Err(e) if is_would_block(&e) => wait(self.fd.as_fd(), PollFlags::IN, deadline)?,
                 Err(e) => return Err(os_err("accept", Some(self.file.path()), &e)),
             }
         }
@@ -330,6 +315,12 @@ impl AsRawFd for SeqpacketConn {
     }
 }
 
+impl AsFd for SeqpacketConn {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl Transport for SeqpacketConn {
     fn send(&self, msg: &[u8], timeout: Option<Duration>) -> Result<(), TransportError> {
         check_send_len(msg)?;
@@ -354,7 +345,7 @@ impl Transport for SeqpacketConn {
             match e.raw_os_error() {
                 Some(libc::EINTR) => {}
                 Some(libc::EMSGSIZE) => return Err(TransportError::TooLarge(msg.len())),
-                _ if is_would_block(&e) => wait(self.fd.as_raw_fd(), libc::POLLOUT, deadline)?,
+                _ if is_would_block(&e) => wait(self.fd.as_fd(), PollFlags::OUT, deadline)?,
                 _ if is_disconnect(&e) => return Err(TransportError::Disconnected),
                 _ => return Err(os_err("send", None, &e)),
             }
@@ -396,7 +387,7 @@ impl Transport for SeqpacketConn {
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
                 Some(libc::EINTR) => {}
-                _ if is_would_block(&e) => wait(self.fd.as_raw_fd(), libc::POLLIN, deadline)?,
+                _ if is_would_block(&e) => wait(self.fd.as_fd(), PollFlags::IN, deadline)?,
                 _ if is_disconnect(&e) => return Err(TransportError::Disconnected),
                 _ => return Err(os_err("recv", None, &e)),
             }

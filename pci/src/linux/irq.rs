@@ -4,10 +4,10 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::config::{COMMAND_INTX_DISABLE, ConfigSpace};
 use super::vfio::VfioDevice;
@@ -116,43 +116,14 @@ impl LinuxIrq {
     }
 }
 
-/// Waits until `fd` is readable or `timeout` passes; restarts on EINTR with the time left.
-pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> std::io::Result<bool> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ts = libc::timespec {
-            tv_sec: left.as_secs().min(i64::MAX as u64) as libc::time_t,
-            tv_nsec: left.subsec_nanos() as libc::c_long,
-        };
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // Safety: one valid pollfd, a valid timespec, no signal mask.
-        let n = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
-        if n > 0 {
-            if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
-                && pfd.revents & libc::POLLIN == 0
-            {
-                return Err(std::io::Error::other(format!(
-                    "poll revents {:#x}",
-                    pfd.revents
-                )));
-            }
-            return Ok(true);
-        }
-        if n == 0 {
-            return Ok(false);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-        if left.is_zero() {
-            return Ok(false);
-        }
+/// Waits until `fd` is readable or `timeout` passes (EINTR restarts with the time left). An
+/// error or hang-up without data is an error: the next read would only fail.
+pub(crate) fn wait_readable(fd: impl AsFd, timeout: Duration) -> std::io::Result<bool> {
+    use ptp_ipc::poll::{PollFlags, deadline_after, wait_fd};
+    match wait_fd(fd, PollFlags::IN, deadline_after(timeout))? {
+        None => Ok(false),
+        Some(r) if r.contains(PollFlags::IN) => Ok(true),
+        Some(r) => Err(std::io::Error::other(format!("poll revents {r:?}"))),
     }
 }
 
@@ -160,7 +131,7 @@ impl IrqVector for LinuxIrq {
     fn wait(&self, timeout: Duration) -> IrqWait {
         // The driver has handled what the last firing reported: a level line may fire again.
         self.rearm();
-        match wait_readable(self.file.as_raw_fd(), timeout)
+        match wait_readable(&self.file, timeout)
             .and_then(|r| if r { self.consume() } else { Ok(false) })
         {
             Ok(true) => {

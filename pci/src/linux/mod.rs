@@ -22,10 +22,9 @@ mod tests;
 pub mod vfio;
 
 use std::fs::{File, OpenOptions};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 pub use addr::PciAddr;
@@ -411,49 +410,17 @@ fn open_vfio(opts: &LinuxPciOptions, group: u32, addr: &PciAddr) -> Result<Acces
     Ok(Access::Vfio(Arc::new(dev)))
 }
 
-/// A shared mapping of a register file (sysfs resourceN or a VFIO region).
-struct FileMapping {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// Safety: the mapping is device memory owned by this value; it only unmaps it.
-unsafe impl Send for FileMapping {}
-// Safety: as above.
-unsafe impl Sync for FileMapping {}
-
-impl crate::mmio::Mapping for FileMapping {}
-
-impl Drop for FileMapping {
-    fn drop(&mut self) {
-        // Safety: the mapping this value made and owns.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
-}
+/// A shared mapping of a register file (sysfs resourceN or a VFIO region) keeps its registers.
+impl crate::mmio::Mapping for ptp_ipc::shm::Mapping {}
 
 fn map_file(file: &File, offset: u64, len: u64) -> std::io::Result<VolatileMmio> {
     let len = usize::try_from(len).map_err(|_| std::io::Error::other("BAR too large"))?;
     if len < 4 {
         return Err(std::io::Error::other(format!("BAR of {len} bytes")));
     }
-    let off = libc::off_t::try_from(offset).map_err(|_| std::io::Error::other("bad offset"))?;
-    // Safety: a shared mapping of the file at an address the kernel picks; nothing is
-    // overwritten.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            off,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error());
-    }
-    let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| std::io::Error::other("null mapping"))?;
-    let owner = Arc::new(FileMapping { ptr, len });
+    let m = ptp_ipc::shm::Mapping::shared(file.as_fd(), offset, len)?;
+    let ptr = m.base();
+    let owner = Arc::new(m);
     // Safety: `ptr..ptr+len` is the page-aligned mapping just made, of device registers (sysfs
     // resource files and VFIO BAR regions map uncached), kept alive by `owner`.
     Ok(unsafe { VolatileMmio::new(ptr, len, owner) })

@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -358,39 +357,16 @@ impl Senders {
 
 /// Waits up to `timeout` for a datagram; `TimedOut` if none came.
 fn wait_readable(sock: &UnixDatagram, timeout: Duration) -> std::io::Result<()> {
-    let mut pfd = libc::pollfd {
-        fd: sock.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // Safety: `pfd` is one valid pollfd for a live descriptor, and the count says one.
-    match unsafe { libc::poll(&raw mut pfd, 1, ms) } {
-        0 => Err(ErrorKind::TimedOut.into()),
-        n if n > 0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
+    use ptp_ipc::poll::{PollFlags, deadline_after, wait_fd};
+    match wait_fd(sock, PollFlags::IN, deadline_after(timeout))? {
+        Some(_) => Ok(()),
+        None => Err(ErrorKind::TimedOut.into()),
     }
 }
 
 /// Asks the kernel to attach the sender's credentials to every datagram received.
 fn pass_credentials(sock: &UnixDatagram) -> std::io::Result<()> {
-    let on: libc::c_int = 1;
-    // Safety: the fd is a live socket owned by `sock`; the option value is a c_int that
-    // outlives the call, and its size is passed with it.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&raw const on).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    Ok(rustix::net::sockopt::set_socket_passcred(sock, true)?)
 }
 
 /// One datagram: its length, the sender's bound path (`None`: unnamed, cannot be answered)
@@ -399,59 +375,24 @@ fn recv_with_uid(
     sock: &UnixDatagram,
     buf: &mut [u8],
 ) -> std::io::Result<(usize, Option<PathBuf>, Option<u32>)> {
-    // Safety: sockaddr_un is a plain C struct; all-zero is a valid (empty) value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    // Safety: msghdr is a plain C struct (null pointers, zero lengths); filled in below.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    // u64 elements: cmsghdr alignment. Room for one SCM_CREDENTIALS (32 bytes) and more.
-    let mut control = [0u64; 16];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    msg.msg_name = (&raw mut addr).cast();
-    msg.msg_namelen = size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    msg.msg_iov = &raw mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = size_of_val(&control);
-    // Safety: every pointer in `msg` refers to a live local (`addr`, `iov` over `buf`,
-    // `control`) with the length given beside it; recvmsg writes only within those.
-    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &raw mut msg, 0) };
-    let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
-    Ok((n, peer_path(&addr, msg.msg_namelen), sender_uid(&msg)))
-}
-
-/// The pathname of a sender's address (abstract and unnamed addresses have none).
-fn peer_path(addr: &libc::sockaddr_un, len: libc::socklen_t) -> Option<PathBuf> {
-    let base = std::mem::offset_of!(libc::sockaddr_un, sun_path);
-    let len = (len as usize).checked_sub(base)?.min(addr.sun_path.len());
-    let raw: Vec<u8> = addr.sun_path[..len].iter().map(|&c| c as u8).collect();
-    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-    (end > 0).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&raw[..end])))
-}
-
-/// The uid in a received message's SCM_CREDENTIALS, if any.
-fn sender_uid(msg: &libc::msghdr) -> Option<u32> {
-    // Safety: `msg` was filled by recvmsg, so its control buffer and length describe the
-    // control messages the kernel wrote; CMSG_FIRSTHDR/NXTHDR stay within them, and a
-    // ucred is read (unaligned) only from a header of that type whose length covers it.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(msg);
-        while !c.is_null() {
-            let h = &*c;
-            let need = libc::CMSG_LEN(size_of::<libc::ucred>() as u32) as usize;
-            if h.cmsg_level == libc::SOL_SOCKET
-                && h.cmsg_type == libc::SCM_CREDENTIALS
-                && h.cmsg_len as usize >= need
-            {
-                let cred: libc::ucred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                return Some(cred.uid);
-            }
-            c = libc::CMSG_NXTHDR(msg, c);
-        }
-    }
-    None
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SocketAddrUnix};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmCredentials(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let iov = &mut [std::io::IoSliceMut::new(buf)];
+    let m = rustix::net::recvmsg(sock, iov, &mut control, RecvFlags::empty())?;
+    let uid = control.drain().find_map(|c| match c {
+        RecvAncillaryMessage::ScmCredentials(cred) => Some(cred.uid.as_raw()),
+        _ => None,
+    });
+    // Abstract and unnamed addresses have no path.
+    let path = m
+        .address
+        .and_then(|a| SocketAddrUnix::try_from(a).ok())
+        .and_then(|a| {
+            a.path_bytes()
+                .map(|b| PathBuf::from(std::ffi::OsStr::from_bytes(b)))
+        });
+    Ok((m.bytes, path, uid))
 }
 
 #[cfg(test)]

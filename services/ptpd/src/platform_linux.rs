@@ -2,7 +2,6 @@
 //! SOCK_SEQPACKET socket whose peer credentials decide privilege.
 
 use std::collections::HashMap;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -256,15 +255,9 @@ fn serve_client<C: Connector>(
 
 /// Whether a message is waiting on `conn` at this instant (or it hung up).
 fn readable_now(conn: &SeqpacketConn) -> bool {
-    let mut p = libc::pollfd {
-        fd: conn.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // Safety: one valid pollfd for the call's duration; the descriptor is owned by `conn`,
-    // which outlives the call; a zero timeout never blocks.
-    let n = unsafe { libc::poll(&raw mut p, 1, 0) };
-    n == 1 && p.revents & libc::POLLIN != 0
+    use ptp_ipc::poll::{PollFlags, wait_fd};
+    // A deadline already past polls once without blocking.
+    matches!(wait_fd(conn, PollFlags::IN, Some(std::time::Instant::now())), Ok(Some(r)) if r.contains(PollFlags::IN))
 }
 
 #[cfg(test)]

@@ -9,9 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
+use ptp_ipc::poll::{PollFlags, deadline_after, wait_fd};
 use ptp_ipc::time::{mono_ns, realtime_ns};
 
 use crate::ramp::{Completion, Outcome, Target};
+
+/// How long a reader waits before it looks at its stop flag again.
+const POLL_SLICE: std::time::Duration = std::time::Duration::from_millis(100);
 
 fn errno(what: &str) -> String {
     format!("{what}: {}", std::io::Error::last_os_error())
@@ -128,13 +132,10 @@ impl KernelTarget {
             threads.push(std::thread::spawn(move || {
                 let mut buf = [0u8; 256];
                 while !stop.load(Ordering::Relaxed) {
-                    let mut p = libc::pollfd {
-                        fd: rx.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                    // Safety: one valid pollfd.
-                    if unsafe { libc::poll(&mut p, 1, 100) } > 0 {
+                    if matches!(
+                        wait_fd(&rx, PollFlags::IN, deadline_after(POLL_SLICE)),
+                        Ok(Some(_))
+                    ) {
                         // Safety: buf is valid for its length.
                         unsafe {
                             libc::recv(
@@ -218,13 +219,11 @@ fn errqueue_reader(
     let mut rt_minus_mono = realtime_ns() as i128 - mono_ns() as i128;
     let mut last_sync = mono_ns();
     while !stop.load(Ordering::Relaxed) {
-        let mut p = libc::pollfd {
-            fd,
-            events: 0, // POLLERR is always reported
-            revents: 0,
-        };
-        // Safety: one valid pollfd.
-        if unsafe { libc::poll(&mut p, 1, 100) } <= 0 {
+        // POLLERR (a completion on the error queue) is always reported.
+        if !matches!(
+            wait_fd(tx, PollFlags::empty(), deadline_after(POLL_SLICE)),
+            Ok(Some(_))
+        ) {
             continue;
         }
         loop {

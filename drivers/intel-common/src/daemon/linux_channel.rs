@@ -25,7 +25,7 @@
 //! ring makes each wait at most [`SEND_TIMEOUT`], then the message is dropped, counted in the
 //! ring's `full_drops` and logged.
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -188,24 +188,19 @@ pub fn serve<F: PciFunction, Fam: Family>(
 /// Which of `fds` are readable (or hung up, or in error: their next call says so), waiting at
 /// most `wait`. EINTR counts as nothing ready.
 fn poll_readable(fds: &[RawFd], wait: Duration) -> Result<Vec<bool>, Error> {
-    let mut p: Vec<libc::pollfd> = fds
+    use ptp_ipc::poll::{PollFd, PollFlags, poll_once};
+    // Safety: every descriptor belongs to the listener, a connection or a ring this loop holds
+    // for the whole call, so each stays open while borrowed.
+    let fds: Vec<BorrowedFd<'_>> = fds
         .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
+        .map(|&fd| unsafe { BorrowedFd::borrow_raw(fd) })
         .collect();
-    let ms = wait.as_millis().try_into().unwrap_or(libc::c_int::MAX);
-    // Safety: `p` holds `p.len()` valid pollfds and outlives the call.
-    let rc = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
-    if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(Error::Other(format!("poll driver channel: {e}")));
-        }
-    }
-    Ok(p.iter().map(|p| rc > 0 && p.revents != 0).collect())
+    let mut p: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(fd, PollFlags::IN))
+        .collect();
+    poll_once(&mut p, wait).map_err(|e| Error::Other(format!("poll driver channel: {e}")))?;
+    Ok(p.iter().map(|p| !p.revents().is_empty()).collect())
 }
 
 impl<F: PciFunction, Fam: Family> Server<'_, F, Fam> {
