@@ -24,7 +24,7 @@ use serde_json::json;
 
 use crate::figures::{Figures, Sample, Source};
 use crate::procs::Children;
-use crate::signals::{StopFlag, stop_flag, stop_on};
+use crate::signals::{StopFlag, stop_flag, stop_on_interrupt};
 
 mod guest;
 mod supervise;
@@ -332,9 +332,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(e) = stop_on(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], &STOP) {
-        eprintln!("ptplab: signal handlers: {e}");
-        return ExitCode::FAILURE;
+    if let Err(code) = stop_on_interrupt("ptplab", &STOP) {
+        return code;
     }
     match run(&opts) {
         Ok(()) => ExitCode::SUCCESS,

@@ -32,6 +32,15 @@ pub fn stop_on(signals: &[libc::c_int], flag: &StopFlag) -> std::io::Result<()> 
     Ok(())
 }
 
+/// For a subcommand's `main`: SIGINT, SIGTERM and SIGHUP set `flag`; a failure is reported
+/// as `cmd: …` and is the exit code to return.
+pub fn stop_on_interrupt(cmd: &str, flag: &StopFlag) -> Result<(), std::process::ExitCode> {
+    stop_on(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], flag).map_err(|e| {
+        eprintln!("{cmd}: signal handlers: {e}");
+        std::process::ExitCode::FAILURE
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

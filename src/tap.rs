@@ -15,7 +15,7 @@
 //! only then does the process enter `/run/netns/NAME` and create the TAP there. Nothing is
 //! configured in the caller's namespace.
 
-use crate::signals::{StopFlag, stop_flag, stop_on};
+use crate::signals::{StopFlag, stop_flag, stop_on_interrupt};
 use std::ffi::OsString;
 use std::io;
 use std::net::Ipv4Addr;
@@ -229,9 +229,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(e) = stop_on(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], &STOP) {
-        eprintln!("tap-bridge: signal handlers: {e}");
-        return ExitCode::FAILURE;
+    if let Err(code) = stop_on_interrupt("tap-bridge", &STOP) {
+        return code;
     }
     match run(&opts) {
         Ok(s) => {

@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
@@ -19,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::{TempDir, exe};
 use intel_regs::igc::{CTRL, Ctrl, TCTL, tctl, tdbah, tdbal, tdh, tdlen, tdt, txdctl, xdctl};
-use ptp_emu::proxy::client::send_with_fds;
+use ptp_emu::proxy::client::exchange;
 use ptp_emu::proxy::proto::{self, RamRegion, cmd};
 use redox_ptp::lab::{self, HostPaths};
 use redox_ptp::procs::Children;
@@ -182,15 +181,7 @@ impl Peer {
         fds: &[BorrowedFd<'_>],
         reply: bool,
     ) -> std::io::Result<u64> {
-        let mut m = proto::encode_header(c, payload.len()).to_vec();
-        m.extend_from_slice(payload);
-        send_with_fds(&mut self.sock, &m, fds)?;
-        if !reply {
-            return Ok(0);
-        }
-        let mut r = [0u8; 24];
-        self.sock.read_exact(&mut r)?;
-        Ok(u64::from_le_bytes(r[16..24].try_into().unwrap()))
+        exchange(&mut self.sock, c, payload, fds, reply)
     }
 
     /// Assigns BAR0 and enables memory decoding and bus mastering, as firmware would.

@@ -71,7 +71,9 @@ impl Conn {
     }
 }
 
-fn exchange(
+/// Sends command `c` with `payload` and `fds`; with `reply`, reads the RET and returns its value
+/// (an error if anything but a RET of 8 bytes came, or the connection closed instead).
+pub fn exchange(
     sock: &mut UnixStream,
     c: i32,
     payload: &[u8],
