@@ -81,6 +81,34 @@ mod tests {
     }
 
     #[test]
+    fn a_sub_millisecond_wait_is_not_rounded_to_a_spin() {
+        // A millisecond timeout would round 700 µs down to poll(0): the caller's loop spins.
+        let (a, _b) = UnixDatagram::pair().unwrap();
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            let got = wait_fd(
+                &a,
+                PollFlags::IN,
+                deadline_after(Duration::from_micros(700)),
+            );
+            assert_eq!(got.unwrap(), None);
+            assert!(
+                t0.elapsed() >= Duration::from_micros(700),
+                "{:?}",
+                t0.elapsed()
+            );
+        }
+        let mut fds = [PollFd::new(&a, PollFlags::IN)];
+        let t0 = Instant::now();
+        assert_eq!(poll_once(&mut fds, Duration::from_micros(700)).unwrap(), 0);
+        assert!(
+            t0.elapsed() >= Duration::from_micros(700),
+            "{:?}",
+            t0.elapsed()
+        );
+    }
+
+    #[test]
     fn a_ready_descriptor_is_reported_even_at_a_past_deadline() {
         let (a, b) = UnixDatagram::pair().unwrap();
         b.send(b"x").unwrap();
