@@ -2,7 +2,7 @@
 //! classed, a step's goodput, the capacity at a threshold, and the median and spread over runs.
 //! Definitions: reference ptp-and-benchmarks §3.1–3.2 (ntpperf) and DESIGN.md §7 (classes).
 
-use crate::ramp::Step;
+use crate::step::Step;
 
 /// How one request ended, from tsperf's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

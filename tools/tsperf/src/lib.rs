@@ -22,6 +22,7 @@ pub mod report;
 pub mod rx;
 pub mod soak;
 pub mod stats;
+pub mod step;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -32,9 +33,10 @@ use serde_json::json;
 use ptp_ipc::transport::ChannelMode;
 
 use crate::driver::{Driver, IgcdCommand, daemon_for};
-use crate::ramp::{RampConfig, Step, Target};
+use crate::ramp::{RampConfig, Target};
 use crate::report::{CompareSets, RunFigures, TargetSummary};
 use crate::stats::Latency;
+use crate::step::Step;
 
 pub const USAGE: &str = "\
 usage: tsperf [options]

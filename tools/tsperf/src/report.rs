@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::figures::{self, Spread, show, show_or, show_spread};
-use crate::ramp::Step;
+use crate::step::Step;
 
 /// The project's target for the capacity of 4 TX timestamp sets over 1 set.
 pub const TARGET_RATIO: f64 = 3.5;

@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 use crate::Options;
 use crate::driver::Driver;
 use crate::figures::capacity_at;
-use crate::ramp::{self, RampConfig, Step, Target};
+use crate::ramp::{self, RampConfig, Target};
+use crate::step::Step;
 
 /// RSS growth over the soak still called flat (allocator noise, lazily touched pages).
 pub const RSS_TOLERANCE_KB: i64 = 1024;
