@@ -16,7 +16,6 @@ use ptp_ipc::RxFilter;
 use ptp_pci::Mmio;
 
 use crate::clock::ClockHw;
-use crate::daemon::device::{VECTOR_OTHER, VECTOR_QUEUES};
 use crate::mac::{self, MacRegs};
 use crate::ring::{RxRing, TxRing};
 use crate::txts::TsRegs;
@@ -57,6 +56,12 @@ impl std::fmt::Display for WarmPhc {
         )
     }
 }
+
+/// MSI-X vector assignment (every family): queues on 0, the "other" causes (link, time sync)
+/// on their own vector so the timestamp IRQ thread is woken only by time-sync work.
+pub const VECTOR_QUEUES: u16 = 0;
+pub const VECTOR_OTHER: u16 = 1;
+pub const VECTORS: u16 = 2;
 
 /// How the interrupt causes are spread over vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

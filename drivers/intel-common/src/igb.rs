@@ -27,7 +27,7 @@ use ptp_ipc::RxFilter;
 use ptp_pci::Mmio;
 
 use crate::clock::ClockHw;
-use crate::daemon::device::VECTOR_OTHER;
+use crate::family::VECTOR_OTHER;
 use crate::family::{
     Causes, Family, IrqLayout, Link, RxFrame, in_buffer_rx_frame, keeps_rx_stamp, sec_ns,
 };

@@ -21,7 +21,7 @@ use crate::ring::{RxRing, TxRing};
 use crate::txts::TsRegs;
 use crate::{HwError, Regs};
 
-pub use crate::daemon::device::{VECTOR_OTHER, VECTOR_QUEUES, VECTORS};
+pub use crate::family::{VECTOR_OTHER, VECTOR_QUEUES, VECTORS};
 
 /// Where the i225's MAC registers differ from igb's (§6, §10.1).
 pub const MAC: MacRegs = MacRegs {

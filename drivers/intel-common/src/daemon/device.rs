@@ -38,7 +38,9 @@ use ptp_pci::{IrqMode, IrqVector, IrqWait, PciFunction};
 use super::{Error, Options};
 use crate::Regs;
 use crate::clock::{ClockHw, PageSample, Phc};
+// The vector assignment lives with the families that program it; re-exported for callers.
 use crate::family::{Family, IrqLayout, Link, Rearm, RxFrame};
+pub use crate::family::{VECTOR_OTHER, VECTOR_QUEUES, VECTORS};
 use crate::irq::{IrqStyle, Napi, Pacer, SPIN_GAP};
 use crate::ring::{BUF_LEN, RxRing, TxRing};
 use crate::service::{self, Counters, DataPath};
@@ -142,12 +144,6 @@ enum Irqs<I> {
     /// One vector for every cause (one MSI-X entry, MSI or INTx), or none (polled): one thread.
     Shared { irq: Option<Arc<I>>, msix: bool },
 }
-
-/// MSI-X vector assignment (every family): queues on 0, the "other" causes (link, time sync)
-/// on their own vector so the timestamp IRQ thread is woken only by time-sync work.
-pub const VECTOR_QUEUES: u16 = 0;
-pub const VECTOR_OTHER: u16 = 1;
-pub const VECTORS: u16 = 2;
 
 impl<I> Irqs<I> {
     fn layout(&self) -> IrqLayout {
