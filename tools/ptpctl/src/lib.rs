@@ -374,88 +374,10 @@ pub fn run(args: &Args) -> Result<(String, Value), Error> {
                 json!({"ok": true, "command": "freq", "clock": clock, "ppb": ppb, "scaled_ppm": scaled}),
             )
         }
-        Command::Cmp => {
-            let samples = c.gettimex(clock, 10)?;
-            let best = ptp_ipc::TimeXSample::tightest(&samples)
-                .ok_or_else(|| Error::Other("no usable gettimex sample".into()))?;
-            let offset = best.offset_ns();
-            let window = best.bracket_ns().unwrap_or_default();
-            (
-                format!("offset from CLOCK_REALTIME is {offset}ns (window {window}ns)"),
-                json!({"ok": true, "command": "cmp", "clock": clock, "offset_ns": offset as i64, "window_ns": window}),
-            )
-        }
-        Command::Caps => {
-            let k = c.caps(clock)?;
-            let mac = k
-                .mac
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<Vec<_>>()
-                .join(":");
-            (
-                format!(
-                    "{} [{:04x}:{:04x}] {mac}\n  maximum frequency adjustment: {} ppb\n  TX timestamp sets: {}\n  RX filters: {:#x}\n  cross timestamping: {}\n  clock page: {}",
-                    k.part,
-                    k.vendor_id,
-                    k.device_id,
-                    k.max_adj_ppb,
-                    k.tx_ts_sets,
-                    k.rx_filters,
-                    k.cross_timestamp,
-                    if k.clock_page.is_empty() {
-                        "-"
-                    } else {
-                        &k.clock_page
-                    }
-                ),
-                json!({"ok": true, "command": "caps", "clock": clock, "part": k.part,
-                    "vendor_id": k.vendor_id, "device_id": k.device_id, "mac": mac, "max_adj_ppb": k.max_adj_ppb,
-                    "tx_ts_sets": k.tx_ts_sets, "rx_filters": k.rx_filters,
-                    "cross_timestamp": k.cross_timestamp, "clock_page": k.clock_page}),
-            )
-        }
-        Command::Status => {
-            let s = c.status(clock)?;
-            let gm: String = s.grandmaster.iter().map(|b| format!("{b:02x}")).collect();
-            (
-                format!(
-                    "driver {} (generation {:#x}, {} connects), link {} {} Mb/s, port {}, offset {} ns, path delay {} ns, freq {:.3} ppb, gm {gm}, steps removed {}; clock scheme: {} clients refused, {} malformed requests, {} throttled",
-                    if s.driver_up { "up" } else { "DOWN" },
-                    s.generation,
-                    s.connects,
-                    if s.link_up { "up" } else { "down" },
-                    s.link_speed_mbps,
-                    s.port_state.name(),
-                    s.offset_ns,
-                    s.mean_path_delay_ns,
-                    s.freq_scaled_ppm as f64 / 65.536,
-                    s.steps_removed,
-                    s.clients_refused,
-                    s.requests_malformed,
-                    s.requests_throttled
-                ),
-                json!({"ok": true, "command": "status", "clock": clock, "driver_up": s.driver_up,
-                    "generation": s.generation, "connects": s.connects, "link_up": s.link_up,
-                    "link_speed_mbps": s.link_speed_mbps, "port_state": s.port_state.name(),
-                    "offset_ns": s.offset_ns, "mean_path_delay_ns": s.mean_path_delay_ns,
-                    "freq_ppb": s.freq_scaled_ppm as f64 / 65.536, "grandmaster": gm,
-                    "steps_removed": s.steps_removed, "clients_refused": s.clients_refused,
-                    "requests_malformed": s.requests_malformed,
-                    "requests_throttled": s.requests_throttled}),
-            )
-        }
-        Command::Stats => {
-            let s = c.stats(clock)?;
-            let v = json!({"ok": true, "command": "stats", "clock": clock,
-                "tx_requested": s.tx_requested, "tx_delivered": s.tx_delivered,
-                "tx_skipped": s.tx_skipped, "tx_timeouts": s.tx_timeouts, "tx_lost": s.tx_lost,
-                "quirk_recoveries": s.quirk_recoveries, "interrupts": s.interrupts,
-                "mmio_reads": s.mmio_reads, "mmio_writes": s.mmio_writes,
-                "tx_frames": s.tx_frames, "rx_frames": s.rx_frames,
-                "rx_timestamped": s.rx_timestamped, "rx_other": s.rx_other});
-            (format!("{s:?}"), v)
-        }
+        Command::Cmp => cmp_report(&c, clock)?,
+        Command::Caps => caps_report(&c, clock)?,
+        Command::Status => status_report(&c, clock)?,
+        Command::Stats => stats_report(&c, clock)?,
         Command::Tstamp { tx_on, rx_filter } => {
             let (tx, rx) = c.set_tstamp(clock, *tx_on, *rx_filter)?;
             let tx_word = if tx { "on" } else { "off" };
@@ -475,6 +397,96 @@ pub fn run(args: &Args) -> Result<(String, Value), Error> {
             compare::run(&c, clock, &b, *other_clock, *n)?
         }
     })
+}
+
+/// `cmp`: PHC minus CLOCK_REALTIME from the tightest of 10 gettimex samples.
+fn cmp_report(c: &Client, clock: u32) -> Result<(String, Value), Error> {
+    let samples = c.gettimex(clock, 10)?;
+    let best = ptp_ipc::TimeXSample::tightest(&samples)
+        .ok_or_else(|| Error::Other("no usable gettimex sample".into()))?;
+    let offset = best.offset_ns();
+    let window = best.bracket_ns().unwrap_or_default();
+    Ok((
+        format!("offset from CLOCK_REALTIME is {offset}ns (window {window}ns)"),
+        json!({"ok": true, "command": "cmp", "clock": clock, "offset_ns": offset as i64, "window_ns": window}),
+    ))
+}
+
+/// `caps`: What the clock can do.
+fn caps_report(c: &Client, clock: u32) -> Result<(String, Value), Error> {
+    let k = c.caps(clock)?;
+    let mac = k
+        .mac
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
+    Ok((
+        format!(
+            "{} [{:04x}:{:04x}] {mac}\n  maximum frequency adjustment: {} ppb\n  TX timestamp sets: {}\n  RX filters: {:#x}\n  cross timestamping: {}\n  clock page: {}",
+            k.part,
+            k.vendor_id,
+            k.device_id,
+            k.max_adj_ppb,
+            k.tx_ts_sets,
+            k.rx_filters,
+            k.cross_timestamp,
+            if k.clock_page.is_empty() {
+                "-"
+            } else {
+                &k.clock_page
+            }
+        ),
+        json!({"ok": true, "command": "caps", "clock": clock, "part": k.part,
+            "vendor_id": k.vendor_id, "device_id": k.device_id, "mac": mac, "max_adj_ppb": k.max_adj_ppb,
+            "tx_ts_sets": k.tx_ts_sets, "rx_filters": k.rx_filters,
+            "cross_timestamp": k.cross_timestamp, "clock_page": k.clock_page}),
+    ))
+}
+
+/// `status`: The driver's and the PTP port's state.
+fn status_report(c: &Client, clock: u32) -> Result<(String, Value), Error> {
+    let s = c.status(clock)?;
+    let gm: String = s.grandmaster.iter().map(|b| format!("{b:02x}")).collect();
+    Ok((
+        format!(
+            "driver {} (generation {:#x}, {} connects), link {} {} Mb/s, port {}, offset {} ns, path delay {} ns, freq {:.3} ppb, gm {gm}, steps removed {}; clock scheme: {} clients refused, {} malformed requests, {} throttled",
+            if s.driver_up { "up" } else { "DOWN" },
+            s.generation,
+            s.connects,
+            if s.link_up { "up" } else { "down" },
+            s.link_speed_mbps,
+            s.port_state.name(),
+            s.offset_ns,
+            s.mean_path_delay_ns,
+            s.freq_scaled_ppm as f64 / 65.536,
+            s.steps_removed,
+            s.clients_refused,
+            s.requests_malformed,
+            s.requests_throttled
+        ),
+        json!({"ok": true, "command": "status", "clock": clock, "driver_up": s.driver_up,
+            "generation": s.generation, "connects": s.connects, "link_up": s.link_up,
+            "link_speed_mbps": s.link_speed_mbps, "port_state": s.port_state.name(),
+            "offset_ns": s.offset_ns, "mean_path_delay_ns": s.mean_path_delay_ns,
+            "freq_ppb": s.freq_scaled_ppm as f64 / 65.536, "grandmaster": gm,
+            "steps_removed": s.steps_removed, "clients_refused": s.clients_refused,
+            "requests_malformed": s.requests_malformed,
+            "requests_throttled": s.requests_throttled}),
+    ))
+}
+
+/// `stats`: The driver's counters.
+fn stats_report(c: &Client, clock: u32) -> Result<(String, Value), Error> {
+    let s = c.stats(clock)?;
+    let v = json!({"ok": true, "command": "stats", "clock": clock,
+        "tx_requested": s.tx_requested, "tx_delivered": s.tx_delivered,
+        "tx_skipped": s.tx_skipped, "tx_timeouts": s.tx_timeouts, "tx_lost": s.tx_lost,
+        "quirk_recoveries": s.quirk_recoveries, "interrupts": s.interrupts,
+        "mmio_reads": s.mmio_reads, "mmio_writes": s.mmio_writes,
+        "tx_frames": s.tx_frames, "rx_frames": s.rx_frames,
+        "rx_timestamped": s.rx_timestamped, "rx_other": s.rx_other});
+    Ok((format!("{s:?}"), v))
 }
 
 #[cfg(test)]
