@@ -99,6 +99,23 @@ pub fn all() -> Vec<Gate> {
     ]
 }
 
+/// The gates to run: every one, or from the one named `from` on; `quick` leaves out the slow.
+pub fn select(quick: bool, from: Option<&str>) -> Result<Vec<Gate>, String> {
+    let all = all();
+    let start = match from {
+        None => 0,
+        Some(name) => all.iter().position(|g| g.name == name).ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|g| g.name).collect();
+            format!("no gate {name:?}; the gates: {}", names.join(", "))
+        })?,
+    };
+    Ok(all
+        .into_iter()
+        .skip(start)
+        .filter(|g| !(quick && g.slow))
+        .collect())
+}
+
 impl Gate {
     /// The command as a shell line (environment first).
     pub fn shell(&self) -> String {
@@ -187,6 +204,30 @@ mod tests {
         );
         let slow: Vec<&str> = all().iter().filter(|g| g.slow).map(|g| g.name).collect();
         assert_eq!(slow, ["mutants", "fuzz"]);
+    }
+
+    #[test]
+    fn from_starts_at_the_named_gate_and_quick_leaves_out_the_slow() {
+        let names = |g: Vec<Gate>| g.iter().map(|g| g.name).collect::<Vec<_>>();
+        assert_eq!(names(select(false, None).unwrap()).len(), 8);
+        assert_eq!(
+            names(select(true, Some("tests")).unwrap()),
+            [
+                "tests",
+                "redox-clippy-no-default-features",
+                "redox-clippy",
+                "redox-imports"
+            ]
+        );
+        assert_eq!(
+            names(select(false, Some("redox-clippy")).unwrap()),
+            ["redox-clippy", "redox-imports"]
+        );
+        let e = select(false, Some("nope")).map(|_| ()).unwrap_err();
+        assert!(
+            e.contains("no gate \"nope\"") && e.contains("mutants"),
+            "{e}"
+        );
     }
 
     #[test]

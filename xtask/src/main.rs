@@ -2,7 +2,8 @@
 //!
 //! - `cargo xtask test [--quick]`: provisions (below), then runs every gate in order (fmt,
 //!   clippy, the workspace tests with the REQUIRE variables, mutants, fuzz, Redox clippy ×2,
-//!   Redox imports), stopping at the first failure by name. `--quick` skips mutants and fuzz.
+//!   Redox imports), stopping at the first failure by name. `--quick` skips mutants and fuzz;
+//!   `--from GATE` starts at the named gate (e.g. after fixing the one that failed).
 //! - `cargo xtask provision [--dry-run]`: installs what the tests need, only what is missing:
 //!   Debian packages, QEMU 10 unpacked from bookworm-backports (the suite added from the
 //!   machine's own mirror when absent), rustfmt/clippy and the Redox target, redoxfs-ar and
@@ -49,7 +50,8 @@ pub enum Error {
     Usage(String),
 }
 
-const USAGE: &str = "usage: cargo xtask test [--quick]        provision, then every gate
+const USAGE: &str = "usage: cargo xtask test [--quick] [--from GATE]
+                                          provision, then every gate (from GATE on)
        cargo xtask provision [--dry-run]  install what the tests need (only what is missing)
        cargo xtask fresh-check [--quick] [--no-tests] [--keep]
                                           a new clone runs the two README commands";
@@ -69,6 +71,8 @@ fn dispatch(args: &[String]) -> Result<(), Error> {
     let (cmd, flags) = args
         .split_first()
         .ok_or_else(|| Error::Usage("no command".into()))?;
+    // `--from NAME`: the one option with a value, taken out before the flags are checked.
+    let (from, flags) = take_value(flags, "--from")?;
     let flag = |name: &str| flags.iter().any(|f| f == name);
     let known: &[&str] = match cmd.as_str() {
         "test" => &["--quick"],
@@ -83,9 +87,17 @@ fn dispatch(args: &[String]) -> Result<(), Error> {
     if let Some(f) = flags.iter().find(|f| !known.contains(&f.as_str())) {
         return Err(Error::Usage(format!("unknown option {f:?} for {cmd}")));
     }
+    if from.is_some() && cmd != "test" {
+        return Err(Error::Usage(format!(
+            "--from is an option of test, not {cmd}"
+        )));
+    }
     let repo = repo();
     match cmd.as_str() {
-        "test" => test(&repo, flag("--quick")),
+        "test" => {
+            let gates = gates::select(flag("--quick"), from.as_deref()).map_err(Error::Usage)?;
+            test(&repo, gates)
+        }
         "provision" => apply::provision(&repo, flag("--dry-run")),
         _ => fresh::check(
             &repo,
@@ -98,17 +110,31 @@ fn dispatch(args: &[String]) -> Result<(), Error> {
     }
 }
 
+/// `flags` without `name VALUE`, and VALUE.
+fn take_value(flags: &[String], name: &str) -> Result<(Option<String>, Vec<String>), Error> {
+    let mut rest = Vec::new();
+    let mut value = None;
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        if f == name {
+            let v = it
+                .next()
+                .ok_or_else(|| Error::Usage(format!("{name} needs a value")))?;
+            value = Some(v.clone());
+        } else {
+            rest.push(f.clone());
+        }
+    }
+    Ok((value, rest))
+}
+
 /// Provision, then the gates; a summary of each gate's time at the end.
-fn test(repo: &Path, quick: bool) -> Result<(), Error> {
+fn test(repo: &Path, gates: Vec<gates::Gate>) -> Result<(), Error> {
     let start = Instant::now();
     apply::provision(repo, false)?;
     if !probe::probe(repo).root {
         return Err(Error::NotRoot);
     }
-    let gates: Vec<gates::Gate> = gates::all()
-        .into_iter()
-        .filter(|g| !(quick && g.slow))
-        .collect();
     let times = gates::run(repo, &gates)?;
     println!("\n== all {} gates passed", times.len());
     for (name, took) in times {
