@@ -59,6 +59,9 @@ fn print_plan(plan: &Plan) {
         for a in &plan.actions {
             let root = if a.needs_root() { " (root)" } else { "" };
             println!("  {a}{root}");
+            if *a == Action::DowngradeQemuUtils {
+                println!("      for QEMU 7.2: the installed backports qemu-utils Breaks it");
+            }
             if let Action::AptInstall(pkgs) = a {
                 for why in crate::plan::reasons(pkgs) {
                     println!("      for {why}");
@@ -91,6 +94,16 @@ fn apply(action: &Action) -> Result<(), Error> {
                     "{e}: a Debian mirror could not be reached (network?)"
                 ))
             }),
+        Action::DowngradeQemuUtils => run(Command::new("apt-get")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .args([
+                "install",
+                "-y",
+                "--no-install-recommends",
+                "--allow-downgrades",
+            ])
+            .arg("qemu-utils/bookworm"))
+        .map_err(|e| fail(format!("{e}: bookworm's qemu-utils could not be installed"))),
         Action::AptInstall(pkgs) => run(Command::new("apt-get")
             .env("DEBIAN_FRONTEND", "noninteractive")
             .args(["install", "-y", "--no-install-recommends"])

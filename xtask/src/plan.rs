@@ -105,6 +105,8 @@ pub struct State {
     pub sources: Vec<(PathBuf, String)>,
     /// apt's sources.list.d (where the backports line goes).
     pub sourceparts: PathBuf,
+    /// The installed qemu-utils version, if any (dpkg's, e.g. `1:10.0.2+ds-2~bpo12+1`).
+    pub qemu_utils: Option<String>,
     /// The QEMU 10 tree: Ok(version) when it runs and is ≥ 10, else why not.
     pub qemu10: Result<String, String>,
     pub qemu10_root: PathBuf,
@@ -133,6 +135,11 @@ pub enum Action {
         line: String,
     },
     AptUpdate,
+    /// qemu-utils back to bookworm's 7.2: a backports qemu-utils (≥ 8, which some Debian
+    /// images carry for qemu-img) Breaks bookworm's qemu-system-common 7.2, so apt refuses
+    /// QEMU 7.2 beside it ("qemu-utils : Breaks: qemu-system-common (< 1:8.0+dfsg-5~)"). Seen
+    /// on a fresh machine of this project's kind, 2026-12-02.
+    DowngradeQemuUtils,
     AptInstall(Vec<String>),
     /// apt-get download the backports packages, dpkg -x them into `root`.
     UnpackQemu10 {
@@ -169,6 +176,7 @@ impl Action {
             self,
             Action::AddSource { .. }
                 | Action::AptUpdate
+                | Action::DowngradeQemuUtils
                 | Action::AptInstall(_)
                 | Action::UnpackQemu10 { .. }
         )
@@ -181,6 +189,11 @@ impl fmt::Display for Action {
         match self {
             Action::AddSource { file, line } => write!(f, "echo '{line}' > {}", file.display()),
             Action::AptUpdate => write!(f, "apt-get update --error-on=any"),
+            Action::DowngradeQemuUtils => write!(
+                f,
+                "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+                 --allow-downgrades qemu-utils/bookworm"
+            ),
             Action::AptInstall(p) => write!(
                 f,
                 "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {}",
@@ -261,6 +274,10 @@ pub fn decide(state: &State) -> Plan {
     if !missing.is_empty() || need_qemu10 {
         plan.actions.push(Action::AptUpdate);
     }
+    let needs_qemu72 = missing.iter().any(|p| p == "qemu-system-x86");
+    if needs_qemu72 && state.qemu_utils.as_deref().is_some_and(breaks_qemu72) {
+        plan.actions.push(Action::DowngradeQemuUtils);
+    }
     if !missing.is_empty() {
         plan.actions.push(Action::AptInstall(missing));
     }
@@ -283,6 +300,14 @@ pub fn decide(state: &State) -> Plan {
         plan.blockers.insert(0, Blocker::NotRoot(root_steps));
     }
     plan
+}
+
+/// Whether an installed qemu-utils `version` (dpkg's `[epoch:]upstream-revision`) Breaks
+/// bookworm's qemu-system-common 7.2: from upstream 8.0 on it does.
+fn breaks_qemu72(version: &str) -> bool {
+    let upstream = version.split_once(':').map_or(version, |(_, v)| v);
+    let major = upstream.split(['.', '+', '~', '-']).next().unwrap_or("");
+    major.parse::<u32>().is_ok_and(|m| m >= 8)
 }
 
 /// rustup components and target, then the cargo-installed tools.
@@ -384,6 +409,7 @@ mod tests {
                 debian_sources.to_string(),
             )],
             sourceparts: PathBuf::from("/etc/apt/sources.list.d"),
+            qemu_utils: None,
             qemu10: Err("/var/cache/redox-ptp/qemu10/usr/bin/qemu-system-x86_64 missing".into()),
             qemu10_root: PathBuf::from(QEMU10_DEFAULT_ROOT),
             rustup: Some(Rustup {
@@ -453,6 +479,34 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// A backports qemu-utils (as this project's machines have for qemu-img) would make apt
+    /// refuse QEMU 7.2; bookworm's own qemu-utils, or none, needs nothing.
+    #[test]
+    fn a_backports_qemu_utils_is_downgraded_before_qemu_72_is_installed() {
+        let mut s = fresh_bookworm();
+        s.qemu_utils = Some("1:10.0.2+ds-2+deb13u1~bpo12+1".into());
+        let plan = decide(&s);
+        let at = |a: &Action| plan.actions.iter().position(|b| b == a);
+        let (down, install) = (
+            at(&Action::DowngradeQemuUtils),
+            at(&Action::AptInstall(all_packages())),
+        );
+        assert!(down.is_some() && down < install, "{plan:?}");
+        assert!(at(&Action::AptUpdate) < down);
+        for v in ["1:7.2+dfsg-7+deb12u18+b3", "garbage"] {
+            s.qemu_utils = Some(v.into());
+            assert_eq!(at_of(&decide(&s), &Action::DowngradeQemuUtils), None, "{v}");
+        }
+        // QEMU 7.2 already installed: nothing to make room for.
+        let mut p = provisioned();
+        p.qemu_utils = Some("1:10.0.2+ds-2".into());
+        assert_eq!(decide(&p), Plan::default());
+    }
+
+    fn at_of(plan: &Plan, a: &Action) -> Option<usize> {
+        plan.actions.iter().position(|b| b == a)
     }
 
     #[test]

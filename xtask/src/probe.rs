@@ -22,6 +22,7 @@ pub fn probe(repo: &Path) -> State {
         // /proc/self belongs to the effective uid.
         root: std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0),
         installed: installed_packages(),
+        qemu_utils: qemu_utils(),
         sources: read_sources(&sourcelist, &sourceparts),
         sourceparts,
         qemu10: qemu10(&qemu10_root),
@@ -62,6 +63,17 @@ fn installed_packages() -> BTreeSet<String> {
         .filter_map(|l| l.split_whitespace().next())
         .map(|p| p.split(':').next().unwrap_or(p).to_string())
         .collect()
+}
+
+/// The version of qemu-utils when dpkg has it fully installed.
+fn qemu_utils() -> Option<String> {
+    let out = stdout_of(Command::new("dpkg-query").args([
+        "-W",
+        "-f=${Status}|${Version}",
+        "qemu-utils",
+    ]))?;
+    let (status, version) = out.trim().split_once('|')?;
+    (status == "install ok installed").then(|| version.to_string())
 }
 
 /// apt's sources.list and sources.list.d, as apt itself resolves them.
