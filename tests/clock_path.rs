@@ -87,7 +87,7 @@ fn adj_moves_the_clock_by_the_amount() {
     // steps are a few µs: a debug build on a loaded 2-core machine has host-clock brackets that
     // put the bound near 1 µs (650–1030 ns seen with a second `cargo test` beside it), so a
     // sub-µs step cannot be resolved here at all; steps of +1000 and −333 ns are exercised
-    // exactly on a virtual clock (drivers/intel-common/tests/igc_step.rs, igc_model.rs).
+    // exactly on a virtual clock (drivers/intel-emulate/tests/igc_step.rs, igc_model.rs).
     let mut steps = 0;
     for delta in [5000i64, -3333, 1_000_000, -1_500_000_000] {
         let mut tries = Vec::new();

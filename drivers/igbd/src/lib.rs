@@ -30,7 +30,7 @@ pub fn run(opts: Options) -> Result<(), Error> {
         ));
     }
     #[cfg(all(feature = "emulate", any(target_os = "linux", target_os = "redox")))]
-    return intel_common::daemon::run(opts, options::emulated_model);
+    return intel_emulate::run(opts, options::emulated_model);
     #[cfg(not(all(feature = "emulate", any(target_os = "linux", target_os = "redox"))))]
     intel_common::daemon::run_pcid(opts)
 }

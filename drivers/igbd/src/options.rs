@@ -13,7 +13,7 @@ pub fn emulated_model(model: &str, opts: &Options) -> Result<(ptp_emu::igb::Igb,
 
     let bad = |e: ptp_emu::igb::IgbError| Error::Usage(format!("--emulate {model}: {e}"));
     let mut cfg = IgbConfig::for_name(model, HostClock::new().source()).map_err(bad)?;
-    let setup = opts.emulated_setup(model)?;
+    let setup = intel_emulate::setup(opts, model)?;
     cfg.mac = setup.mac;
     cfg.osc_error_ppb = (opts.osc_ppm * 1000.0).round() as i64;
     cfg.stamp_quantum_ns = opts.stamp_quantum_ns;

@@ -100,7 +100,7 @@ fn rig(model: &str, extra: &[&str], setup: impl FnOnce(&EmuFunction<Model>)) -> 
         .unwrap()
         .unwrap();
     let (nic, name) = igbd::options::emulated_model(opts.emulate.unwrap(), &opts).unwrap();
-    let func = opts.emulated_function(nic, name);
+    let func = intel_emulate::function(&opts, nic, name);
     setup(&func);
     let dev = intel_common::daemon::Device::bring_up(func, &opts, Default::default(), 1).unwrap();
     let events = Arc::new(Events::default());

@@ -46,7 +46,7 @@ pub fn run(opts: Options) -> Result<(), Error> {
         return intel_common::daemon::run_emulated(
             move |o: &Options| {
                 let (nic, label) = options::emulated_model(model, o)?;
-                let f = o.emulated_function(nic, label);
+                let f = intel_emulate::function(o, nic, label);
                 faults::serve(&path, f.control())?;
                 Ok(f)
             },
@@ -54,7 +54,7 @@ pub fn run(opts: Options) -> Result<(), Error> {
         );
     }
     #[cfg(all(feature = "emulate", any(target_os = "linux", target_os = "redox")))]
-    return intel_common::daemon::run(opts, options::emulated_model);
+    return intel_emulate::run(opts, options::emulated_model);
     #[cfg(not(all(feature = "emulate", any(target_os = "linux", target_os = "redox"))))]
     intel_common::daemon::run_pcid(opts)
 }

@@ -11,7 +11,7 @@ pub fn emulated_function(
     opts: &Options,
 ) -> Result<ptp_pci::emulated::EmuFunction<ptp_emu::igc::I225>, Error> {
     let (nic, name) = emulated_model(model, opts)?;
-    Ok(opts.emulated_function(nic, name))
+    Ok(intel_emulate::function(opts, nic, name))
 }
 
 /// The model `emulated_function` serves, with its name: cabled as `--wire` says, publishing
@@ -26,7 +26,7 @@ pub fn emulated_model(model: &str, opts: &Options) -> Result<(ptp_emu::igc::I225
         "i226" => I225Config::i226(HostClock::new().source()),
         other => return Err(Error::Usage(format!("igcd emulates no {other:?}"))),
     };
-    let setup = opts.emulated_setup(model)?;
+    let setup = intel_emulate::setup(opts, model)?;
     cfg.mac = setup.mac;
     cfg.osc_error_ppb = (opts.osc_ppm * 1000.0).round() as i64;
     cfg.stamp_quantum_ns = opts.stamp_quantum_ns;

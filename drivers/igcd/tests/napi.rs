@@ -299,7 +299,7 @@ fn the_igb_family_keeps_working_under_napi_including_the_polled_82576() {
         let cfg = IgbConfig::for_name(model, ptp_emu::HostClock::new().source()).unwrap();
         let mut nic = Igb::new(cfg).unwrap();
         nic.nic_mut().set_tx_engine(engine);
-        let func = opts.emulated_function(nic, model.into());
+        let func = intel_emulate::function(&opts, nic, model.into());
         let dev =
             intel_common::daemon::Device::bring_up(func, &opts, Default::default(), 1).unwrap();
         let events = Arc::new(Events::default());

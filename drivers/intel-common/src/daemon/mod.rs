@@ -95,42 +95,39 @@ fn init_logging(prog: &str, name: &str) {
     let _ = b.try_init();
 }
 
-/// A daemon's emulated model for `--emulate MODEL`, with its name.
-#[cfg(feature = "emulate")]
-pub type EmulatedModel<Fam, D> = fn(&str, &Options<Fam>) -> Result<(D, String), Error>;
+/// What builds the NIC of a daemon that drives no PCI function of its own (`--emulate`,
+/// `--devhost`). The daemons' emulate feature implements it (crate intel-emulate), so this crate
+/// links no model; any `FnOnce(&Options<Fam>) -> Result<F, Error>` is one.
+pub trait OpenFunction<Fam: Family>: 'static {
+    type Function: ptp_pci::PciFunction + 'static;
+    fn open(self, opts: &Options<Fam>) -> Result<Self::Function, Error>;
+}
 
-/// Runs the daemon until it fails: on the NIC `model` builds for `--emulate MODEL` (its model
-/// thread running in real time), else on the function pcid-spawner handed it.
-#[cfg(all(feature = "emulate", any(target_os = "linux", target_os = "redox")))]
-pub fn run<Fam: Family, D: ptp_pci::emulated::Device + Send + 'static>(
-    opts: Options<Fam>,
-    model: EmulatedModel<Fam, D>,
-) -> Result<(), Error> {
-    match opts.emulate {
-        Some(name) => run_emulated(
-            move |o: &Options<Fam>| {
-                let (nic, label) = model(name, o)?;
-                Ok(o.emulated_function(nic, label))
-            },
-            opts,
-        ),
-        None => run_pcid(opts),
+impl<Fam, F, C> OpenFunction<Fam> for C
+where
+    Fam: Family,
+    F: ptp_pci::PciFunction + 'static,
+    C: FnOnce(&Options<Fam>) -> Result<F, Error> + 'static,
+{
+    type Function = F;
+    fn open(self, opts: &Options<Fam>) -> Result<F, Error> {
+        self(opts)
     }
 }
 
-/// Runs the daemon on a function `make` builds (an emulated NIC) until it fails.
+/// Runs the daemon on the function `open` builds (an emulated NIC) until it fails.
 #[cfg(any(target_os = "linux", target_os = "redox"))]
-pub fn run_emulated<Fam: Family, F: ptp_pci::PciFunction + 'static>(
-    make: impl FnOnce(&Options<Fam>) -> Result<F, Error> + 'static,
+pub fn run_emulated<Fam: Family>(
+    open: impl OpenFunction<Fam>,
     opts: Options<Fam>,
 ) -> Result<(), Error> {
     // Redox: the function is built inside the start-up sequence, after the readiness protocol
     // (the model thread must not exist when it forks).
     #[cfg(target_os = "redox")]
-    return platform_redox::run_emulated(make, opts);
+    return platform_redox::run_emulated(move |o: &Options<Fam>| open.open(o), opts);
     #[cfg(target_os = "linux")]
     {
-        let func = make(&opts)?;
+        let func = open.open(&opts)?;
         platform_linux::run(func, opts)
     }
 }

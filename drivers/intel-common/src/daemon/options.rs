@@ -193,8 +193,33 @@ pub struct Options<Fam> {
 impl<Fam: Family> Options<Fam> {
     /// Parses arguments; `Ok(None)` means `--help`.
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Self>, Error> {
-        use lexopt::prelude::*;
-        let mut o = Options {
+        let mut o = Self::defaults();
+        let mut p = lexopt::Parser::from_args(args);
+        let mut napi_spin = None;
+        while let Some(arg) = p.next().map_err(bad)? {
+            // An owned key, so the group parsers below can take values from `p`.
+            let key = match arg {
+                lexopt::Arg::Long(k) => k.to_owned(),
+                lexopt::Arg::Short('h') => return Ok(None),
+                other => return Err(bad(other.unexpected())),
+            };
+            let p = &mut p;
+            let taken = o.device_arg(&key, p)?
+                || o.channel_arg(&key, p)?
+                || o.emulation_arg(&key, p)?
+                || o.irq_arg(&key, p, &mut napi_spin)?;
+            if !taken {
+                if key == "help" {
+                    return Ok(None);
+                }
+                return Err(bad(lexopt::Error::UnexpectedOption(format!("--{key}"))));
+            }
+        }
+        o.finish(napi_spin).map(Some)
+    }
+
+    fn defaults() -> Self {
+        Options {
             emulate: None,
             pci: None,
             unbind: false,
@@ -228,343 +253,220 @@ impl<Fam: Family> Options<Fam> {
             allow_gid: None,
             tx_poll: Duration::from_micros(100),
             _family: PhantomData,
-        };
-        let mut p = lexopt::Parser::from_args(args);
-        let bad = |e: lexopt::Error| Error::Usage(e.to_string());
-        let mut napi_spin = None;
-        while let Some(arg) = p.next().map_err(bad)? {
-            match arg {
-                Long("emulate") => {
-                    let m = p.value().map_err(bad)?.string().map_err(bad)?;
-                    match Fam::MODELS.iter().find(|&&k| k == m) {
-                        Some(k) => o.emulate = Some(k),
-                        None => return Err(Error::Usage(format!("unknown model {m:?}"))),
-                    }
-                }
-                Long("pci") => o.pci = Some(p.value().map_err(bad)?.string().map_err(bad)?),
-                Long("unbind") => o.unbind = true,
-                Long("devhost") => o.devhost = Some(p.value().map_err(bad)?.into()),
-                Long("cold-start") => o.cold_start = true,
-                Long("channel") => o.channel = Some(p.value().map_err(bad)?.into()),
-                Long("clock-page") => o.clock_page = Some(p.value().map_err(bad)?.into()),
-                Long("name") => o.name = p.value().map_err(bad)?.string().map_err(bad)?,
-                Long("osc-ppm") => o.osc_ppm = p.value().map_err(bad)?.parse().map_err(bad)?,
-                Long("link-wait-ms") => {
-                    o.link_wait =
-                        Duration::from_millis(p.value().map_err(bad)?.parse().map_err(bad)?)
-                }
-                Long("tx-ts-sets") => {
-                    o.tx_ts_sets = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if !(1..=Fam::MAX_TX_SETS).contains(&o.tx_ts_sets) {
-                        return Err(Error::Usage(format!(
-                            "--tx-ts-sets must be 1..={}",
-                            Fam::MAX_TX_SETS
-                        )));
-                    }
-                }
-                Long("tx-ts-timeout-ms") => {
-                    let ms: u64 = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if !(1..=600_000).contains(&ms) {
-                        return Err(Error::Usage("--tx-ts-timeout-ms must be 1..=600000".into()));
-                    }
-                    o.tx_ts_timeout = Duration::from_millis(ms);
-                }
-                Long("wire") => {
-                    o.wire = p
-                        .value()
-                        .map_err(bad)?
-                        .string()
-                        .map_err(bad)?
-                        .parse()
-                        .map_err(Error::Usage)?
-                }
-                Long("cable-delay-ns") => {
-                    o.cable_delay_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if o.cable_delay_ns > 1_000_000_000 {
-                        return Err(Error::Usage("--cable-delay-ns must be ≤ 1 s".into()));
-                    }
-                }
-                Long("cable-jitter-ns") => {
-                    o.cable_jitter_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if o.cable_jitter_ns > 1_000_000_000 {
-                        return Err(Error::Usage("--cable-jitter-ns must be ≤ 1 s".into()));
-                    }
-                }
-                Long("cable-loss") => {
-                    o.cable_loss = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    // Also rejects NaN.
-                    if !(0.0..1.0).contains(&o.cable_loss) {
-                        return Err(Error::Usage(
-                            "--cable-loss must be a probability, 0 <= P < 1".into(),
-                        ));
-                    }
-                }
-                Long("stamp-quantum-ns") => {
-                    o.stamp_quantum_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if o.stamp_quantum_ns > MAX_STAMP_NOISE_NS {
-                        return Err(Error::Usage(
-                            "--stamp-quantum-ns must be ≤ 1000000 (1 ms)".into(),
-                        ));
-                    }
-                }
-                Long("stamp-jitter-ns") => {
-                    o.stamp_jitter_ns = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if o.stamp_jitter_ns > MAX_STAMP_NOISE_NS {
-                        return Err(Error::Usage(
-                            "--stamp-jitter-ns must be ≤ 1000000 (1 ms)".into(),
-                        ));
-                    }
-                }
-                Long("truth") => o.truth = Some(p.value().map_err(bad)?.into()),
-                Long("emu-faults") => o.emu_faults = Some(p.value().map_err(bad)?.into()),
-                Long("allow-uid") => {
-                    let uid = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if o.allow_uid.replace(uid).is_some() {
-                        return Err(Error::Usage(
-                            "--allow-uid may be given once (a socket file has one owner; use \
-                             --allow-gid for several users)"
-                                .into(),
-                        ));
-                    }
-                }
-                Long("allow-gid") => {
-                    let gid = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if o.allow_gid.replace(gid).is_some() {
-                        return Err(Error::Usage("--allow-gid may be given once".into()));
-                    }
-                }
-                Long("seed") => o.seed = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
-                Long("poll-irq") => o.poll_irq = true,
-                Long("irq-poll-us") => {
-                    let us: u64 = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if !(50..=100_000).contains(&us) {
-                        return Err(Error::Usage("--irq-poll-us must be 50..=100000".into()));
-                    }
-                    o.irq_poll = Duration::from_micros(us);
-                }
-                Long("ring-segments") => {
-                    let n: usize = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if n > MAX_RING_SEGMENTS {
-                        return Err(Error::Usage(format!(
-                            "--ring-segments must be 0..={MAX_RING_SEGMENTS}"
-                        )));
-                    }
-                    o.ring_segments = n;
-                }
-                Long("irq-mode") => {
-                    let m = p.value().map_err(bad)?.string().map_err(bad)?;
-                    o.irq_style = match m.as_str() {
-                        "napi" => IrqStyle::Napi(Napi::default()),
-                        "plain" => IrqStyle::Plain,
-                        _ => {
-                            return Err(Error::Usage(format!(
-                                "bad --irq-mode {m:?} (napi, plain)"
-                            )));
-                        }
-                    };
-                }
-                Long("napi-spin-us") => {
-                    let us: u64 = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if us > 1000 {
-                        return Err(Error::Usage("--napi-spin-us must be 0..=1000".into()));
-                    }
-                    napi_spin = Some(Duration::from_micros(us));
-                }
-                Long("emu-tx") => {
-                    let m = p.value().map_err(bad)?.string().map_err(bad)?;
-                    o.emu_tx = match m.as_str() {
-                        "sync" => EmuTx::Sync,
-                        "thread" => EmuTx::Thread,
-                        _ => {
-                            return Err(Error::Usage(format!("bad --emu-tx {m:?} (sync, thread)")));
-                        }
-                    };
-                }
-                Long("tx-poll-us") => {
-                    let us: u64 = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if !(10..=10_000).contains(&us) {
-                        return Err(Error::Usage("--tx-poll-us must be 10..=10000".into()));
-                    }
-                    o.tx_poll = Duration::from_micros(us);
-                }
-                Long("irq-priority") => {
-                    let p: i32 = p.value().map_err(bad)?.parse().map_err(bad)?;
-                    if !(1..=98).contains(&p) {
-                        return Err(Error::Usage("--irq-priority must be 1..=98".into()));
-                    }
-                    o.irq_priority = Some(p);
-                }
-                Long("help") | Short('h') => return Ok(None),
-                _ => return Err(bad(arg.unexpected())),
-            }
         }
-        match (&mut o.irq_style, napi_spin) {
-            (IrqStyle::Napi(n), Some(spin)) => n.spin = spin,
-            (IrqStyle::Plain, Some(_)) => {
-                return Err(Error::Usage("--napi-spin-us needs --irq-mode napi".into()));
+    }
+
+    /// The device and how the daemon drives it; `Ok(false)`: not one of these options.
+    fn device_arg(&mut self, key: &str, p: &mut lexopt::Parser) -> Result<bool, Error> {
+        match key {
+            "emulate" => {
+                let m = string(p)?;
+                match Fam::MODELS.iter().find(|&&k| k == m) {
+                    Some(k) => self.emulate = Some(k),
+                    None => return Err(Error::Usage(format!("unknown model {m:?}"))),
+                }
             }
+            "pci" => self.pci = Some(string(p)?),
+            "unbind" => self.unbind = true,
+            "devhost" => self.devhost = Some(path(p)?),
+            "cold-start" => self.cold_start = true,
+            "name" => self.name = string(p)?,
+            "link-wait-ms" => self.link_wait = Duration::from_millis(value(p)?),
+            "tx-ts-sets" => {
+                let max = Fam::MAX_TX_SETS;
+                self.tx_ts_sets = ranged(p, 1..=max, &format!("--tx-ts-sets must be 1..={max}"))?;
+            }
+            "tx-ts-timeout-ms" => {
+                let ms = ranged(p, 1..=600_000, "--tx-ts-timeout-ms must be 1..=600000")?;
+                self.tx_ts_timeout = Duration::from_millis(ms);
+            }
+            "tx-poll-us" => {
+                let us = ranged(p, 10..=10_000, "--tx-poll-us must be 10..=10000")?;
+                self.tx_poll = Duration::from_micros(us);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The driver channel, the clock page and who may use them.
+    fn channel_arg(&mut self, key: &str, p: &mut lexopt::Parser) -> Result<bool, Error> {
+        match key {
+            "channel" => self.channel = Some(path(p)?),
+            "clock-page" => self.clock_page = Some(path(p)?),
+            "allow-uid" => {
+                if self.allow_uid.replace(value(p)?).is_some() {
+                    return Err(Error::Usage(
+                        "--allow-uid may be given once (a socket file has one owner; use \
+                         --allow-gid for several users)"
+                            .into(),
+                    ));
+                }
+            }
+            "allow-gid" => {
+                if self.allow_gid.replace(value(p)?).is_some() {
+                    return Err(Error::Usage("--allow-gid may be given once".into()));
+                }
+            }
+            "ring-segments" => {
+                let what = format!("--ring-segments must be 0..={MAX_RING_SEGMENTS}");
+                self.ring_segments = ranged(p, 0..=MAX_RING_SEGMENTS, &what)?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The emulated NIC's oscillator, cable, stamps, truth record and faults.
+    fn emulation_arg(&mut self, key: &str, p: &mut lexopt::Parser) -> Result<bool, Error> {
+        const NOISE: std::ops::RangeInclusive<u32> = 0..=MAX_STAMP_NOISE_NS;
+        match key {
+            "osc-ppm" => self.osc_ppm = value(p)?,
+            "wire" => self.wire = string(p)?.parse().map_err(Error::Usage)?,
+            "cable-delay-ns" => {
+                self.cable_delay_ns = ranged(p, 0..=ONE_S_NS, "--cable-delay-ns must be ≤ 1 s")?
+            }
+            "cable-jitter-ns" => {
+                self.cable_jitter_ns = ranged(p, 0..=ONE_S_NS, "--cable-jitter-ns must be ≤ 1 s")?
+            }
+            "cable-loss" => {
+                self.cable_loss = value(p)?;
+                // Also rejects NaN.
+                if !(0.0..1.0).contains(&self.cable_loss) {
+                    return Err(Error::Usage(
+                        "--cable-loss must be a probability, 0 <= P < 1".into(),
+                    ));
+                }
+            }
+            "stamp-quantum-ns" => {
+                let what = "--stamp-quantum-ns must be ≤ 1000000 (1 ms)";
+                self.stamp_quantum_ns = ranged(p, NOISE, what)?;
+            }
+            "stamp-jitter-ns" => {
+                let what = "--stamp-jitter-ns must be ≤ 1000000 (1 ms)";
+                self.stamp_jitter_ns = ranged(p, NOISE, what)?;
+            }
+            "truth" => self.truth = Some(path(p)?),
+            "emu-faults" => self.emu_faults = Some(path(p)?),
+            "seed" => self.seed = Some(value(p)?),
+            "emu-tx" => {
+                let m = string(p)?;
+                self.emu_tx = match m.as_str() {
+                    "sync" => EmuTx::Sync,
+                    "thread" => EmuTx::Thread,
+                    _ => return Err(Error::Usage(format!("bad --emu-tx {m:?} (sync, thread)"))),
+                };
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// How interrupts are taken and served.
+    fn irq_arg(
+        &mut self,
+        key: &str,
+        p: &mut lexopt::Parser,
+        napi_spin: &mut Option<Duration>,
+    ) -> Result<bool, Error> {
+        match key {
+            "poll-irq" => self.poll_irq = true,
+            "irq-poll-us" => {
+                let us = ranged(p, 50..=100_000, "--irq-poll-us must be 50..=100000")?;
+                self.irq_poll = Duration::from_micros(us);
+            }
+            "irq-mode" => {
+                let m = string(p)?;
+                self.irq_style = match m.as_str() {
+                    "napi" => IrqStyle::Napi(Napi::default()),
+                    "plain" => IrqStyle::Plain,
+                    _ => return Err(Error::Usage(format!("bad --irq-mode {m:?} (napi, plain)"))),
+                };
+            }
+            "napi-spin-us" => {
+                let us = ranged(p, 0..=1000, "--napi-spin-us must be 0..=1000")?;
+                *napi_spin = Some(Duration::from_micros(us));
+            }
+            "irq-priority" => {
+                self.irq_priority = Some(ranged(p, 1..=98, "--irq-priority must be 1..=98")?)
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The checks that span options.
+    fn finish(mut self, napi_spin: Option<Duration>) -> Result<Self, Error> {
+        let usage = |s: &str| Err(Error::Usage(s.into()));
+        match (&mut self.irq_style, napi_spin) {
+            (IrqStyle::Napi(n), Some(spin)) => n.spin = spin,
+            (IrqStyle::Plain, Some(_)) => return usage("--napi-spin-us needs --irq-mode napi"),
             (_, None) => {}
         }
-        if o.pci.is_some() && o.emulate.is_some() {
-            return Err(Error::Usage(
-                "--pci and --emulate exclude each other".into(),
-            ));
+        if self.pci.is_some() && self.emulate.is_some() {
+            return usage("--pci and --emulate exclude each other");
         }
-        if o.devhost.is_some() && (o.pci.is_some() || o.emulate.is_some()) {
-            return Err(Error::Usage(
-                "--devhost excludes --pci and --emulate (the device host runs the model)".into(),
-            ));
+        if self.devhost.is_some() && (self.pci.is_some() || self.emulate.is_some()) {
+            return usage(
+                "--devhost excludes --pci and --emulate (the device host runs the model)",
+            );
         }
-        if o.unbind && o.pci.is_none() {
-            return Err(Error::Usage("--unbind needs --pci ADDR".into()));
+        if self.unbind && self.pci.is_none() {
+            return usage("--unbind needs --pci ADDR");
         }
-        if o.truth.is_some() && o.emulate.is_none() {
-            return Err(Error::Usage(
-                "--truth needs --emulate: only an emulated NIC knows its exact clock".into(),
-            ));
+        if self.truth.is_some() && self.emulate.is_none() {
+            return usage("--truth needs --emulate: only an emulated NIC knows its exact clock");
         }
-        if o.emu_faults.is_some() && o.emulate.is_none() {
-            return Err(Error::Usage(
-                "--emu-faults needs --emulate: faults are injected into the model only".into(),
-            ));
+        if self.emu_faults.is_some() && self.emulate.is_none() {
+            return usage("--emu-faults needs --emulate: faults are injected into the model only");
         }
-        if !o.osc_ppm.is_finite() || o.osc_ppm.abs() > 1000.0 {
-            return Err(Error::Usage("--osc-ppm must be within ±1000".into()));
+        if !self.osc_ppm.is_finite() || self.osc_ppm.abs() > 1000.0 {
+            return usage("--osc-ppm must be within ±1000");
         }
-        Ok(Some(o))
+        Ok(self)
     }
 }
 
-/// What every emulated NIC shares, whatever its family: a locally administered MAC derived
-/// from the process id (so two emulated hosts differ), its name, the seed, the wire `--wire`
-/// names with `--cable-*` noise, and the `--truth` writer.
-#[cfg(feature = "emulate")]
-pub struct EmulatedSetup {
-    pub mac: [u8; 6],
-    pub name: String,
-    pub seed: u64,
-    pub wire: Option<Box<dyn ptp_emu::wire::WirePort>>,
-    pub truth: Option<ptp_emu::truth::SharedObserver>,
-    /// Where the model runs its TX engine (`--emu-tx`).
-    pub tx_engine: ptp_emu::TxEngine,
+const ONE_S_NS: u64 = 1_000_000_000;
+
+fn bad(e: lexopt::Error) -> Error {
+    Error::Usage(e.to_string())
 }
 
-#[cfg(feature = "emulate")]
-impl<Fam: Family> Options<Fam> {
-    /// The family-independent part of an emulated NIC for `model` (logged).
-    pub fn emulated_setup(&self, model: &str) -> Result<EmulatedSetup, Error> {
-        use ptp_emu::wire::{Cable, Loopback, WirePort};
-        let pid = std::process::id();
-        let mac = [
-            0x02,
-            0x1b,
-            0x21,
-            (pid >> 16) as u8,
-            (pid >> 8) as u8,
-            pid as u8,
-        ];
-        let seed = self.seed.unwrap_or(pid.into());
-        let name = if self.name.is_empty() {
-            model.to_string()
-        } else {
-            self.name.clone()
-        };
-        log::info!(
-            "{name}: emulated cable {} ns ± {} ns, loss {}; stamps quantum {} ns ± {} ns; seed \
-             {seed}",
-            self.cable_delay_ns,
-            self.cable_jitter_ns,
-            self.cable_loss,
-            self.stamp_quantum_ns,
-            self.stamp_jitter_ns,
-        );
-        // The NIC and its cable draw from different streams of the one seed.
-        let cable = Cable::new(self.cable_delay_ns)
-            .with_jitter(self.cable_jitter_ns)
-            .with_loss(self.cable_loss)
-            .with_seed(seed);
-        let wire: Option<Box<dyn WirePort>> = match &self.wire {
-            Wire::None => None,
-            Wire::Loopback => Some(Box::new(Loopback::default().with_cable(cable))),
-            w => Some(socket_wire(w, cable)?),
-        };
-        let truth = match &self.truth {
-            Some(p) => {
-                let w = ptp_emu::truth::TruthWriter::create(p)
-                    .map_err(|e| Error::Other(format!("--truth {}: {e}", p.display())))?;
-                log::info!("{name}: ground truth published at {}", p.display());
-                Some(std::sync::Arc::new(w) as ptp_emu::truth::SharedObserver)
-            }
-            None => None,
-        };
-        let tx_engine = match self.emu_tx {
-            EmuTx::Sync => ptp_emu::TxEngine::Sync,
-            EmuTx::Thread => ptp_emu::TxEngine::Thread,
-        };
-        log::info!("{name}: TX engine runs {tx_engine:?} (--emu-tx)");
-        Ok(EmulatedSetup {
-            mac,
-            name,
-            seed,
-            wire,
-            truth,
-            tx_engine,
-        })
+fn string(p: &mut lexopt::Parser) -> Result<String, Error> {
+    use lexopt::ValueExt;
+    p.value().map_err(bad)?.string().map_err(bad)
+}
+
+fn path(p: &mut lexopt::Parser) -> Result<PathBuf, Error> {
+    Ok(p.value().map_err(bad)?.into())
+}
+
+fn value<T>(p: &mut lexopt::Parser) -> Result<T, Error>
+where
+    T: std::str::FromStr,
+    T::Err: Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+{
+    use lexopt::ValueExt;
+    p.value().map_err(bad)?.parse().map_err(bad)
+}
+
+/// The option's value, which must lie in `range`; else the usage error `what`.
+fn ranged<T>(
+    p: &mut lexopt::Parser,
+    range: std::ops::RangeInclusive<T>,
+    what: &str,
+) -> Result<T, Error>
+where
+    T: std::str::FromStr + PartialOrd,
+    T::Err: Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+{
+    let v = value(p)?;
+    if range.contains(&v) {
+        Ok(v)
+    } else {
+        Err(Error::Usage(what.into()))
     }
-
-    /// Wraps a model in a PCI function whose model thread runs in real time.
-    pub fn emulated_function<D: ptp_pci::emulated::Device + Send + 'static>(
-        &self,
-        nic: D,
-        name: String,
-    ) -> ptp_pci::emulated::EmuFunction<D> {
-        let mut f = ptp_pci::emulated::EmuFunction::new(nic, name);
-        // The model thread also polls the wire; 1 ms bounds how late an arriving frame is
-        // noticed when nothing else wakes the model (arrival stamps do not depend on it).
-        f.start_model_thread_with_priority(
-            Duration::from_millis(1),
-            self.irq_priority.map(|p| p + 10),
-        );
-        f
-    }
-}
-
-/// A `bind:`/`connect:` wire: a Unix datagram socket, which only Linux hosts have.
-#[cfg(all(feature = "emulate", target_os = "linux"))]
-fn socket_wire(
-    wire: &Wire,
-    cable: ptp_emu::wire::Cable,
-) -> Result<Box<dyn ptp_emu::wire::WirePort>, Error> {
-    use ptp_emu::wire::UnixDatagramWire;
-    let io = |what: &str, p: &std::path::Path, e: std::io::Error| {
-        Error::Other(format!("wire {what} {}: {e}", p.display()))
-    };
-    Ok(match wire {
-        Wire::Bind(p) => Box::new(
-            UnixDatagramWire::bind(p)
-                .map_err(|e| io("bind", p, e))?
-                .with_cable(cable),
-        ),
-        Wire::Connect(p) => Box::new(
-            UnixDatagramWire::connect(p)
-                .map_err(|e| io("connect", p, e))?
-                .with_cable(cable),
-        ),
-        Wire::None | Wire::Loopback => {
-            return Err(Error::Other(format!("{wire:?} is not a socket wire")));
-        }
-    })
-}
-
-/// Elsewhere (Redox) an emulated port can be cabled to itself only.
-#[cfg(all(feature = "emulate", not(target_os = "linux")))]
-fn socket_wire(
-    wire: &Wire,
-    _cable: ptp_emu::wire::Cable,
-) -> Result<Box<dyn ptp_emu::wire::WirePort>, Error> {
-    Err(Error::Usage(format!(
-        "--wire {wire:?} needs a Linux host; use --wire loopback or none here"
-    )))
 }
 
 #[cfg(test)]
