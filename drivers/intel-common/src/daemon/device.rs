@@ -197,6 +197,52 @@ fn attach_or_reset<M: ptp_pci::Mmio, Fam: Family>(
     }
 }
 
+/// The PHC as the daemon serves it: kept at its frequency (warm) or reset to the host's wall
+/// clock, as Linux's igc_ptp_reset does (cold); every sample published to `page`.
+fn start_phc<M: ptp_pci::Mmio, Fam: Family>(
+    fam: &Fam,
+    regs: &Arc<Regs<M>>,
+    warm: Option<crate::family::WarmPhc>,
+    page: Arc<ClockPageSlot>,
+    generation: u64,
+) -> Arc<Phc<M, Fam::Clock>> {
+    let mut phc = Phc::new(regs.clone(), fam.clock());
+    match warm {
+        Some(w) => {
+            fam.ptp_rearm(regs);
+            phc = phc.with_freq(w.scaled_ppm);
+        }
+        None => fam.ptp_reset(regs, ptp_ipc::time::realtime_ns()),
+    }
+    let phc = Arc::new(phc.with_publisher(move |s: &PageSample| page.publish(s, generation)));
+    log::info!("PHC running, {} ns", phc.gettime().phc_ns);
+    phc
+}
+
+/// What the daemon tells ptpd about the part.
+fn caps<M: ptp_pci::Mmio, Fam: Family>(
+    part: &Part,
+    ids: &ptp_pci::PciIds,
+    fam: &Fam,
+    regs: &Regs<M>,
+    tx_ts_sets: u8,
+) -> Caps {
+    Caps {
+        part: part.name.to_string(),
+        vendor_id: ids.vendor,
+        device_id: ids.device,
+        mac: fam.read_mac(regs),
+        max_adj_ppb: fam.clock().max_adj_ppb(),
+        tx_ts_sets,
+        rx_filters: fam.rx_filters().iter().fold(0, |m, f| m | 1 << *f as u8),
+        n_ext_ts: 0,
+        n_per_out: 0,
+        cross_timestamp: fam.cross_timestamp(),
+        // Filled in per `Caps` request: the page may be attached later.
+        clock_page: String::new(),
+    }
+}
+
 /// Allocates interrupts in the first mode of [`ptp_pci::irq_modes`] that succeeds (polling
 /// always does).
 fn alloc_irqs<F: PciFunction>(func: &mut F, poll: bool) -> (IrqMode, Vec<F::Irq>) {
@@ -325,43 +371,14 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
         fam.setup_tx(&regs, &tx);
         fam.setup_rx(&regs, &rx);
         fam.enable_irqs(&regs, irqs.layout());
-        let publish = {
-            let page = page.clone();
-            move |s: &PageSample| page.publish(s, generation)
-        };
-        let clock = fam.clock();
-        let max_adj_ppb = clock.max_adj_ppb();
-        let mut phc = Phc::new(regs.clone(), clock);
-        match warm {
-            Some(w) => {
-                fam.ptp_rearm(&regs);
-                phc = phc.with_freq(w.scaled_ppm);
-            }
-            // The PHC starts at the host's wall-clock time, as Linux's igc_ptp_reset does.
-            None => fam.ptp_reset(&regs, ptp_ipc::time::realtime_ns()),
-        }
-        let phc = Arc::new(phc.with_publisher(publish));
-        log::info!("PHC running, {} ns", phc.gettime().phc_ns);
+        let phc = start_phc(&*fam, &regs, warm, page.clone(), generation);
         let counters = Arc::new(Counters::default());
         let txts = TxTimestamps::new(fam.ts_regs(), opts.tx_ts_sets);
         // TX timestamping is on from the start, as a PTP NIC is used; RX stays NONE until asked
         // for (seed 002: stamping every frame costs throughput).
         txts.enable(&regs, fam.tsynctxctl_on());
         fam.apply_rx_filter(&regs, RxFilter::None)?;
-        let caps = Caps {
-            part: part.name.to_string(),
-            vendor_id: ids.vendor,
-            device_id: ids.device,
-            mac: fam.read_mac(&regs),
-            max_adj_ppb,
-            tx_ts_sets: txts.sets(),
-            rx_filters: fam.rx_filters().iter().fold(0, |m, f| m | 1 << *f as u8),
-            n_ext_ts: 0,
-            n_per_out: 0,
-            cross_timestamp: fam.cross_timestamp(),
-            // Filled in per `Caps` request: the page may be attached later.
-            clock_page: String::new(),
-        };
+        let caps = caps(part, &ids, &*fam, &regs, txts.sets());
         log::info!(
             "TX timestamping on ({} set{}), RX filter NONE",
             txts.sets(),
@@ -480,17 +497,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
                 .spawn(f)
                 .expect("spawn driver thread")
         };
-        // With --irq-priority the timestamp IRQ thread runs SCHED_FIFO, as Linux's threaded
-        // interrupt handlers do, so a timestamp never waits behind ordinary work. Off by
-        // default: on a 2-core host it also starves the consumers of those timestamps.
         let prio = self.irq_priority;
-        let irq_prio = move |name: &'static str| {
-            if let Some(p) = prio
-                && let Err(e) = ptp_pci::rt::make_current_thread_realtime(p)
-            {
-                log::warn!("{name} thread stays at normal priority: {e}");
-            }
-        };
         // One thread per vector (or one for all causes): each gets its own handles to the
         // shared state and its own pacer.
         let tx_poll = self.tx_poll;
@@ -514,7 +521,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
                     // context, falling back to the normal-priority ksoftirqd under load): at
                     // real-time priority it would starve the consumers it feeds.
                     if !matches!(role, Role::Queues) {
-                        irq_prio(name);
+                        irq_priority(name, prio);
                     }
                     let body = IrqThread {
                         data: &data,
@@ -537,29 +544,47 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
                 vec![irq_thread("irq", irq.as_ref(), Role::All { msix: *msix })]
             }
         };
-        {
-            let (data, phc) = (self.data.clone(), self.phc.clone());
-            threads.push(spawn(
-                "watchdog",
-                Box::new(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        for lost in data
-                            .txts
-                            .expire(&data.regs, mono_ns(), data.tx_ts_timeout_ns)
-                        {
-                            log::warn!("TX timestamp for cookie {} timed out", lost.cookie);
-                            data.lost(&*sink, lost.cookie, lost.reason);
-                        }
-                        data.fam.watchdog(&data.regs, mono_ns());
-                        // A fresh sample keeps the clock page and its rate estimate current
-                        // (and a timecounter family's count extended across its wrap).
-                        phc.gettime();
-                        std::thread::sleep(WATCHDOG_PERIOD);
-                    }
-                }),
-            ));
-        }
+        let (data, phc) = (self.data.clone(), self.phc.clone());
+        threads.push(spawn(
+            "watchdog",
+            Box::new(move || watchdog(&data, &phc, &*sink, &stop)),
+        ));
         threads
+    }
+}
+
+/// With --irq-priority the timestamp IRQ thread runs SCHED_FIFO, as Linux's threaded interrupt
+/// handlers do, so a timestamp never waits behind ordinary work. Off by default: on a 2-core
+/// host it also starves the consumers of those timestamps.
+fn irq_priority(name: &str, prio: Option<i32>) {
+    if let Some(p) = prio
+        && let Err(e) = ptp_pci::rt::make_current_thread_realtime(p)
+    {
+        log::warn!("{name} thread stays at normal priority: {e}");
+    }
+}
+
+/// The watchdog thread until `stop`: frees TX stamp sets whose stamp never came, runs the
+/// family's periodic work, and samples the PHC.
+fn watchdog<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized>(
+    data: &Data<M, Fam>,
+    phc: &Phc<M, Fam::Clock>,
+    sink: &S,
+    stop: &AtomicBool,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        for lost in data
+            .txts
+            .expire(&data.regs, mono_ns(), data.tx_ts_timeout_ns)
+        {
+            log::warn!("TX timestamp for cookie {} timed out", lost.cookie);
+            data.lost(sink, lost.cookie, lost.reason);
+        }
+        data.fam.watchdog(&data.regs, mono_ns());
+        // A fresh sample keeps the clock page and its rate estimate current (and a
+        // timecounter family's count extended across its wrap).
+        phc.gettime();
+        std::thread::sleep(WATCHDOG_PERIOD);
     }
 }
 
