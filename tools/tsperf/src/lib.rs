@@ -152,103 +152,165 @@ fn max_sets(nic: &str) -> u8 {
     }
 }
 
+/// The command line as read, before the checks and defaults that need all of it.
+struct Cmdline {
+    o: Options,
+    /// `--kernel-baseline`: a mode of its own, or the kernel ramp within `--compare-sets`.
+    kernel: bool,
+    /// `--daemon-arg`s, added to both daemon commands once the whole line is read.
+    daemon_args: Vec<OsString>,
+}
+
 pub fn parse(
     args: impl IntoIterator<Item = OsString>,
     daemons: Daemons,
 ) -> Result<Option<Options>, String> {
     use lexopt::prelude::*;
-    let bad = |e: lexopt::Error| e.to_string();
-    let mut o = Options {
-        mode: Mode::Ramp,
-        sets: None,
-        json: false,
-        ramp: RampConfig::default(),
-        nics: vec!["i225".into()],
-        igcd: daemons.igcd,
-        igbd: daemons.igbd,
-        wire: "loopback".into(),
-        runs: 0,
-        channels: vec![ChannelMode::Ring],
-        rates: Vec::new(),
-        with_kernel: false,
-        soak: Duration::ZERO,
+    let mut c = Cmdline {
+        o: Options {
+            mode: Mode::Ramp,
+            sets: None,
+            json: false,
+            ramp: RampConfig::default(),
+            nics: vec!["i225".into()],
+            igcd: daemons.igcd,
+            igbd: daemons.igbd,
+            wire: "loopback".into(),
+            runs: 0,
+            channels: vec![ChannelMode::Ring],
+            rates: Vec::new(),
+            with_kernel: false,
+            soak: Duration::ZERO,
+        },
+        kernel: false,
+        daemon_args: Vec::new(),
     };
-    let mut kernel = false;
-    let mut daemon_args: Vec<OsString> = Vec::new();
     let mut p = lexopt::Parser::from_args(args);
-    let secs = |v: f64, what: &str| {
-        if v.is_finite() && v > 0.0 && v < 3600.0 {
-            Ok(Duration::from_secs_f64(v))
-        } else {
-            Err(format!("{what} must be within (0, 3600) seconds"))
-        }
-    };
     while let Some(arg) = p.next().map_err(bad)? {
-        match arg {
-            Long("compare-sets") => o.mode = Mode::CompareSets,
-            Long("kernel-baseline") => kernel = true,
-            Long("rx") => o.mode = Mode::Rx,
-            Long("soak") => {
-                o.mode = Mode::Soak;
-                o.soak = Duration::from_secs(p.value().map_err(bad)?.parse().map_err(bad)?);
-                if o.soak.is_zero() || o.soak > Duration::from_secs(24 * 3600) {
-                    return Err("--soak must be 1..=86400 seconds".into());
-                }
-            }
-            Long("sets") => o.sets = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
-            Long("nic") => {
-                let list = p.value().map_err(bad)?.string().map_err(bad)?;
-                o.nics = list.split(',').map(str::to_string).collect();
-            }
-            Long("start") => o.ramp.start_rate = p.value().map_err(bad)?.parse().map_err(bad)?,
-            Long("max") => o.ramp.max_rate = p.value().map_err(bad)?.parse().map_err(bad)?,
-            Long("step-secs") => {
-                o.ramp.step = secs(p.value().map_err(bad)?.parse().map_err(bad)?, "--step-secs")?
-            }
-            Long("limit-secs") => {
-                o.ramp.time_limit = secs(
-                    p.value().map_err(bad)?.parse().map_err(bad)?,
-                    "--limit-secs",
-                )?
-            }
-            Long("json") => o.json = true,
-            Long("runs") => {
-                o.runs = p.value().map_err(bad)?.parse().map_err(bad)?;
-                if !(1..=100).contains(&o.runs) {
-                    return Err("--runs must be 1..=100".into());
-                }
-            }
-            Long("igcd") => o.igcd = vec![p.value().map_err(bad)?],
-            Long("igbd") => o.igbd = vec![p.value().map_err(bad)?],
-            Long("channel") => {
-                let list = p.value().map_err(bad)?.string().map_err(bad)?;
-                o.channels = list
-                    .split(',')
-                    .map(str::parse)
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| format!("--channel: {e}"))?;
-            }
-            Long("rate") => {
-                let list = p.value().map_err(bad)?.string().map_err(bad)?;
-                o.rates = list
-                    .split(',')
-                    .map(|r| r.parse::<f64>().map_err(|e| format!("--rate {r:?}: {e}")))
-                    .collect::<Result<_, _>>()?;
-                if o.rates.iter().any(|r| !(1.0..=10e6).contains(r)) {
-                    return Err("--rate must be within 1..=10000000".into());
-                }
-            }
-            Long("daemon-arg") => daemon_args.push(p.value().map_err(bad)?),
-            Long("wire") => {
-                o.wire = p.value().map_err(bad)?.string().map_err(bad)?;
-                if !matches!(o.wire.as_str(), "loopback" | "none") {
-                    return Err("--wire must be loopback or none".into());
-                }
-            }
+        // Owned, so the option groups below can take the option's value from `p`.
+        let name = match arg {
             Long("help") | Short('h') => return Ok(None),
+            Long(name) => name.to_string(),
             _ => return Err(bad(arg.unexpected())),
+        };
+        let known = mode_option(&name, &mut p, &mut c)?
+            || ramp_option(&name, &mut p, &mut c.o)?
+            || daemon_option(&name, &mut p, &mut c)?;
+        if !known {
+            return Err(bad(Long(&name).unexpected()));
         }
     }
+    finish(c).map(Some)
+}
+
+fn bad(e: lexopt::Error) -> String {
+    e.to_string()
+}
+
+/// The option's value, parsed.
+fn parsed<T: std::str::FromStr>(p: &mut lexopt::Parser) -> Result<T, String>
+where
+    T::Err: Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+{
+    use lexopt::ValueExt;
+    p.value().map_err(bad)?.parse().map_err(bad)
+}
+
+/// The option's value as a (UTF-8) string.
+fn string(p: &mut lexopt::Parser) -> Result<String, String> {
+    use lexopt::ValueExt;
+    p.value().map_err(bad)?.string().map_err(bad)
+}
+
+fn secs(v: f64, what: &str) -> Result<Duration, String> {
+    if v.is_finite() && v > 0.0 && v < 3600.0 {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(format!("{what} must be within (0, 3600) seconds"))
+    }
+}
+
+/// The modes and the output form; false if `name` is not one of them.
+fn mode_option(name: &str, p: &mut lexopt::Parser, c: &mut Cmdline) -> Result<bool, String> {
+    let o = &mut c.o;
+    match name {
+        "compare-sets" => o.mode = Mode::CompareSets,
+        "kernel-baseline" => c.kernel = true,
+        "rx" => o.mode = Mode::Rx,
+        "soak" => {
+            o.mode = Mode::Soak;
+            o.soak = Duration::from_secs(parsed(p)?);
+            if o.soak.is_zero() || o.soak > Duration::from_secs(24 * 3600) {
+                return Err("--soak must be 1..=86400 seconds".into());
+            }
+        }
+        "json" => o.json = true,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// The ramp, its repeats and the fixed-rate steps; false if `name` is not one of them.
+fn ramp_option(name: &str, p: &mut lexopt::Parser, o: &mut Options) -> Result<bool, String> {
+    match name {
+        "sets" => o.sets = Some(parsed(p)?),
+        "start" => o.ramp.start_rate = parsed(p)?,
+        "max" => o.ramp.max_rate = parsed(p)?,
+        "step-secs" => o.ramp.step = secs(parsed(p)?, "--step-secs")?,
+        "limit-secs" => o.ramp.time_limit = secs(parsed(p)?, "--limit-secs")?,
+        "runs" => {
+            o.runs = parsed(p)?;
+            if !(1..=100).contains(&o.runs) {
+                return Err("--runs must be 1..=100".into());
+            }
+        }
+        "rate" => {
+            o.rates = string(p)?
+                .split(',')
+                .map(|r| r.parse::<f64>().map_err(|e| format!("--rate {r:?}: {e}")))
+                .collect::<Result<_, _>>()?;
+            if o.rates.iter().any(|r| !(1.0..=10e6).contains(r)) {
+                return Err("--rate must be within 1..=10000000".into());
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// What is measured and how its daemons start; false if `name` is not one of these options.
+fn daemon_option(name: &str, p: &mut lexopt::Parser, c: &mut Cmdline) -> Result<bool, String> {
+    let o = &mut c.o;
+    match name {
+        "nic" => o.nics = string(p)?.split(',').map(str::to_string).collect(),
+        "channel" => {
+            o.channels = string(p)?
+                .split(',')
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("--channel: {e}"))?;
+        }
+        "wire" => {
+            o.wire = string(p)?;
+            if !matches!(o.wire.as_str(), "loopback" | "none") {
+                return Err("--wire must be loopback or none".into());
+            }
+        }
+        "igcd" => o.igcd = vec![p.value().map_err(bad)?],
+        "igbd" => o.igbd = vec![p.value().map_err(bad)?],
+        "daemon-arg" => c.daemon_args.push(p.value().map_err(bad)?),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// The checks and defaults that need the whole command line.
+fn finish(c: Cmdline) -> Result<Options, String> {
+    let Cmdline {
+        mut o,
+        kernel,
+        daemon_args,
+    } = c;
     if !(o.ramp.start_rate >= 1.0
         && o.ramp.start_rate <= o.ramp.max_rate
         && o.ramp.max_rate <= 10e6)
@@ -274,7 +336,7 @@ pub fn parse(
             1
         };
     }
-    Ok(Some(o))
+    Ok(o)
 }
 
 /// Checks `--nic` and `--sets` against each other and the mode: igb parts have one TX stamp
