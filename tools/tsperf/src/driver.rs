@@ -114,6 +114,82 @@ fn wait_for(daemon: &str, path: &Path, child: &mut Child, timeout: Duration) -> 
     Ok(())
 }
 
+/// Where a daemon tsperf starts keeps its driver channel, clock page, ground-truth record and
+/// stderr.
+struct DaemonFiles {
+    sock: PathBuf,
+    page: PathBuf,
+    truth: PathBuf,
+    log: PathBuf,
+}
+
+impl DaemonFiles {
+    fn in_dir(dir: &Path, daemon: &str) -> Self {
+        Self {
+            sock: dir.join("drv.sock"),
+            page: dir.join("clock.page"),
+            truth: dir.join("truth"),
+            log: dir.join(format!("{daemon}.log")),
+        }
+    }
+}
+
+/// Starts `daemon` (`cmd`) on an emulated `nic` with `sets` TX timestamp sets on `wire`, its
+/// files where `files` says.
+fn spawn(
+    daemon: &str,
+    cmd: &IgcdCommand,
+    (nic, sets, wire): (&str, u8, &str),
+    extra: &[&str],
+    files: &DaemonFiles,
+) -> Result<Child, String> {
+    let (prog, pre) = cmd
+        .split_first()
+        .ok_or_else(|| format!("no {daemon} command"))?;
+    let log = std::fs::File::create(&files.log).map_err(|e| e.to_string())?;
+    Command::new(prog)
+        .args(pre)
+        .args(["--emulate", nic, "--wire", wire, "--name", "tsperf"])
+        .args(["--tx-ts-sets", &sets.to_string()])
+        .arg("--channel")
+        .arg(&files.sock)
+        .arg("--clock-page")
+        .arg(&files.page)
+        .arg("--truth")
+        .arg(&files.truth)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("starting {daemon} ({}): {e}", prog.to_string_lossy()))
+}
+
+/// Connects to the starting `daemon` in `mode` as ptpd does, and opens the model's own
+/// counters (the daemon creates that record before it serves its channel).
+fn connect(
+    daemon: &str,
+    files: &DaemonFiles,
+    mode: ChannelMode,
+    child: &mut Child,
+) -> Result<(DriverTransport, TruthReader), String> {
+    wait_for(daemon, &files.sock, child, Duration::from_secs(10))?;
+    let t = Instant::now();
+    let conn = loop {
+        // Like ptpd: the daemon serves a connection only after its hello.
+        match connect_driver(&files.sock, mode, 0, Duration::from_secs(2)) {
+            Ok(c) => break c,
+            Err(TransportError::NotFound(_)) if t.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => return Err(format!("connecting to {daemon}: {e}")),
+        }
+    };
+    let truth = TruthReader::open(&files.truth)
+        .map_err(|e| format!("ground-truth record {}: {e}", files.truth.display()))?;
+    Ok((conn, truth))
+}
+
 impl Driver {
     /// Starts the daemon `cmd` (igcd or igbd, as [`daemon_for`] names for `nic`) on an emulated
     /// `nic` with `sets` TX timestamp sets on `wire` (loopback or none), and connects.
@@ -139,51 +215,9 @@ impl Driver {
         mode: ChannelMode,
     ) -> Result<Self, String> {
         let daemon = daemon_for(nic).ok_or_else(|| format!("no emulated NIC {nic:?}"))?;
-        let (prog, pre) = cmd
-            .split_first()
-            .ok_or_else(|| format!("no {daemon} command"))?;
-        let sock = dir.0.join("drv.sock");
-        let page = dir.0.join("clock.page");
-        let truth_path = dir.0.join("truth");
-        let log = std::fs::File::create(dir.0.join(format!("{daemon}.log")))
-            .map_err(|e| e.to_string())?;
-        let mut child = Command::new(prog)
-            .args(pre)
-            .args(["--emulate", nic, "--wire", wire, "--name", "tsperf"])
-            .args(["--tx-ts-sets", &sets.to_string()])
-            .arg("--channel")
-            .arg(&sock)
-            .arg("--clock-page")
-            .arg(&page)
-            .arg("--truth")
-            .arg(&truth_path)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("starting {daemon} ({}): {e}", prog.to_string_lossy()))?;
-        let conn = (|| {
-            wait_for(daemon, &sock, &mut child, Duration::from_secs(10))?;
-            let t = Instant::now();
-            loop {
-                // Like ptpd: the daemon serves a connection only after its hello.
-                match connect_driver(&sock, mode, 0, Duration::from_secs(2)) {
-                    Ok(c) => return Ok(c),
-                    Err(TransportError::NotFound(_)) if t.elapsed() < Duration::from_secs(10) => {
-                        std::thread::sleep(Duration::from_millis(10))
-                    }
-                    Err(e) => return Err(format!("connecting to {daemon}: {e}")),
-                }
-            }
-        })();
-        // The model's own counters: the daemon creates the record before it serves its channel.
-        let conn = conn.and_then(|c| {
-            TruthReader::open(&truth_path)
-                .map(|t| (c, t))
-                .map_err(|e| format!("ground-truth record {}: {e}", truth_path.display()))
-        });
-        let (conn, truth) = match conn {
+        let files = DaemonFiles::in_dir(&dir.0, daemon);
+        let mut child = spawn(daemon, cmd, (nic, sets, wire), extra, &files)?;
+        let (conn, truth) = match connect(daemon, &files, mode, &mut child) {
             Ok(c) => c,
             Err(e) => {
                 let _ = child.kill();
@@ -195,7 +229,7 @@ impl Driver {
         let mode = conn.mode();
         let chan = Arc::new(Channel::new(conn));
         let reader_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
-        let reader_page = page.clone();
+        let reader_page = files.page;
         let (ctx, crx) = unbounded();
         let (ftx, frx) = bounded(1 << 16);
         let replies: Arc<Waiters> = Arc::default();
