@@ -163,24 +163,56 @@ pub fn run(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
+/// The filters, interleaved in this order in every round, and their names in the report.
+const FILTERS: [RxFilter; 3] = [RxFilter::None, RxFilter::PtpV2Event, RxFilter::All];
+const NAMES: [&str; 3] = ["NONE", "PTP_V2_EVENT", "ALL"];
+
+/// Per filter, in [`FILTERS`] order, over the rounds: igcd CPU ns per delivered frame at the
+/// fixed rate, delivered frames/s saturated, and whether every round stamped exactly the frames
+/// the filter asks for.
+struct Figures {
+    cpu: Vec<Spread>,
+    tput: Vec<Spread>,
+    stamped_ok: [bool; 3],
+}
+
 fn run_channel(o: &Options, mode: ChannelMode) -> Result<(), String> {
     let dir = TempDir::new("rx")?;
     let wire_path = dir.0.join("wire.sock");
     let wire_arg = format!("bind:{}", wire_path.display());
     let mut d = Driver::start_in(dir, &o.igcd, &o.nics[0], 4, &wire_arg, &[], mode)?;
     let mut wire = UnixDatagramWire::connect(&wire_path).map_err(|e| format!("wire: {e}"))?;
-    let filters = [RxFilter::None, RxFilter::PtpV2Event, RxFilter::All];
     let dur = o.ramp.step.max(Duration::from_millis(500));
     // A rate the path sustains on a small machine, for the per-frame CPU cost.
     let fixed = o.ramp.start_rate.clamp(1000.0, 20_000.0).max(5000.0);
+    let f = measure(o.runs, &mut d, &mut wire, fixed, dur)?;
+    if o.json {
+        print_json(o, mode, fixed, &f);
+    } else {
+        print_table(o, mode, fixed, &f);
+    }
+    if f.stamped_ok.iter().any(|ok| !ok) {
+        return Err("a filter did not stamp exactly the frames it should".into());
+    }
+    Ok(())
+}
+
+/// `rounds` rounds of each filter at the `fixed` rate, then saturated, `dur` each.
+fn measure(
+    rounds: usize,
+    d: &mut Driver,
+    wire: &mut UnixDatagramWire,
+    fixed: f64,
+    dur: Duration,
+) -> Result<Figures, String> {
     // Interleave the filters over the rounds so drift affects them alike; keep medians.
-    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); filters.len()];
-    let mut tput: Vec<Vec<f64>> = vec![Vec::new(); filters.len()];
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); FILTERS.len()];
+    let mut tput: Vec<Vec<f64>> = vec![Vec::new(); FILTERS.len()];
     let mut stamped_ok = [true; 3];
-    for _round in 0..o.runs {
-        for (i, f) in filters.iter().enumerate() {
+    for _round in 0..rounds {
+        for (i, f) in FILTERS.iter().enumerate() {
             d.set_rx_filter(*f)?;
-            let (r, igcd_rx) = offer_counted(&mut d, &mut wire, Some(fixed), dur)?;
+            let (r, igcd_rx) = offer_counted(d, wire, Some(fixed), dur)?;
             trace("fixed", *f, &r, igcd_rx);
             if r.delivered > 0 {
                 cpu[i].push(r.cpu_ns as f64 / r.delivered as f64);
@@ -191,60 +223,77 @@ fn run_channel(o: &Options, mode: ChannelMode) -> Result<(), String> {
             } else {
                 r.stamped == 0
             };
-            let (r, igcd_rx) = offer_counted(&mut d, &mut wire, None, dur)?;
+            let (r, igcd_rx) = offer_counted(d, wire, None, dur)?;
             trace("saturated", *f, &r, igcd_rx);
             tput[i].push(r.delivered as f64 / r.secs);
         }
     }
     let spread = |v: &[f64]| Spread::of(&v.iter().copied().map(Some).collect::<Vec<_>>());
-    let cpu: Vec<Spread> = cpu.iter().map(|v| spread(v)).collect();
-    let tput: Vec<Spread> = tput.iter().map(|v| spread(v)).collect();
-    let med = |s: &Spread| s.median.unwrap_or(f64::NAN);
-    let names = ["NONE", "PTP_V2_EVENT", "ALL"];
-    if o.json {
-        for i in 0..3 {
-            println!(
-                "{}",
-                json!({"rx_filter": names[i], "channel": mode.name(), "offered_fixed_per_s": fixed, "rounds": o.runs,
-                    "igcd_cpu_ns_per_frame": cpu[i].to_json(),
-                    "cpu_cost_vs_none_pct": 100.0 * (med(&cpu[i]) / med(&cpu[0]) - 1.0),
-                    "throughput_per_s": tput[i].to_json(),
-                    "throughput_loss_vs_none_pct": 100.0 * (1.0 - med(&tput[i]) / med(&tput[0])),
-                    "stamps_as_filter_says": stamped_ok[i]})
-            );
-        }
-    } else {
+    Ok(Figures {
+        cpu: cpu.iter().map(|v| spread(v)).collect(),
+        tput: tput.iter().map(|v| spread(v)).collect(),
+        stamped_ok,
+    })
+}
+
+/// A figure's median (NaN if no round had it).
+fn med(s: &Spread) -> f64 {
+    s.median.unwrap_or(f64::NAN)
+}
+
+/// One JSON object per filter.
+fn print_json(o: &Options, mode: ChannelMode, fixed: f64, f: &Figures) {
+    let Figures {
+        cpu,
+        tput,
+        stamped_ok,
+    } = f;
+    for i in 0..3 {
         println!(
-            "# RX through igcd (emulated i225, tsperf as the wire peer), {} channel, medians (range) of {} interleaved rounds",
-            mode.name(),
-            o.runs
+            "{}",
+            json!({"rx_filter": NAMES[i], "channel": mode.name(), "offered_fixed_per_s": fixed, "rounds": o.runs,
+                "igcd_cpu_ns_per_frame": cpu[i].to_json(),
+                "cpu_cost_vs_none_pct": 100.0 * (med(&cpu[i]) / med(&cpu[0]) - 1.0),
+                "throughput_per_s": tput[i].to_json(),
+                "throughput_loss_vs_none_pct": 100.0 * (1.0 - med(&tput[i]) / med(&tput[0])),
+                "stamps_as_filter_says": stamped_ok[i]})
         );
+    }
+}
+
+/// A header and one row per filter.
+fn print_table(o: &Options, mode: ChannelMode, fixed: f64, f: &Figures) {
+    let Figures {
+        cpu,
+        tput,
+        stamped_ok,
+    } = f;
+    println!(
+        "# RX through igcd (emulated i225, tsperf as the wire peer), {} channel, medians (range) of {} interleaved rounds",
+        mode.name(),
+        o.runs
+    );
+    println!(
+        "filter         | igcd CPU/frame at {fixed:.0}/s          vs NONE | delivered/s saturated           vs NONE | stamps as asked"
+    );
+    let range = |s: &Spread| {
+        format!(
+            "{:.0}–{:.0}",
+            s.min.unwrap_or(f64::NAN),
+            s.max.unwrap_or(f64::NAN)
+        )
+    };
+    for i in 0..3 {
         println!(
-            "filter         | igcd CPU/frame at {fixed:.0}/s          vs NONE | delivered/s saturated           vs NONE | stamps as asked"
+            "{:<14} | {:>8.0} ns ({:>13}) {:>+7.1}% | {:>8.0} ({:>13}) {:>+7.1}% | {}",
+            NAMES[i],
+            med(&cpu[i]),
+            range(&cpu[i]),
+            100.0 * (med(&cpu[i]) / med(&cpu[0]) - 1.0),
+            med(&tput[i]),
+            range(&tput[i]),
+            100.0 * (med(&tput[i]) / med(&tput[0]) - 1.0),
+            if stamped_ok[i] { "yes" } else { "NO" }
         );
-        for i in 0..3 {
-            let range = |s: &Spread| {
-                format!(
-                    "{:.0}–{:.0}",
-                    s.min.unwrap_or(f64::NAN),
-                    s.max.unwrap_or(f64::NAN)
-                )
-            };
-            println!(
-                "{:<14} | {:>8.0} ns ({:>13}) {:>+7.1}% | {:>8.0} ({:>13}) {:>+7.1}% | {}",
-                names[i],
-                med(&cpu[i]),
-                range(&cpu[i]),
-                100.0 * (med(&cpu[i]) / med(&cpu[0]) - 1.0),
-                med(&tput[i]),
-                range(&tput[i]),
-                100.0 * (med(&tput[i]) / med(&tput[0]) - 1.0),
-                if stamped_ok[i] { "yes" } else { "NO" }
-            );
-        }
     }
-    if stamped_ok.iter().any(|ok| !ok) {
-        return Err("a filter did not stamp exactly the frames it should".into());
-    }
-    Ok(())
 }
