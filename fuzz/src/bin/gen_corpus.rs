@@ -359,8 +359,9 @@ fn proxy_streams() -> Vec<Vec<u8>> {
     out
 }
 
-/// pcid's responses of an i225 session (tag 0, framed) and igcd's requests (tag 1).
-fn pcid_messages() -> Vec<Vec<u8>> {
+/// The function igcd is handed on Redox: an i225 with a 32-bit, a port and a 64-bit BAR and a
+/// legacy interrupt line.
+fn pcid_function() -> pcid_proto::FunctionInfo {
     use pcid_proto::*;
     let mut bars = [PciBar::None; 6];
     bars[0] = PciBar::Memory32 {
@@ -372,7 +373,7 @@ fn pcid_messages() -> Vec<Vec<u8>> {
         addr: 0x40_0000_0000,
         size: 0x4000,
     };
-    let info = FunctionInfo {
+    FunctionInfo {
         addr: PciAddress {
             segment: 0,
             bus: 3,
@@ -392,7 +393,13 @@ fn pcid_messages() -> Vec<Vec<u8>> {
             interface: 0,
             revision: 3,
         },
-    };
+    }
+}
+
+/// One pcid response of each kind; keep the order: `pcid_messages` replays [1], [2] and [8] as
+/// igcd's start.
+fn pcid_responses() -> Vec<pcid_proto::Response> {
+    use pcid_proto::*;
     let msix = PcidMsixInfo {
         table_bar: 3,
         table_offset: 0,
@@ -400,9 +407,9 @@ fn pcid_messages() -> Vec<Vec<u8>> {
         pba_bar: 3,
         pba_offset: 0x2000,
     };
-    let responses = [
+    vec![
         Response::EnabledDevice,
-        Response::Config(info),
+        Response::Config(pcid_function()),
         Response::AllFeatures(vec![Feature::Msi, Feature::MsiX]),
         Response::VendorCapabilities(vec![vec![9, 0, 1], vec![]]),
         Response::FeatureEnabled(Feature::MsiX),
@@ -421,17 +428,13 @@ fn pcid_messages() -> Vec<Vec<u8>> {
         Response::SetFeatureInfo(Feature::Msi),
         Response::ReadConfig(0x15F3_8086),
         Response::WriteConfig,
-    ];
-    let mut out: Vec<Vec<u8>> = responses
-        .iter()
-        .map(|r| [&[0][..], &r.encode_frame()].concat())
-        .collect();
-    // igcd's start on Redox: config, then the MSI-X table located against its BARs.
-    let session = [&responses[1], &responses[2], &responses[8]];
-    let mut s = vec![0];
-    session.iter().for_each(|r| s.extend(r.encode_frame()));
-    out.push(s);
-    let requests = [
+    ]
+}
+
+/// One pcid request of each kind a driver sends.
+fn pcid_requests() -> Vec<pcid_proto::Request> {
+    use pcid_proto::*;
+    vec![
         Request::EnableDevice,
         Request::RequestConfig,
         Request::RequestFeatures,
@@ -451,7 +454,22 @@ fn pcid_messages() -> Vec<Vec<u8>> {
         }),
         Request::ReadConfig(0x10),
         Request::WriteConfig(0x04, 0x0406),
-    ];
+    ]
+}
+
+/// pcid's responses of an i225 session (tag 0, framed) and igcd's requests (tag 1).
+fn pcid_messages() -> Vec<Vec<u8>> {
+    let responses = pcid_responses();
+    let mut out: Vec<Vec<u8>> = responses
+        .iter()
+        .map(|r| [&[0][..], &r.encode_frame()].concat())
+        .collect();
+    // igcd's start on Redox: config, then the MSI-X table located against its BARs.
+    let session = [&responses[1], &responses[2], &responses[8]];
+    let mut s = vec![0];
+    session.iter().for_each(|r| s.extend(r.encode_frame()));
+    out.push(s);
+    let requests = pcid_requests();
     out.extend(requests.iter().map(|r| [&[1][..], &r.encode()].concat()));
     out
 }
