@@ -224,7 +224,7 @@ pub fn ring_setup(data: &[u8]) {
         },
         1 => {
             if let Some(len) = ring::parse_mapped_offer(bytes) {
-                assert!(len >= ring::CONTROL_LEN && len <= ring::MAX_REGION, "{len}");
+                assert!((ring::CONTROL_LEN..=ring::MAX_REGION).contains(&len), "{len}");
                 assert_eq!(ring::mapped_offer(len), bytes);
             }
         }
