@@ -68,6 +68,10 @@ by a cable, host 2k the better master (priority1), and runs PTP between them.
                           in a QEMU VM whose NIC is the same emulated i225 on the same cable
                           (repeatable; needs qemu-system-x86 7.2, linux-image-amd64,
                           busybox-static, linuxptp, ethtool)
+  --rt                    real-time service for every daemon's time path (igcd/igbd --rt, ptpd
+                          rt = true): SCHED_FIFO 50; refused: each daemon logs it
+  --rt-priority PRIO      --rt at PRIO (1..=98)
+  --cpu N                 pin every daemon's time-path threads to CPU N
   --nic-process           each igcd host's NIC runs in a device host of its own (ptplab devhost
                           --listen; igcd --devhost), so it outlives igcd: a restarted igcd
                           finds its PHC running and keeps it (warm attach)
@@ -110,6 +114,8 @@ pub struct LabConfig {
     pub faults: bool,
     /// Each igcd host's NIC in a device host of its own (`--nic-process`).
     pub nic_process: bool,
+    /// Real-time service for every daemon's time path (`--rt`, `--rt-priority`, `--cpu`).
+    pub rt: ptp_ipc::rt::RtConfig,
 }
 
 impl Default for LabConfig {
@@ -135,6 +141,7 @@ impl Default for LabConfig {
             announce_receipt_timeout: 3,
             faults: false,
             nic_process: false,
+            rt: ptp_ipc::rt::RtConfig::default(),
         }
     }
 }
@@ -195,6 +202,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
             Long("tap") => l.tap = Some(val!()),
             Long("faults") => l.faults = true,
             Long("nic-process") => l.nic_process = true,
+            Long("rt") => {
+                l.rt.priority.get_or_insert(ptp_ipc::rt::DEFAULT_PRIORITY);
+            }
+            Long("rt-priority") => {
+                let v: String = val!();
+                l.rt.priority = Some(ptp_ipc::rt::parse_priority(&v)?);
+            }
+            Long("cpu") => l.rt.cpu = Some(val!()),
             Long("help") | Short('h') => return Ok(None),
             _ => return Err(bad(arg.unexpected())),
         }
@@ -757,6 +772,7 @@ impl Lab {
             "--seed".into(),
             (c.seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9)).to_string(),
         ]);
+        a.extend(c.rt.to_args());
         a
     }
 
@@ -832,6 +848,11 @@ impl Lab {
     }
 
     fn ptpd_config(&self, i: u32) -> String {
+        let rt = ptpd_rt_keys(&self.cfg.rt);
+        format!("{rt}{}", self.ptpd_config_rest(i))
+    }
+
+    fn ptpd_config_rest(&self, i: u32) -> String {
         let c = &self.cfg;
         // Root may always steer; the lab's own uid too, so a non-root lab can set offsets.
         // Safety: getuid has no preconditions.
@@ -1351,9 +1372,33 @@ fn write_plot(lab: &Lab, traces: &[Vec<Sample>], path: &Path) -> Result<(), Stri
     std::fs::write(path, svg).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// ptpd's top-level keys for the lab's `--rt`, `--rt-priority` and `--cpu`.
+fn ptpd_rt_keys(rt: &ptp_ipc::rt::RtConfig) -> String {
+    let mut t = String::new();
+    if let Some(p) = rt.priority {
+        t += &format!("rt_priority = {p}\n");
+    }
+    if let Some(c) = rt.cpu {
+        t += &format!("cpu = {c}\n");
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--rt` reaches every daemon: the drivers' arguments and ptpd's keys.
+    #[test]
+    fn rt_options_pass_to_every_daemon() {
+        let args = |a: &[&str]| parse(a.iter().map(OsString::from)).unwrap().unwrap().lab.rt;
+        let rt = args(&["--rt", "--cpu", "1"]);
+        assert_eq!(rt.to_args(), ["--rt-priority", "50", "--cpu", "1"]);
+        assert_eq!(ptpd_rt_keys(&rt), "rt_priority = 50\ncpu = 1\n");
+        assert_eq!(args(&["--rt-priority", "70"]).priority, Some(70));
+        assert_eq!(ptpd_rt_keys(&args(&[])), "");
+        assert!(parse(["--rt-priority", "99"].map(OsString::from)).is_err());
+    }
 
     #[test]
     fn nic_list_names_one_nic_per_host_and_repeats_the_last() {

@@ -27,6 +27,7 @@ pub mod readiness;
 pub mod redox;
 #[cfg(unix)]
 pub mod ring;
+pub mod rt;
 #[cfg(unix)]
 pub mod shm;
 pub mod sys_context;

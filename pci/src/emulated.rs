@@ -422,12 +422,12 @@ impl<D: Device> EmuFunction<D> {
     /// Starts the real-time model thread: it polls the device when the device's next deadline
     /// comes (at most `max_sleep` apart) or right after a register write.
     pub fn start_model_thread(&mut self, max_sleep: Duration) {
-        self.start_model_thread_with_priority(max_sleep, None)
+        self.start_model_thread_with(max_sleep, ptp_ipc::rt::RtConfig::default())
     }
 
-    /// Like [`Self::start_model_thread`], optionally at real-time `priority` (see [`crate::rt`]),
-    /// so the emulated hardware is not descheduled behind ordinary work.
-    pub fn start_model_thread_with_priority(&mut self, max_sleep: Duration, priority: Option<i32>) {
+    /// Like [`Self::start_model_thread`], with the real-time service `rt` asks for (see
+    /// [`ptp_ipc::rt`]), so the emulated hardware is not descheduled behind ordinary work.
+    pub fn start_model_thread_with(&mut self, max_sleep: Duration, rt: ptp_ipc::rt::RtConfig) {
         if self.thread.is_some() {
             return;
         }
@@ -437,11 +437,7 @@ impl<D: Device> EmuFunction<D> {
             std::thread::Builder::new()
                 .name(name)
                 .spawn(move || {
-                    if let Some(prio) = priority
-                        && let Err(e) = crate::rt::make_current_thread_realtime(prio)
-                    {
-                        log::warn!("model thread stays at normal priority: {e}");
-                    }
+                    ptp_ipc::rt::apply(&rt, "model");
                     let mut bus = lock(&shared.bus);
                     while !shared.stop.load(Ordering::Acquire) {
                         let Bus { device, host, .. } = &mut *bus;

@@ -23,7 +23,6 @@ pub mod mmio;
 pub mod pcid_proto;
 #[cfg(target_os = "redox")]
 pub mod redox;
-pub mod rt;
 
 pub use config::{Capability, MsixInfo, PciIds};
 pub use dma::DmaRegion;

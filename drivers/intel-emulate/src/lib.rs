@@ -88,8 +88,8 @@ pub fn setup<Fam: Family>(opts: &Options<Fam>, model: &str) -> Result<EmulatedSe
     })
 }
 
-/// Wraps a model in a PCI function whose model thread runs in real time (at `--irq-priority`
-/// + 10 when given, so the model outranks the driver's IRQ thread as hardware would).
+/// Wraps a model in a PCI function whose model thread runs in real time (with `--rt`, 10
+/// levels above the driver's threads: hardware is never preempted by its driver).
 pub fn function<Fam: Family, D: ptp_pci::emulated::Device + Send + 'static>(
     opts: &Options<Fam>,
     nic: D,
@@ -98,7 +98,7 @@ pub fn function<Fam: Family, D: ptp_pci::emulated::Device + Send + 'static>(
     let mut f = ptp_pci::emulated::EmuFunction::new(nic, name);
     // The model thread also polls the wire; 1 ms bounds how late an arriving frame is
     // noticed when nothing else wakes the model (arrival stamps do not depend on it).
-    f.start_model_thread_with_priority(Duration::from_millis(1), opts.irq_priority.map(|p| p + 10));
+    f.start_model_thread_with(Duration::from_millis(1), opts.rt.raised(10));
     f
 }
 

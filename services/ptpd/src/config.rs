@@ -8,6 +8,9 @@
 //! management_socket = "/var/run/ptp4l" # IEEE 1588 management for pmc -u (needs [ptp])
 //! management_settable = ["priority1", "priority2"]  # what a privileged SET may change
 //! management_network_set = false       # SETs arriving on the PTP ports count as privileged
+//! rt = true                            # the time path (driver links, PTP engine) SCHED_FIFO 50
+//! rt_priority = 50                     # ... at this priority (1..=98; implies rt)
+//! cpu = 1                              # ... pinned to this CPU
 //!
 //! [[clock]]
 //! name = "igc0"
@@ -100,6 +103,15 @@ pub struct Config {
     /// default no.
     #[serde(default)]
     pub management_network_set: bool,
+    /// Real-time service for the time path: the driver-link threads (TX/RX stamps arrive
+    /// there) and the PTP engine run SCHED_FIFO ([`ptp_ipc::rt`]); refused: logged.
+    #[serde(default)]
+    pub rt: bool,
+    #[serde(default)]
+    pub rt_priority: Option<i32>,
+    /// Pin the time-path threads to this CPU.
+    #[serde(default)]
+    pub cpu: Option<usize>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -155,8 +167,24 @@ impl Config {
                 "management_socket needs a [ptp] section".into(),
             ));
         }
+        if let Some(p) = self.rt_priority {
+            ptp_ipc::rt::parse_priority(&p.to_string()).map_err(ConfigError::Invalid)?;
+        }
         self.ptp_settings()?;
         Ok(())
+    }
+
+    /// The real-time service `rt`, `rt_priority` and `cpu` ask for.
+    pub fn rt(&self) -> ptp_ipc::rt::RtConfig {
+        let priority = match (self.rt, self.rt_priority) {
+            (_, Some(p)) => Some(p),
+            (true, None) => Some(ptp_ipc::rt::DEFAULT_PRIORITY),
+            (false, None) => None,
+        };
+        ptp_ipc::rt::RtConfig {
+            priority,
+            cpu: self.cpu,
+        }
     }
 
     /// The validated PTP settings; `None` when the configuration runs no PTP.
@@ -197,6 +225,25 @@ mod tests {
         assert_eq!(c.clocks[0].channel_mode, ChannelMode::Ring, "the default");
         assert_eq!(c.request_timeout(), Duration::from_secs(1));
         assert_eq!(c.management_socket, None);
+    }
+
+    #[test]
+    fn real_time_service_keys() {
+        let base = "socket = \"/x\"\n[[clock]]\nname = \"a\"\nchannel = \"/a\"\n";
+        let rt = |head: &str| Config::from_str(&format!("{head}{base}"), Path::new("t.toml"));
+        use ptp_ipc::rt::RtConfig;
+        assert_eq!(rt("").unwrap().rt(), RtConfig::default(), "off by default");
+        assert_eq!(rt("rt = true\n").unwrap().rt(), RtConfig::fifo(50));
+        let c = rt("rt_priority = 60\ncpu = 1\n").unwrap();
+        assert_eq!(
+            c.rt(),
+            RtConfig {
+                cpu: Some(1),
+                ..RtConfig::fifo(60)
+            }
+        );
+        let e = rt("rt_priority = 99\n").unwrap_err().to_string();
+        assert!(e.contains("1..=98"), "{e}");
     }
 
     #[test]

@@ -219,6 +219,8 @@ pub fn clock_error(e: &DriverError) -> ClockError {
 }
 
 fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
+    // TX/RX stamps reach ptpd on this thread.
+    ptp_ipc::rt::apply(&crate::service::time_path_rt(), &format!("link:{}", s.name));
     // The last connect error logged: each different one once (a ring client learns why the
     // driver refused it from the connect itself), not every retry.
     let mut logged: Option<String> = None;

@@ -3,10 +3,11 @@
 //! ([`crate::ptp`]) and the scheme ([`crate::scheme`]) do not know about each other beyond the
 //! status board the engine writes and the scheme reads; only this module sees both.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
+use ptp_ipc::rt::RtConfig;
 use ptp_ipc::{ClockError, DriverEvent, DriverReply, DriverRequest};
 
 use crate::config::{ClockConfig, Config};
@@ -17,6 +18,15 @@ use crate::scheme::ClockScheme;
 /// Driver events queued per link before the link thread starts dropping (and logging) them.
 pub const EVENT_QUEUE: usize = 4096;
 
+/// The real-time service of the time-path threads (config `rt`, `rt_priority`, `cpu`): set
+/// once by [`start`], read by each thread as it starts.
+static TIME_PATH_RT: OnceLock<RtConfig> = OnceLock::new();
+
+/// What a time-path thread applies to itself ([`ptp_ipc::rt::apply`]); off until [`start`].
+pub fn time_path_rt() -> RtConfig {
+    TIME_PATH_RT.get().copied().unwrap_or_default()
+}
+
 /// Starts what every platform serves: one driver link per configured clock, each reaching its
 /// driver through `connector(clock)`, the clock scheme over them and, when the configuration
 /// has a `[ptp]` table, the PTP engine beside it. The engine runs while the returned handle
@@ -26,6 +36,8 @@ pub fn start<C: Connector>(
     connector: impl Fn(&ClockConfig) -> C,
 ) -> Result<(Arc<ClockScheme<C>>, Option<Engine>), String> {
     let ptp = config.ptp_settings().map_err(|e| e.to_string())?;
+    // Before the threads start; a second start (tests) keeps the first process-wide setting.
+    let _ = TIME_PATH_RT.set(config.rt());
     let (event_txs, event_rxs) = event_channels(ptp.as_ref(), config.clocks.len());
     let links = config
         .clocks

@@ -127,7 +127,7 @@ pub struct Device<F: PciFunction, Fam: Family> {
     /// How interrupts are taken, and the vectors.
     pub irq_mode: IrqMode,
     irqs: Irqs<F::Irq>,
-    irq_priority: Option<i32>,
+    rt: ptp_ipc::rt::RtConfig,
     irq_style: IrqStyle,
     poll_irq: bool,
     irq_poll: Duration,
@@ -409,7 +409,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
             data,
             irq_mode,
             irqs,
-            irq_priority: opts.irq_priority,
+            rt: opts.rt,
             irq_style: opts.irq_style,
             poll_irq: opts.poll_irq,
             irq_poll: opts.irq_poll,
@@ -497,7 +497,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
                 .spawn(f)
                 .expect("spawn driver thread")
         };
-        let prio = self.irq_priority;
+        let rt = self.rt;
         // One thread per vector (or one for all causes): each gets its own handles to the
         // shared state and its own pacer.
         let tx_poll = self.tx_poll;
@@ -521,7 +521,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
                     // context, falling back to the normal-priority ksoftirqd under load): at
                     // real-time priority it would starve the consumers it feeds.
                     if !matches!(role, Role::Queues) {
-                        irq_priority(name, prio);
+                        ptp_ipc::rt::apply(&rt, name);
                     }
                     let body = IrqThread {
                         data: &data,
@@ -550,17 +550,6 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
             Box::new(move || watchdog(&data, &phc, &*sink, &stop)),
         ));
         threads
-    }
-}
-
-/// With --irq-priority the timestamp IRQ thread runs SCHED_FIFO, as Linux's threaded interrupt
-/// handlers do, so a timestamp never waits behind ordinary work. Off by default: on a 2-core
-/// host it also starves the consumers of those timestamps.
-fn irq_priority(name: &str, prio: Option<i32>) {
-    if let Some(p) = prio
-        && let Err(e) = ptp_pci::rt::make_current_thread_realtime(p)
-    {
-        log::warn!("{name} thread stays at normal priority: {e}");
     }
 }
 

@@ -6,6 +6,8 @@ use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ptp_ipc::rt::{self, RtConfig};
+
 use super::Error;
 use crate::family::Family;
 use crate::irq::{IrqStyle, Napi};
@@ -76,8 +78,13 @@ usage: igcd [options]
   --napi-spin-us US       longest spin with nothing found before re-arming, 0..=1000 (default 30)
   --emu-tx MODE           with --emulate: sync (default): a TX tail write runs the emulated TX
                           engine on the writing thread; thread: it wakes the model thread
-  --irq-priority PRIO     run the IRQ threads (and an emulated NIC's model thread) SCHED_FIFO at
-                          PRIO (Linux threaded IRQs use 50); default: normal priority
+  --rt                    real-time service for the time path: the IRQ threads and the thread
+                          serving the channel run SCHED_FIFO 50 (Linux's threaded-IRQ priority;
+                          an emulated NIC's model thread 10 above); refused (no privilege, a
+                          cgroup without a real-time budget, Redox): logged, normal priority.
+                          Default: normal priority
+  --rt-priority PRIO      --rt at PRIO, 1..=98
+  --cpu N                 pin the time-path threads to CPU N
   --link-wait-ms MS       how long bring-up waits for link (default 2000)
   --tx-ts-sets N          TX timestamp register sets to use, 1..4 (default 4)
   --tx-ts-timeout-ms MS   free a TX timestamp set after MS without a stamp (default 1000)
@@ -166,7 +173,8 @@ pub struct Options<Fam> {
     pub stamp_jitter_ns: u32,
     /// Seed of the emulated noise; `None`: derived from the process id.
     pub seed: Option<u64>,
-    pub irq_priority: Option<i32>,
+    /// Real-time service for the time-path threads (`--rt`, `--rt-priority`, `--cpu`).
+    pub rt: RtConfig,
     /// Take no interrupt: poll the cause registers (`--poll-irq`).
     pub poll_irq: bool,
     /// Poll interval when polling.
@@ -239,7 +247,7 @@ impl<Fam: Family> Options<Fam> {
             stamp_quantum_ns: 0,
             stamp_jitter_ns: 0,
             seed: None,
-            irq_priority: None,
+            rt: RtConfig::default(),
             poll_irq: false,
             irq_poll: Duration::from_millis(1),
             ring_segments: RING_SEGMENTS,
@@ -387,9 +395,13 @@ impl<Fam: Family> Options<Fam> {
                 let us = ranged(p, 0..=1000, "--napi-spin-us must be 0..=1000")?;
                 *napi_spin = Some(Duration::from_micros(us));
             }
-            "irq-priority" => {
-                self.irq_priority = Some(ranged(p, 1..=98, "--irq-priority must be 1..=98")?)
+            "rt" => {
+                self.rt.priority.get_or_insert(rt::DEFAULT_PRIORITY);
             }
+            "rt-priority" => {
+                self.rt.priority = Some(rt::parse_priority(&string(p)?).map_err(Error::Usage)?)
+            }
+            "cpu" => self.rt.cpu = Some(ranged(p, 0..=1023, "--cpu must be 0..=1023")?),
             _ => return Ok(false),
         }
         Ok(true)
@@ -478,6 +490,30 @@ mod tests {
             Ok(Some(o)) => Ok(o),
             Ok(None) => Err("help".into()),
             Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn real_time_service_is_off_unless_asked() {
+        assert_eq!(parse(&[]).unwrap().rt, RtConfig::default());
+        assert_eq!(parse(&["--rt"]).unwrap().rt, RtConfig::fifo(50));
+        // --rt after --rt-priority keeps the priority given.
+        let o = parse(&["--rt-priority", "70", "--rt", "--cpu", "1"]).unwrap();
+        assert_eq!(
+            o.rt,
+            RtConfig {
+                cpu: Some(1),
+                ..RtConfig::fifo(70)
+            }
+        );
+        for (args, msg) in [
+            (&["--rt-priority", "99"][..], "must be 1..=98"),
+            (&["--rt-priority", "0"], "must be 1..=98"),
+            (&["--cpu", "-1"], "invalid"),
+            (&["--cpu", "5000"], "--cpu must be 0..=1023"),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert!(e.contains(msg), "{args:?}: {e}");
         }
     }
 

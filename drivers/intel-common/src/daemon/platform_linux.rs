@@ -63,5 +63,7 @@ pub fn run<F: PciFunction, Fam: Family>(func: F, opts: Options<Fam>) -> Result<(
     let access = ChannelAccess::for_this_process(&opts);
     let listener = SeqpacketListener::bind_with(&channel_path, access.socket_access())?;
     log::info!("serving ptpd on {} ({access})", channel_path.display());
+    // After the other threads exist: a thread inherits its creator's policy.
+    ptp_ipc::rt::apply(&opts.rt, "channel");
     linux_channel::serve(&dev, &listener, &access, &sink, generation)
 }

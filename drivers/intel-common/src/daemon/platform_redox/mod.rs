@@ -418,6 +418,8 @@ fn serve<F: PciFunction, Fam: Family>(
         page: SharedPage::default(),
     };
     let mut s = startup::start(&mut p, &opts, generation, RealClock(mono_ns))?;
+    // Refused here, and logged so: Redox offers no real-time class (ptp_ipc::rt).
+    ptp_ipc::rt::apply(&opts.rt, "channel");
     let period = u64::try_from(WATCHDOG_PERIOD.as_nanos()).unwrap_or(u64::MAX);
     let serving = &mut s.serving;
     serving

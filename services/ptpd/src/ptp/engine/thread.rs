@@ -174,6 +174,7 @@ fn engine_thread(
     ctl_tx: &Sender<Control>,
     ctl_rx: &Receiver<Control>,
 ) {
+    ptp_ipc::rt::apply(&crate::service::time_path_rt(), "ptp-engine");
     let start = Instant::now();
     let now = || dur_ns(start.elapsed());
     let mut core = Core::new(settings, ios, board, stats, now());
