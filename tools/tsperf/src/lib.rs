@@ -17,6 +17,7 @@ pub mod driver;
 pub mod figures;
 pub mod fixed;
 pub mod kernel;
+pub mod load;
 pub mod ramp;
 pub mod report;
 pub mod rx;

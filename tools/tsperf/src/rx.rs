@@ -23,7 +23,7 @@ use crate::figures::Spread;
 /// CPU time of a process (all its threads), in ns, from /proc/<pid>/task/*/schedstat, whose
 /// first field is nanoseconds on CPU (clock-tick accounting in /proc/<pid>/stat is far too
 /// coarse for this).
-fn cpu_ns(pid: u32) -> Result<u64, String> {
+pub(crate) fn cpu_ns(pid: u32) -> Result<u64, String> {
     let dir = format!("/proc/{pid}/task");
     let mut total = 0u64;
     for e in std::fs::read_dir(&dir).map_err(|e| format!("{dir}: {e}"))? {
