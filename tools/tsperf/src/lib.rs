@@ -7,6 +7,8 @@
 //! Modes: the ramp (default); `--compare-sets` (1 set vs 4 sets, capacity ratio);
 //! `--kernel-baseline` (the same ramp against Linux software TX timestamps on loopback in a
 //! private network namespace); `--rx` (received-frame throughput by RX filter).
+//! Any of them can run under load: `--load N` keeps N busy processes beside the daemons
+//! throughout and names them, with the CPU time they got, in every summary.
 //!
 //! Issue 16's table (driver channel over the socket vs the shared-memory ring, interleaved in
 //! each run, beside the kernel; about 6 minutes on the 2-core development machine):
@@ -34,6 +36,7 @@ use serde_json::json;
 use ptp_ipc::transport::ChannelMode;
 
 use crate::driver::{Driver, IgcdCommand, daemon_for};
+use crate::load::{Load, LoadGuard, LoadKind};
 use crate::ramp::{RampConfig, Target};
 use crate::report::{CompareSets, RunFigures, TargetSummary};
 use crate::stats::Latency;
@@ -84,6 +87,11 @@ options:
   --igbd PATH          the igbd binary (default: next to tsperf)
   --daemon-arg ARG     one more argument for every igcd/igbd tsperf starts (repeatable, in
                        order; e.g. --daemon-arg=--irq-mode --daemon-arg=napi)
+  --load N             N busy processes (nice 0, SCHED_OTHER) beside the daemons for the whole
+                       run, every mode and run; their CPU seconds in every summary (0..=64,
+                       default 0: none)
+  --load-kind cpu|mem  what each --load process does: cpu (a shell busy loop, the default) or
+                       mem (dd zero-filling a 64 MiB buffer over and over: memory bandwidth)
 ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +128,8 @@ pub struct Options {
     pub with_kernel: bool,
     /// `--soak SECS`: how long the soak runs.
     pub soak: Duration,
+    /// `--load N`, `--load-kind`: what runs beside the daemons (and, once started, its pids).
+    pub load: Load,
 }
 
 /// How to start each daemon: `igcd` and `igbd` commands (a binary, or `ptplab` + a verb).
@@ -182,6 +192,7 @@ pub fn parse(
             rates: Vec::new(),
             with_kernel: false,
             soak: Duration::ZERO,
+            load: Load::default(),
         },
         kernel: false,
         daemon_args: Vec::new(),
@@ -196,7 +207,8 @@ pub fn parse(
         };
         let known = mode_option(&name, &mut p, &mut c)?
             || ramp_option(&name, &mut p, &mut c.o)?
-            || daemon_option(&name, &mut p, &mut c)?;
+            || daemon_option(&name, &mut p, &mut c)?
+            || load_option(&name, &mut p, &mut c.o)?;
         if !known {
             return Err(bad(Long(&name).unexpected()));
         }
@@ -305,6 +317,21 @@ fn daemon_option(name: &str, p: &mut lexopt::Parser, c: &mut Cmdline) -> Result<
     Ok(true)
 }
 
+/// The load run beside the daemons; false if `name` is not one of its options.
+fn load_option(name: &str, p: &mut lexopt::Parser, o: &mut Options) -> Result<bool, String> {
+    match name {
+        "load" => {
+            o.load.procs = parsed(p)?;
+            if o.load.procs > load::MAX_PROCS {
+                return Err(format!("--load must be 0..={}", load::MAX_PROCS));
+            }
+        }
+        "load-kind" => o.load.kind = LoadKind::parse(&string(p)?)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// The checks and defaults that need the whole command line.
 fn finish(c: Cmdline) -> Result<Options, String> {
     let Cmdline {
@@ -327,6 +354,9 @@ fn finish(c: Cmdline) -> Result<Options, String> {
         o.mode = Mode::Fixed;
     }
     check_nics(&o)?;
+    if o.load.kind != LoadKind::default() && o.load.procs == 0 {
+        return Err("--load-kind needs --load N (N ≥ 1)".into());
+    }
     // After the whole command line: `--igcd PATH` replaces the command, these follow it.
     o.igcd.extend(daemon_args.iter().cloned());
     o.igbd.extend(daemon_args);
@@ -364,7 +394,7 @@ fn check_nics(o: &Options) -> Result<(), String> {
 /// Entry point shared by the `tsperf` binary and `ptplab tsperf ...` (which passes itself as
 /// the daemon commands).
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>, daemons: Daemons) -> ExitCode {
-    let o = match parse(args, daemons) {
+    let mut o = match parse(args, daemons) {
         Ok(Some(o)) => o,
         Ok(None) => {
             print!("{USAGE}");
@@ -375,21 +405,30 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>, daemons: Daemons
             return ExitCode::from(2);
         }
     };
-    let r = match o.mode {
-        Mode::Ramp => run_ramp(&o),
-        Mode::CompareSets => compare_sets(&o),
-        Mode::KernelBaseline => kernel_baseline(&o),
-        Mode::Rx => rx::run(&o),
-        Mode::Fixed => fixed::run(&o),
-        Mode::Soak => soak::run(&o, o.soak),
-    };
-    match r {
+    match run_loaded(&mut o) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tsperf: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs the mode with `--load`'s processes beside it from start to end; the guard kills them
+/// however this returns or unwinds.
+fn run_loaded(o: &mut Options) -> Result<(), String> {
+    let mut load = LoadGuard::start(o.load.procs, o.load.kind)?;
+    o.load.pids = load.pids();
+    match o.mode {
+        Mode::Ramp => run_ramp(o),
+        Mode::CompareSets => compare_sets(o),
+        Mode::KernelBaseline => kernel_baseline(o),
+        Mode::Rx => rx::run(o),
+        Mode::Fixed => fixed::run(o),
+        Mode::Soak => soak::run(o, o.soak),
+    }?;
+    // A load process gone early would make the figures lie about the load they name.
+    load.check()
 }
 
 /// Runs one ramp against `t`, printing each step as it completes.
@@ -641,6 +680,32 @@ mod tests {
         assert_eq!(o.igcd, want("my-igcd"));
         assert_eq!(o.igbd, want("igbd-bin"));
         assert_eq!(opts(&[]).unwrap().igcd, vec![OsString::from("igcd-bin")]);
+    }
+
+    #[test]
+    fn load_takes_0_to_64_processes_of_a_kind() {
+        let o = opts(&[]).unwrap();
+        assert_eq!(
+            (o.load.procs, o.load.kind),
+            (0, LoadKind::Cpu),
+            "no load by default"
+        );
+        assert_eq!(opts(&["--load", "0"]).unwrap().load.procs, 0);
+        let o = opts(&["--load", "3"]).unwrap();
+        assert_eq!((o.load.procs, o.load.kind), (3, LoadKind::Cpu));
+        let o = opts(&["--load-kind", "mem", "--load=64"]).unwrap();
+        assert_eq!((o.load.procs, o.load.kind), (64, LoadKind::Mem));
+        let e = opts(&["--load", "65"]).unwrap_err();
+        assert!(e.contains("0..=64"), "{e}");
+        for bad in [
+            &["--load", "x"][..],
+            &["--load", "-1"],
+            &["--load"],
+            &["--load", "1", "--load-kind", "gpu"],
+            &["--load-kind", "mem"],
+        ] {
+            assert!(opts(bad).is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]
