@@ -247,10 +247,10 @@ impl Table {
                 .iter()
                 .map(|(c, rate, runs)| summary_json(*c, *rate, runs))
                 .collect();
-            println!(
-                "{}",
-                json!({"summary": true, "mode": "fixed_rate", "runs": o.runs, "rows": rows})
-            );
+            let mut v =
+                json!({"summary": true, "mode": "fixed_rate", "runs": o.runs, "rows": rows});
+            o.load.tag(&mut v);
+            println!("{v}");
             return;
         }
         println!(
@@ -259,6 +259,7 @@ impl Table {
             o.runs,
             if o.runs == 1 { "" } else { "s" }
         );
+        o.load.print_line();
         for (c, rate, runs) in &self.rows {
             for l in summary_lines(*c, *rate, runs) {
                 println!("{l}");

@@ -473,6 +473,7 @@ fn print_summary(o: &Options, mode: &str, targets: &[&TargetSummary]) {
     let wake = wakeup_ns();
     if o.json {
         let mut v = json!({"summary": true, "mode": mode, "runs": o.runs, "wakeup_ns": wake});
+        o.load.tag(&mut v);
         v["targets"] = targets
             .iter()
             .map(|t| t.to_json())
@@ -486,6 +487,7 @@ fn print_summary(o: &Options, mode: &str, targets: &[&TargetSummary]) {
             o.runs,
             if o.runs == 1 { "" } else { "s" }
         );
+        o.load.print_line();
         for t in targets {
             for l in t.lines() {
                 println!("{l}");
@@ -559,9 +561,11 @@ fn compare_sets(o: &Options) -> Result<(), String> {
         if o.json {
             let mut v = pair.to_json();
             v["channel"] = c.name().into();
+            o.load.tag(&mut v);
             println!("{v}");
         } else {
             println!("== {} channel", c.name());
+            o.load.print_line();
             for l in pair.lines() {
                 println!("{l}");
             }

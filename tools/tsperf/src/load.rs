@@ -74,11 +74,18 @@ impl Load {
         v["load_cpu_s"] = ((self.cpu_s() * 1000.0).round() / 1000.0).into();
     }
 
+    /// Prints [`Self::line`], if any, under a table's heading.
+    pub fn print_line(&self) {
+        if let Some(l) = self.line() {
+            println!("{l}");
+        }
+    }
+
     /// The line naming the load under a table; `None` without `--load`.
     pub fn line(&self) -> Option<String> {
         (self.procs > 0).then(|| {
             format!(
-                "load: {} {}-bound process{} (nice 0, SCHED_OTHER) beside the daemons all through, \
+                "load: {} {}-bound process{} (nice 0, SCHED_OTHER) beside the daemons throughout, \
                  {:.1} CPU s so far",
                 self.procs,
                 self.kind.name(),

@@ -249,15 +249,14 @@ fn print_json(o: &Options, mode: ChannelMode, fixed: f64, f: &Figures) {
         stamped_ok,
     } = f;
     for i in 0..3 {
-        println!(
-            "{}",
-            json!({"rx_filter": NAMES[i], "channel": mode.name(), "offered_fixed_per_s": fixed, "rounds": o.runs,
-                "igcd_cpu_ns_per_frame": cpu[i].to_json(),
-                "cpu_cost_vs_none_pct": 100.0 * (med(&cpu[i]) / med(&cpu[0]) - 1.0),
-                "throughput_per_s": tput[i].to_json(),
-                "throughput_loss_vs_none_pct": 100.0 * (1.0 - med(&tput[i]) / med(&tput[0])),
-                "stamps_as_filter_says": stamped_ok[i]})
-        );
+        let mut v = json!({"rx_filter": NAMES[i], "channel": mode.name(), "offered_fixed_per_s": fixed, "rounds": o.runs,
+            "igcd_cpu_ns_per_frame": cpu[i].to_json(),
+            "cpu_cost_vs_none_pct": 100.0 * (med(&cpu[i]) / med(&cpu[0]) - 1.0),
+            "throughput_per_s": tput[i].to_json(),
+            "throughput_loss_vs_none_pct": 100.0 * (1.0 - med(&tput[i]) / med(&tput[0])),
+            "stamps_as_filter_says": stamped_ok[i]});
+        o.load.tag(&mut v);
+        println!("{v}");
     }
 }
 
@@ -273,6 +272,7 @@ fn print_table(o: &Options, mode: ChannelMode, fixed: f64, f: &Figures) {
         mode.name(),
         o.runs
     );
+    o.load.print_line();
     println!(
         "filter         | igcd CPU/frame at {fixed:.0}/s          vs NONE | delivered/s saturated           vs NONE | stamps as asked"
     );

@@ -153,11 +153,12 @@ pub fn run(o: &Options, secs: Duration) -> Result<(), String> {
     let took = t0.elapsed().as_secs_f64();
     let (size1, mine1, st1) = (ProcSize::of(pid)?, ProcSize::of(me)?, d.stats()?);
     let daemon = DaemonTally::between(&st0, &st1);
-    let v = json!({"summary": true, "mode": "soak", "target": name, "rate": rate.round(),
+    let mut v = json!({"summary": true, "mode": "soak", "target": name, "rate": rate.round(),
         "secs": took, "daemon_start": size_json(size0), "daemon_end": size_json(size1),
         "tsperf_start": size_json(mine0), "tsperf_end": size_json(mine1),
         "flat": ProcSize::flat(size0, size1), "rss_tolerance_kb": RSS_TOLERANCE_KB,
         "tsperf": tally_json(&tally), "daemon": daemon_json(&daemon)});
+    o.load.tag(&mut v);
     if o.json {
         println!("{v}");
     } else {
@@ -170,6 +171,7 @@ pub fn run(o: &Options, secs: Duration) -> Result<(), String> {
             &tally,
             &daemon,
         );
+        o.load.print_line();
     }
     let ok = tally.balanced()
         && daemon.held == 0
