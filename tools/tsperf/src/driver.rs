@@ -134,6 +134,18 @@ impl DaemonFiles {
     }
 }
 
+/// The real-time service of the reader thread, which stands in for ptpd's driver link
+/// (`--rt`): set once before the first driver starts.
+static READER_RT: std::sync::OnceLock<ptp_ipc::rt::RtConfig> = std::sync::OnceLock::new();
+
+pub fn set_reader_rt(rt: ptp_ipc::rt::RtConfig) {
+    let _ = READER_RT.set(rt);
+}
+
+fn reader_rt() -> ptp_ipc::rt::RtConfig {
+    READER_RT.get().copied().unwrap_or_default()
+}
+
 /// Starts `daemon` (`cmd`) on an emulated `nic` with `sets` TX timestamp sets on `wire`, its
 /// files where `files` says.
 fn spawn(
@@ -240,6 +252,7 @@ impl Driver {
             std::thread::Builder::new()
                 .name("tsperf-rx".into())
                 .spawn(move || {
+                    ptp_ipc::rt::apply(&reader_rt(), "tsperf-rx");
                     // Safety: gettid has no preconditions.
                     tid.store(unsafe { libc::gettid() }, Ordering::Release);
                     reader(&chan, &reader_page, &replies, &ctx, &ftx, &stop)

@@ -92,6 +92,12 @@ options:
                        default 0: none)
   --load-kind cpu|mem  what each --load process does: cpu (a shell busy loop, the default) or
                        mem (dd zero-filling a 64 MiB buffer over and over: memory bandwidth)
+  --rt                 real-time service on the time path, as ptpd's `rt = true`: each daemon
+                       gets --rt (its IRQ and channel threads SCHED_FIFO 50) and tsperf's
+                       reader thread, which stands in for ptpd's driver link, runs SCHED_FIFO 50
+                       too; a refusal is logged (default: normal priority)
+  --rt-priority PRIO   --rt at PRIO (1..=98)
+  --cpu N              pin those threads to CPU N
 ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -327,6 +333,14 @@ fn load_option(name: &str, p: &mut lexopt::Parser, o: &mut Options) -> Result<bo
             }
         }
         "load-kind" => o.load.kind = LoadKind::parse(&string(p)?)?,
+        "rt" => {
+            o.load
+                .rt
+                .priority
+                .get_or_insert(ptp_ipc::rt::DEFAULT_PRIORITY);
+        }
+        "rt-priority" => o.load.rt.priority = Some(ptp_ipc::rt::parse_priority(&string(p)?)?),
+        "cpu" => o.load.rt.cpu = Some(parsed(p)?),
         _ => return Ok(false),
     }
     Ok(true)
@@ -358,6 +372,8 @@ fn finish(c: Cmdline) -> Result<Options, String> {
         return Err("--load-kind needs --load N (N ≥ 1)".into());
     }
     // After the whole command line: `--igcd PATH` replaces the command, these follow it.
+    let rt_args = o.load.rt.to_args().into_iter().map(OsString::from);
+    let daemon_args: Vec<OsString> = rt_args.chain(daemon_args).collect();
     o.igcd.extend(daemon_args.iter().cloned());
     o.igbd.extend(daemon_args);
     if o.runs == 0 {
@@ -419,6 +435,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>, daemons: Daemons
 fn run_loaded(o: &mut Options) -> Result<(), String> {
     let mut load = LoadGuard::start(o.load.procs, o.load.kind)?;
     o.load.pids = load.pids();
+    driver::set_reader_rt(o.load.rt);
     match o.mode {
         Mode::Ramp => run_ramp(o),
         Mode::CompareSets => compare_sets(o),
@@ -663,6 +680,29 @@ mod tests {
         ] {
             assert!(opts(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn rt_reaches_the_daemons_and_the_reader() {
+        let o = parse(
+            ["--rt", "--cpu", "1"].map(OsString::from),
+            Daemons {
+                igcd: vec!["igcd".into()],
+                igbd: vec!["igbd".into()],
+            },
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(o.load.rt.priority, Some(50));
+        let want: Vec<OsString> = ["igcd", "--rt-priority", "50", "--cpu", "1"]
+            .map(OsString::from)
+            .into();
+        assert_eq!(o.igcd, want);
+        let line = o.load.line().unwrap();
+        assert!(
+            line.contains("SCHED_FIFO 50") && line.contains("pinned to CPU 1"),
+            "{line}"
+        );
     }
 
     #[test]

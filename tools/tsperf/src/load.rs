@@ -6,6 +6,7 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 
+use ptp_ipc::rt::RtConfig;
 use serde_json::Value;
 
 use crate::rx::cpu_ns;
@@ -51,13 +52,15 @@ impl LoadKind {
     }
 }
 
-/// The load asked for and, once started, its processes' pids (for their CPU time in reports;
-/// the pids stay theirs until [`LoadGuard`] reaps them, after every report is out).
+/// The conditions of the run: the load asked for and, once started, its processes' pids (for
+/// their CPU time in reports; the pids stay theirs until [`LoadGuard`] reaps them, after every
+/// report is out), and the real-time service of the time path (`--rt`).
 #[derive(Debug, Clone, Default)]
 pub struct Load {
     pub procs: usize,
     pub kind: LoadKind,
     pub pids: Vec<u32>,
+    pub rt: RtConfig,
 }
 
 impl Load {
@@ -67,11 +70,14 @@ impl Load {
         ns as f64 / 1e9
     }
 
-    /// Adds `load`, `load_kind` and `load_cpu_s` to a JSON summary object.
+    /// Adds `load`, `load_kind`, `load_cpu_s`, `rt_priority` and `rt_cpu` (null: off) to a
+    /// JSON summary object.
     pub fn tag(&self, v: &mut Value) {
         v["load"] = self.procs.into();
         v["load_kind"] = self.kind.name().into();
         v["load_cpu_s"] = ((self.cpu_s() * 1000.0).round() / 1000.0).into();
+        v["rt_priority"] = self.rt.priority.into();
+        v["rt_cpu"] = self.rt.cpu.into();
     }
 
     /// Prints [`Self::line`], if any, under a table's heading.
@@ -81,18 +87,29 @@ impl Load {
         }
     }
 
-    /// The line naming the load under a table; `None` without `--load`.
+    /// The line naming the load and the real-time service under a table; `None` with
+    /// neither.
     pub fn line(&self) -> Option<String> {
-        (self.procs > 0).then(|| {
-            format!(
-                "load: {} {}-bound process{} (nice 0, SCHED_OTHER) beside the daemons throughout, \
-                 {:.1} CPU s so far",
-                self.procs,
-                self.kind.name(),
-                if self.procs == 1 { "" } else { "es" },
-                self.cpu_s()
-            )
-        })
+        let rt = match self.rt.priority {
+            Some(p) => format!("time path SCHED_FIFO {p} (--rt; refusals in the daemon's log)"),
+            None => "time path at normal priority".into(),
+        };
+        let pin = self
+            .rt
+            .cpu
+            .map(|c| format!(", pinned to CPU {c}"))
+            .unwrap_or_default();
+        if self.procs == 0 {
+            return self.rt.is_on().then(|| format!("{rt}{pin}"));
+        }
+        Some(format!(
+            "load: {} {}-bound process{} (nice 0, SCHED_OTHER) beside the daemons throughout, \
+             {:.1} CPU s so far; {rt}{pin}",
+            self.procs,
+            self.kind.name(),
+            if self.procs == 1 { "" } else { "es" },
+            self.cpu_s()
+        ))
     }
 }
 
@@ -215,6 +232,7 @@ mod tests {
                 procs: 2,
                 kind,
                 pids: pids.clone(),
+                ..Load::default()
             };
             assert!(load.cpu_s() > 0.0);
             drop(g);
