@@ -72,6 +72,8 @@ by a cable, host 2k the better master (priority1), and runs PTP between them.
                           rt = true): SCHED_FIFO 50; refused: each daemon logs it
   --rt-priority PRIO      --rt at PRIO (1..=98)
   --cpu N                 pin every daemon's time-path threads to CPU N
+  --busy-poll-us US       both ends of every driver ring poll US µs after each message before
+                          sleeping (igcd/igbd --busy-poll-us, ptpd busy_poll_us; default 0)
   --nic-process           each igcd host's NIC runs in a device host of its own (ptplab devhost
                           --listen; igcd --devhost), so it outlives igcd: a restarted igcd
                           finds its PHC running and keeps it (warm attach)
@@ -116,6 +118,8 @@ pub struct LabConfig {
     pub nic_process: bool,
     /// Real-time service for every daemon's time path (`--rt`, `--rt-priority`, `--cpu`).
     pub rt: ptp_ipc::rt::RtConfig,
+    /// The busy-poll window of both ends of every driver ring (`--busy-poll-us`), µs.
+    pub busy_poll_us: u64,
 }
 
 impl Default for LabConfig {
@@ -142,6 +146,7 @@ impl Default for LabConfig {
             faults: false,
             nic_process: false,
             rt: ptp_ipc::rt::RtConfig::default(),
+            busy_poll_us: 0,
         }
     }
 }
@@ -210,6 +215,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
                 l.rt.priority = Some(ptp_ipc::rt::parse_priority(&v)?);
             }
             Long("cpu") => l.rt.cpu = Some(val!()),
+            Long("busy-poll-us") => {
+                l.busy_poll_us = val!();
+                if l.busy_poll_us > 1000 {
+                    return Err("--busy-poll-us must be 0..=1000".into());
+                }
+            }
             Long("help") | Short('h') => return Ok(None),
             _ => return Err(bad(arg.unexpected())),
         }
@@ -773,6 +784,9 @@ impl Lab {
             (c.seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9)).to_string(),
         ]);
         a.extend(c.rt.to_args());
+        if c.busy_poll_us > 0 {
+            a.extend(["--busy-poll-us".into(), c.busy_poll_us.to_string()]);
+        }
         a
     }
 
@@ -848,7 +862,7 @@ impl Lab {
     }
 
     fn ptpd_config(&self, i: u32) -> String {
-        let rt = ptpd_rt_keys(&self.cfg.rt);
+        let rt = ptpd_time_path_keys(&self.cfg.rt, self.cfg.busy_poll_us);
         format!("{rt}{}", self.ptpd_config_rest(i))
     }
 
@@ -1372,9 +1386,12 @@ fn write_plot(lab: &Lab, traces: &[Vec<Sample>], path: &Path) -> Result<(), Stri
     std::fs::write(path, svg).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// ptpd's top-level keys for the lab's `--rt`, `--rt-priority` and `--cpu`.
-fn ptpd_rt_keys(rt: &ptp_ipc::rt::RtConfig) -> String {
+/// ptpd's top-level keys for the lab's `--rt`, `--rt-priority`, `--cpu` and `--busy-poll-us`.
+fn ptpd_time_path_keys(rt: &ptp_ipc::rt::RtConfig, busy_poll_us: u64) -> String {
     let mut t = String::new();
+    if busy_poll_us > 0 {
+        t += &format!("busy_poll_us = {busy_poll_us}\n");
+    }
     if let Some(p) = rt.priority {
         t += &format!("rt_priority = {p}\n");
     }
@@ -1394,9 +1411,13 @@ mod tests {
         let args = |a: &[&str]| parse(a.iter().map(OsString::from)).unwrap().unwrap().lab.rt;
         let rt = args(&["--rt", "--cpu", "1"]);
         assert_eq!(rt.to_args(), ["--rt-priority", "50", "--cpu", "1"]);
-        assert_eq!(ptpd_rt_keys(&rt), "rt_priority = 50\ncpu = 1\n");
+        assert_eq!(ptpd_time_path_keys(&rt, 0), "rt_priority = 50\ncpu = 1\n");
+        assert_eq!(
+            ptpd_time_path_keys(&rt, 20),
+            "busy_poll_us = 20\nrt_priority = 50\ncpu = 1\n"
+        );
         assert_eq!(args(&["--rt-priority", "70"]).priority, Some(70));
-        assert_eq!(ptpd_rt_keys(&args(&[])), "");
+        assert_eq!(ptpd_time_path_keys(&args(&[]), 0), "");
         assert!(parse(["--rt-priority", "99"].map(OsString::from)).is_err());
     }
 

@@ -149,8 +149,8 @@ fn main() {
         report("socket", rate, n, run(s1, &s2, n, a.size, rate));
         let (c1, c2) = SeqpacketConn::pair().expect("socketpair");
         let ring_a = offer_ring(&c1, RingConfig::default()).expect("offer");
-        let ring_b =
-            accept_ring(&c2, Duration::from_secs(5), RingConfig::default().spin).expect("accept");
+        let ring_b = accept_ring(&c2, Duration::from_secs(5), RingConfig::default().busy_poll)
+            .expect("accept");
         let r = run(ring_a, &ring_b, n, a.size, rate);
         let s = ring_b.stats();
         report("ring", rate, n, r);

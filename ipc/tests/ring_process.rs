@@ -30,7 +30,7 @@ fn cfg() -> RingConfig {
     RingConfig {
         // Small slots and a short ring, so the producer also meets a full ring.
         geometry: Geometry::new(64, 64).unwrap(),
-        spin: 200,
+        busy_poll: std::time::Duration::from_micros(20),
     }
 }
 
@@ -111,7 +111,7 @@ fn ring_child() {
     let ep = match role.as_str() {
         // The offering side (A) of the pair.
         "hold-offer" => offer_ring(&conn, cfg()).unwrap(),
-        _ => accept_ring(&conn, SETUP, cfg().spin).unwrap(),
+        _ => accept_ring(&conn, SETUP, cfg().busy_poll).unwrap(),
     };
     match role.as_str() {
         "produce" => child_produce(&ep),
@@ -368,7 +368,7 @@ fn kill_later(mut child: Child, after: Duration) -> std::thread::JoinHandle<()> 
 fn offering_peer_killed_while_we_sleep_in_recv() {
     // The child is side A (it offered the region); we are B.
     let (child, conn, _l) = spawn("hold-offer", &[]);
-    let ep = accept_ring(&conn, SETUP, 0).unwrap();
+    let ep = accept_ring(&conn, SETUP, std::time::Duration::ZERO).unwrap();
     let mut buf = Vec::new();
     for want in [b"one".as_slice(), b"two", b"three"] {
         ep.recv_bytes(&mut buf, Some(LONG)).unwrap();

@@ -137,15 +137,15 @@ pub fn offer_ring(conn: &SeqpacketConn, cfg: RingConfig) -> Result<RingEndpoint,
         peer: bell_b,
         control: dup(sock(conn))?,
     };
-    Ok(RingEndpoint::new(map, g, 0, cfg.spin, Box::new(bell)))
+    Ok(RingEndpoint::new(map, g, 0, cfg.busy_poll, Box::new(bell)))
 }
 
 /// Receives a region offered by [`offer_ring`] over `conn` (waiting at most `timeout`), checks
-/// it (setup message, sealed size, header) and returns side B. `spin` as in [`RingConfig`].
+/// it (setup message, sealed size, header) and returns side B. `busy_poll` as in [`RingConfig`].
 pub fn accept_ring(
     conn: &SeqpacketConn,
     timeout: Duration,
-    spin: u32,
+    busy_poll: Duration,
 ) -> Result<RingEndpoint, RingError> {
     let deadline = Instant::now().checked_add(timeout);
     let (msg, mut fds) = recv_fds(sock(conn), deadline)?;
@@ -175,7 +175,7 @@ pub fn accept_ring(
         peer,
         control: dup(sock(conn))?,
     };
-    Ok(RingEndpoint::new(map, g, 1, spin, Box::new(bell)))
+    Ok(RingEndpoint::new(map, g, 1, busy_poll, Box::new(bell)))
 }
 
 /// The region's size, refused unless the creator can no longer shrink it (a shrink under our

@@ -177,9 +177,10 @@ pub fn decode_setup(msg: &[u8]) -> Result<u64, RingError> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RingConfig {
     pub geometry: Geometry,
-    /// Polls of an empty ring (about 10-50 ns each) before the consumer announces sleep, so a
-    /// message that is just behind costs no wake-up.
-    pub spin: u32,
+    /// The busy-poll window ([`busy_poll_deadline`]): how long after its last message sent or
+    /// received an endpoint keeps polling an empty ring before it announces sleep, so at a high
+    /// rate the next message is picked up without a wake-up. Zero: pure blocking.
+    pub busy_poll: Duration,
 }
 
 impl Default for RingConfig {
@@ -191,9 +192,23 @@ impl Default for RingConfig {
                 slot_size: 512,
                 slot_count: 256,
             },
-            spin: 200,
+            busy_poll: Duration::from_micros(20),
         }
     }
+}
+
+/// The largest busy-poll window taken (`--busy-poll-us`): beyond a millisecond a poller costs
+/// a core for nothing a sleep would not do as well.
+pub const MAX_BUSY_POLL: Duration = Duration::from_millis(1);
+
+/// Until when an endpoint whose last message went or came at `last_work_ns` polls an empty ring
+/// at `now_ns`, with busy-poll `window_ns`: `None` (sleep at once) with no window or once the
+/// window since that work has passed — an idle endpoint never spins, one at a high rate
+/// always finds its next message while polling. Adaptive and bounded: the spin never outlasts
+/// `window_ns` after the last work, whenever it starts.
+pub fn busy_poll_deadline(last_work_ns: u64, window_ns: u64, now_ns: u64) -> Option<u64> {
+    let end = last_work_ns.saturating_add(window_ns);
+    (window_ns > 0 && now_ns < end).then_some(end)
 }
 
 /// What a wait on our bell ended with.
@@ -262,6 +277,10 @@ pub struct RingStats {
     /// Sends that gave up on a full ring when their timeout ran out: messages not delivered,
     /// counted here (never lost silently).
     pub full_drops: u64,
+    /// Busy-polls that found a message within the window (a wake-up saved).
+    pub busy_poll_hits: u64,
+    /// Busy-polls that ran to the window's end and then slept (CPU spent for nothing).
+    pub busy_poll_misses: u64,
 }
 
 #[derive(Default)]
@@ -274,6 +293,12 @@ struct Counters {
     wait_timeouts: AtomicU64,
     full_events: AtomicU64,
     full_drops: AtomicU64,
+    busy_poll_hits: AtomicU64,
+    busy_poll_misses: AtomicU64,
+}
+
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn bump(c: &AtomicU64) {
@@ -298,7 +323,10 @@ pub struct RingEndpoint {
     /// together with the ring's `producer_waiting` flag, never across a wait.
     space_waiters: Mutex<u32>,
     side: usize,
-    spin: u32,
+    /// The busy-poll window, ns ([`busy_poll_deadline`]; settable while in use).
+    busy_poll_ns: AtomicU64,
+    /// When this endpoint last sent or received a message ([`crate::time::mono_ns`]).
+    last_work_ns: AtomicU64,
     down: AtomicBool,
     /// The bell reported the peer process gone (no clean close): latched like `closed`.
     gone: AtomicBool,
@@ -315,9 +343,15 @@ impl RingEndpoint {
     /// Wraps a mapped, validated region as side `side` (0 = A, 1 = B), at the generation its
     /// header holds now (a region made for one connection: the first).
     #[cfg(target_os = "linux")]
-    fn new(map: Mapping, g: Geometry, side: usize, spin: u32, bell: Box<dyn Bell>) -> Self {
+    fn new(
+        map: Mapping,
+        g: Geometry,
+        side: usize,
+        busy_poll: Duration,
+        bell: Box<dyn Bell>,
+    ) -> Self {
         let generation = layout::generation(map.control());
-        Self::on_shared(Arc::new(map), g, generation, side, spin, bell)
+        Self::on_shared(Arc::new(map), g, generation, side, busy_poll, bell)
     }
 
     /// As [`Self::new`], for the connection of `generation` (the one whose header was checked),
@@ -327,7 +361,7 @@ impl RingEndpoint {
         g: Geometry,
         generation: u64,
         side: usize,
-        spin: u32,
+        busy_poll: Duration,
         bell: Box<dyn Bell>,
     ) -> Self {
         let ctl = map.control();
@@ -350,7 +384,8 @@ impl RingEndpoint {
             tail: Mutex::new(0),
             space_waiters: Mutex::new(0),
             side,
-            spin,
+            busy_poll_ns: AtomicU64::new(duration_ns(busy_poll)),
+            last_work_ns: AtomicU64::new(0),
             down: AtomicBool::new(false),
             gone: AtomicBool::new(false),
             counters: Counters::default(),
@@ -362,6 +397,23 @@ impl RingEndpoint {
 
     fn ctl(&self) -> &Control {
         self.map.control()
+    }
+
+    /// Sets the busy-poll window (clamped to [`MAX_BUSY_POLL`]); zero: pure blocking.
+    pub fn set_busy_poll(&self, window: Duration) {
+        let ns = duration_ns(window.min(MAX_BUSY_POLL));
+        self.busy_poll_ns.store(ns, Ordering::Relaxed);
+    }
+
+    pub fn busy_poll(&self) -> Duration {
+        Duration::from_nanos(self.busy_poll_ns.load(Ordering::Relaxed))
+    }
+
+    fn worked(&self) {
+        if self.busy_poll_ns.load(Ordering::Relaxed) > 0 {
+            self.last_work_ns
+                .store(crate::time::mono_ns(), Ordering::Relaxed);
+        }
     }
 
     /// The largest message a slot carries.
@@ -385,6 +437,8 @@ impl RingEndpoint {
             wait_timeouts: l(&c.wait_timeouts),
             full_events: l(&c.full_events),
             full_drops: l(&c.full_drops),
+            busy_poll_hits: l(&c.busy_poll_hits),
+            busy_poll_misses: l(&c.busy_poll_misses),
         }
     }
 
@@ -424,6 +478,7 @@ impl RingEndpoint {
             return Err(RingError::Full);
         }
         bump(&self.counters.sent);
+        self.worked();
         if self.tx.take_consumer_sleeping() {
             self.signal_peer(Wake::Data)?;
         }
@@ -489,6 +544,7 @@ impl RingEndpoint {
         };
         if got {
             bump(&self.counters.received);
+            self.worked();
             if self.rx.take_producer_waiting() {
                 self.signal_peer(Wake::Space)?;
             }
@@ -615,17 +671,29 @@ impl RingEndpoint {
         signalled
     }
 
-    /// Bounded busy-poll of the receive ring; `true` when data (or an inconsistency, which the
-    /// next pop reports) showed up.
+    /// Busy-polls the receive ring within the window after the last work
+    /// ([`busy_poll_deadline`]); `true` when data (or an inconsistency, which the next pop
+    /// reports) showed up. The clock is read every 32 polls (a poll is a few ns).
     fn spin_for_data(&self) -> bool {
+        let window = self.busy_poll_ns.load(Ordering::Relaxed);
+        let last = self.last_work_ns.load(Ordering::Relaxed);
+        let Some(end) = busy_poll_deadline(last, window, crate::time::mono_ns()) else {
+            return false;
+        };
         let tail = *lock(&self.tail);
-        for _ in 0..self.spin {
-            if !matches!(self.rx.pending(tail), Ok(0)) || self.peer_closed() {
-                return true;
+        loop {
+            for _ in 0..32 {
+                if !matches!(self.rx.pending(tail), Ok(0)) || self.peer_closed() {
+                    bump(&self.counters.busy_poll_hits);
+                    return true;
+                }
+                std::hint::spin_loop();
             }
-            std::hint::spin_loop();
+            if crate::time::mono_ns() >= end {
+                bump(&self.counters.busy_poll_misses);
+                return false;
+            }
         }
-        false
     }
 
     /// One wait on our bell, counted.

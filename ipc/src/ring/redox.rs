@@ -410,7 +410,7 @@ pub fn create_ring_pool(
 /// doorbell pipes over the same handle.
 pub fn attach_ring_mapped(
     len: usize,
-    spin: u32,
+    busy_poll: Duration,
     driver_fd: usize,
 ) -> Result<RingEndpoint, RingError> {
     layout::check_region_len(len)?;
@@ -424,7 +424,7 @@ pub fn attach_ring_mapped(
     let [(b_data_rd, b_data_wr), (b_space_rd, b_space_wr)] = [pipe()?, pipe()?];
     doors.adopt([b_data_rd, b_space_rd], [a_data_wr, a_space_wr])?;
     // Checked with its generation: a driver's pool segment serves one connection after another.
-    let ring = Segment::attach(map, spin, |m| Box::new(bell(m, 1, doors, true)))?;
+    let ring = Segment::attach(map, busy_poll, |m| Box::new(bell(m, 1, doors, true)))?;
     send_doorbells(driver_fd, [a_data_rd, a_space_rd, b_data_wr, b_space_wr])?;
     Ok(ring)
 }

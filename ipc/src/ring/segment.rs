@@ -11,6 +11,7 @@
 
 use std::fs::File;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::layout::{self, Geometry};
 use super::map::Mapping;
@@ -88,7 +89,7 @@ impl Segment {
     pub(super) fn renew(
         &mut self,
         g: Geometry,
-        spin: u32,
+        busy_poll: Duration,
         bell: impl FnOnce(&Mapping) -> Box<dyn Bell>,
     ) -> Result<RingEndpoint, RingError> {
         if self.in_use() {
@@ -115,7 +116,7 @@ impl Segment {
             g,
             self.generation,
             0,
-            spin,
+            busy_poll,
             bell,
         ))
     }
@@ -124,7 +125,7 @@ impl Segment {
     /// generation it belongs to (a later re-initialisation makes this endpoint stale).
     pub(super) fn attach(
         map: Mapping,
-        spin: u32,
+        busy_poll: Duration,
         bell: impl FnOnce(&Mapping) -> Box<dyn Bell>,
     ) -> Result<RingEndpoint, RingError> {
         let (g, generation) = layout::validate_generation(map.control(), map.len())?;
@@ -134,7 +135,7 @@ impl Segment {
             g,
             generation,
             1,
-            spin,
+            busy_poll,
             bell,
         ))
     }
@@ -203,7 +204,7 @@ impl RingPool {
     /// Renews a free segment for a ring pair of geometry `g` (see [`Segment::renew`]).
     /// `RegionTooSmall` when no segment of the pool holds `g`, `NoFreeSegment` when every one
     /// that does is lent or still held.
-    pub fn lend(&mut self, g: Geometry, spin: u32) -> Result<Lent, RingError> {
+    pub fn lend(&mut self, g: Geometry, busy_poll: Duration) -> Result<Lent, RingError> {
         if !self.entries.iter().any(|e| e.seg.holds(g)) {
             let have = self.entries.iter().map(|e| e.seg.map.len()).max();
             return Err(RingError::RegionTooSmall {
@@ -218,7 +219,7 @@ impl RingPool {
             .enumerate()
             .find(|(_, e)| !e.lent && !e.seg.in_use() && e.seg.holds(g))
             .ok_or(RingError::NoFreeSegment { segments })?;
-        let ring = e.seg.renew(g, spin, |m| bell(m, index))?;
+        let ring = e.seg.renew(g, busy_poll, |m| bell(m, index))?;
         e.lent = true;
         Ok(Lent {
             index,
@@ -296,11 +297,16 @@ mod tests {
     fn attach(fd: &OwnedFd) -> RingEndpoint {
         let file = std::fs::File::from(fd.try_clone().unwrap());
         let len = file.metadata().unwrap().len() as usize;
-        Segment::attach(Mapping::map(fd.as_fd(), len).unwrap(), 0, |m| mute(m, 0)).unwrap()
+        Segment::attach(
+            Mapping::map(fd.as_fd(), len).unwrap(),
+            Duration::ZERO,
+            |m| mute(m, 0),
+        )
+        .unwrap()
     }
 
     fn renew(seg: &mut Segment) -> Result<RingEndpoint, RingError> {
-        seg.renew(small(), 0, |m| mute(m, 0))
+        seg.renew(small(), Duration::ZERO, |m| mute(m, 0))
     }
 
     /// `n` messages each way (several wraps of the 4-slot rings), each checked.
@@ -411,10 +417,10 @@ mod tests {
         drop((a, b));
         let too_big = Geometry::new(256, 8).unwrap();
         assert!(matches!(
-            seg.renew(too_big, 0, |m| mute(m, 0)),
+            seg.renew(too_big, Duration::ZERO, |m| mute(m, 0)),
             Err(RingError::RegionTooSmall { .. })
         ));
-        let a = seg.renew(big, 0, |m| mute(m, 0)).unwrap();
+        let a = seg.renew(big, Duration::ZERO, |m| mute(m, 0)).unwrap();
         let b = attach(&fd);
         assert_eq!(b.geometry(), big);
         exchange(&a, &b, 20, 2);
@@ -435,30 +441,30 @@ mod tests {
     #[test]
     fn a_pool_lends_each_segment_once_until_it_is_released_and_no_longer_held() {
         let (mut pool, fds) = pool(2);
-        let l0 = pool.lend(small(), 0).unwrap();
-        let l1 = pool.lend(small(), 0).unwrap();
+        let l0 = pool.lend(small(), Duration::ZERO).unwrap();
+        let l1 = pool.lend(small(), Duration::ZERO).unwrap();
         assert_ne!(l0.index, l1.index);
         assert_eq!((l0.name.as_str(), l1.name.as_str()), ("seg-0", "seg-1"));
         assert_eq!(pool.lent(), 2);
         assert_eq!(
-            pool.lend(small(), 0).err(),
+            pool.lend(small(), Duration::ZERO).err(),
             Some(RingError::NoFreeSegment { segments: 2 })
         );
         // Released, but our endpoint still lives: not lent again.
         pool.release(l0.index);
         assert!(matches!(
-            pool.lend(small(), 0),
+            pool.lend(small(), Duration::ZERO),
             Err(RingError::NoFreeSegment { .. })
         ));
         // Our endpoint gone but the connection not released: not lent again either.
         drop(l1.ring);
         assert!(matches!(
-            pool.lend(small(), 0),
+            pool.lend(small(), Duration::ZERO),
             Err(RingError::NoFreeSegment { .. })
         ));
         let idx0 = l0.index;
         drop(l0.ring);
-        let again = pool.lend(small(), 0).unwrap();
+        let again = pool.lend(small(), Duration::ZERO).unwrap();
         assert_eq!(again.index, idx0);
         let b = attach(&fds[idx0]);
         exchange(&again.ring, &b, 5, 7);
@@ -468,13 +474,13 @@ mod tests {
     fn a_pool_refuses_a_ring_larger_than_its_segments() {
         let (mut pool, _fds) = pool(1);
         let big = Geometry::new(4104, 256).unwrap();
-        match pool.lend(big, 0) {
+        match pool.lend(big, Duration::ZERO) {
             Err(RingError::RegionTooSmall { have, need }) => {
                 assert_eq!((have, need), (small().region_len(), big.region_len()));
             }
             r => panic!("{:?}", r.map(|l| l.name)),
         }
         assert_eq!(pool.lent(), 0, "a refusal lends nothing");
-        pool.lend(small(), 0).unwrap();
+        pool.lend(small(), Duration::ZERO).unwrap();
     }
 }

@@ -14,7 +14,7 @@ const LONG: Duration = Duration::from_secs(10);
 fn cfg(slot_size: u32, slot_count: u32) -> RingConfig {
     RingConfig {
         geometry: Geometry::new(slot_size, slot_count).unwrap(),
-        spin: 100,
+        busy_poll: Duration::from_micros(20),
     }
 }
 
@@ -22,7 +22,7 @@ fn cfg(slot_size: u32, slot_count: u32) -> RingConfig {
 fn pair(c: RingConfig) -> (RingEndpoint, RingEndpoint, SeqpacketConn, SeqpacketConn) {
     let (ca, cb) = SeqpacketConn::pair().unwrap();
     let a = offer_ring(&ca, c).unwrap();
-    let b = accept_ring(&cb, LONG, c.spin).unwrap();
+    let b = accept_ring(&cb, LONG, c.busy_poll).unwrap();
     (a, b, ca, cb)
 }
 
@@ -189,7 +189,7 @@ fn accept_hostile(len: usize, sealed: bool, write: impl FnOnce(&Mapping)) -> Rin
         e[3].as_fd(),
     ];
     send_fds(super::linux::sock(&ca), &setup_message(len), &fds).unwrap();
-    match accept_ring(&cb, LONG, 0) {
+    match accept_ring(&cb, LONG, Duration::ZERO) {
         Ok(_) => panic!("hostile region accepted"),
         Err(e) => e,
     }
@@ -257,23 +257,26 @@ fn bad_setup_messages_are_refused() {
     Transport::send(&ca, b"hello there", None).unwrap();
     // Not an offer: its bytes come back for the caller to decode (a driver's refusal).
     assert_eq!(
-        accept_ring(&cb, LONG, 0).err(),
+        accept_ring(&cb, LONG, Duration::ZERO).err(),
         Some(RingError::NotOffered(b"hello there".to_vec()))
     );
     // The right message without descriptors.
     Transport::send(&ca, &setup_message(4096), None).unwrap();
     assert!(
-        matches!(accept_ring(&cb, LONG, 0), Err(RingError::Setup(ref s)) if s.contains("0 descriptors"))
+        matches!(accept_ring(&cb, LONG, Duration::ZERO), Err(RingError::Setup(ref s)) if s.contains("0 descriptors"))
     );
     // Nothing at all within the timeout; a closed peer.
     let t0 = Instant::now();
     assert_eq!(
-        accept_ring(&cb, Duration::from_millis(30), 0).err(),
+        accept_ring(&cb, Duration::from_millis(30), Duration::ZERO).err(),
         Some(RingError::Timeout)
     );
     assert!(t0.elapsed() < LONG);
     drop(ca);
-    assert_eq!(accept_ring(&cb, LONG, 0).err(), Some(RingError::PeerGone));
+    assert_eq!(
+        accept_ring(&cb, LONG, Duration::ZERO).err(),
+        Some(RingError::PeerGone)
+    );
 }
 
 #[test]
@@ -677,7 +680,7 @@ fn the_largest_slot_is_valid_and_carries_the_largest_message() {
     assert!(g.max_payload() >= crate::wire::MAX_MESSAGE, "{g:?}");
     let (a, b, _ca, _cb) = pair(RingConfig {
         geometry: g,
-        spin: 0,
+        busy_poll: Duration::ZERO,
     });
     let big = vec![0xA5u8; crate::wire::MAX_MESSAGE];
     a.try_send(&big).unwrap();
@@ -780,4 +783,66 @@ fn a_watcher_thread_wakes_its_drainer_for_every_burst() {
     assert_eq!(watcher.join().unwrap(), 0, "a burst waited for the timeout");
     assert!(b.stats().sleeps > 10, "the watcher slept: {:?}", b.stats());
     assert_eq!(a.stats().sent, N);
+}
+
+/// The busy-poll window: none at zero, only within the window after the last work, never past
+/// it, whatever time the poll starts.
+#[test]
+fn busy_poll_window_is_bounded_and_adaptive() {
+    assert_eq!(busy_poll_deadline(100, 0, 100), None, "zero: pure blocking");
+    assert_eq!(busy_poll_deadline(100, 50, 120), Some(150));
+    assert_eq!(
+        busy_poll_deadline(100, 50, 150),
+        None,
+        "the window has passed"
+    );
+    assert_eq!(
+        busy_poll_deadline(100, 50, 10_000),
+        None,
+        "idle: no spin at all"
+    );
+    assert_eq!(busy_poll_deadline(u64::MAX - 1, 50, 0), Some(u64::MAX));
+    for now in [0, 100, 120, 149] {
+        let end = busy_poll_deadline(100, 50, now).unwrap();
+        assert!(end <= 150 && end > now);
+    }
+}
+
+/// A receiver that just worked polls to the end of its window, counts the miss and sleeps (tried
+/// until one attempt is not preempted past its window, which a busy machine may do); one idle
+/// for longer than its window sleeps at once (no miss counted, no CPU spent); with the window
+/// at zero it never polls. Every message is delivered either way.
+#[test]
+fn an_endpoint_polls_only_after_work_and_then_sleeps() {
+    let (a, b, _ca, _cb) = pair(cfg(64, 8));
+    b.set_busy_poll(Duration::from_micros(300));
+    let mut buf = Vec::new();
+    let misses = || b.stats().busy_poll_misses;
+    let polled = (0..20).any(|_| {
+        a.send_bytes(b"work", Some(LONG)).unwrap();
+        b.recv_bytes(&mut buf, Some(LONG)).unwrap();
+        let before = misses();
+        let r = b.recv_bytes(&mut buf, Some(Duration::from_millis(2)));
+        assert_eq!(r, Err(RingError::Timeout));
+        assert!(
+            misses() - before <= 1,
+            "polled twice after one piece of work"
+        );
+        misses() == before + 1
+    });
+    assert!(polled, "20 times work then an empty ring, and not one poll");
+    assert_eq!(b.stats().busy_poll_hits, 0);
+    // Idle past the window (the last work was > 2 ms ago): no poll.
+    let before = misses();
+    let r = b.recv_bytes(&mut buf, Some(Duration::from_millis(5)));
+    assert_eq!(r, Err(RingError::Timeout));
+    assert_eq!(misses(), before, "an idle endpoint polled");
+    b.set_busy_poll(Duration::ZERO);
+    a.send_bytes(b"two", Some(LONG)).unwrap();
+    b.recv_bytes(&mut buf, Some(LONG)).unwrap();
+    let _ = b.recv_bytes(&mut buf, Some(Duration::from_millis(5)));
+    assert_eq!(misses(), before, "window zero polled");
+    // The clamp.
+    b.set_busy_poll(Duration::from_secs(5));
+    assert_eq!(b.busy_poll(), MAX_BUSY_POLL);
 }

@@ -60,13 +60,14 @@ impl std::str::FromStr for ChannelMode {
     }
 }
 
-/// Polls of an empty ring before either end of a driver channel sleeps: none. Measured on the
-/// 2-core development machine (release, `ptpctl bench` through ptpd, socket and ring hosts
-/// interleaved): with the ring's default 200 polls the exact read's p50 was 24.5 µs against
-/// the socket's 18-20 µs (a spinning thread holds the CPU its peer needs to answer); with none,
-/// 19-21 µs, the same as the socket, while the stamp stream at 100 000/s still took half the
-/// socket's wake-ups per stamp (tsperf --rate). A consumer with work drains it either way.
-pub const DRIVER_RING_SPIN: u32 = 0;
+/// The default busy-poll window of either end of a driver channel's ring: none (pure
+/// blocking). Measured on the 2-core development machine (release, `ptpctl bench` through
+/// ptpd, socket and ring hosts interleaved): a fixed 200-poll spin made the exact read's p50
+/// 24.5 µs against the socket's 18-20 µs (a spinning thread holds the CPU its peer needs to
+/// answer); with none, 19-21 µs, while the stamp stream at 100 000/s still took half the
+/// socket's wake-ups per stamp (tsperf --rate). The adaptive window (`--busy-poll-us`,
+/// [`crate::ring::busy_poll_deadline`]) is opt-in until measured otherwise (docs/results.md).
+pub const DRIVER_RING_BUSY_POLL: Duration = Duration::ZERO;
 
 /// The ring a client asks for: slots that carry any message (the wire's [`MAX_MESSAGE`] and
 /// the slot prefix), 256 per direction (about 1 MiB each way).
@@ -76,7 +77,7 @@ pub fn client_ring() -> RingConfig {
             slot_size: crate::ring::MAX_SLOT,
             slot_count: 256,
         },
-        spin: DRIVER_RING_SPIN,
+        busy_poll: DRIVER_RING_BUSY_POLL,
     }
 }
 
@@ -230,7 +231,7 @@ fn hello(
         return Ok(DriverTransport::Socket(conn));
     }
     sent?;
-    match accept(&conn, timeout, cfg.spin) {
+    match accept(&conn, timeout, cfg.busy_poll) {
         Ok(ring) => Ok(DriverTransport::Ring {
             ring: Box::new(ring),
             conn,
@@ -261,13 +262,21 @@ fn open(path: &Path) -> Result<DriverConn, TransportError> {
 
 /// Takes the ring the driver offers on `conn` (the region and bells passed over it).
 #[cfg(target_os = "linux")]
-fn accept(conn: &DriverConn, timeout: Duration, spin: u32) -> Result<RingEndpoint, RingError> {
-    crate::ring::accept_ring(conn, timeout, spin)
+fn accept(
+    conn: &DriverConn,
+    timeout: Duration,
+    busy_poll: Duration,
+) -> Result<RingEndpoint, RingError> {
+    crate::ring::accept_ring(conn, timeout, busy_poll)
 }
 
 /// Takes the ring the driver offers on `conn`: a segment mapped through `conn` itself.
 #[cfg(target_os = "redox")]
-fn accept(conn: &DriverConn, timeout: Duration, spin: u32) -> Result<RingEndpoint, RingError> {
+fn accept(
+    conn: &DriverConn,
+    timeout: Duration,
+    busy_poll: Duration,
+) -> Result<RingEndpoint, RingError> {
     let mut buf = Vec::new();
     conn.recv(&mut buf, Some(timeout)).map_err(|e| match e {
         TransportError::Timeout => RingError::Timeout,
@@ -275,7 +284,7 @@ fn accept(conn: &DriverConn, timeout: Duration, spin: u32) -> Result<RingEndpoin
         e => RingError::Io(e.to_string()),
     })?;
     match crate::ring::parse_mapped_offer(&buf) {
-        Some(len) => crate::ring::attach_ring_mapped(len, spin, conn.raw()),
+        Some(len) => crate::ring::attach_ring_mapped(len, busy_poll, conn.raw()),
         None => Err(RingError::NotOffered(buf)),
     }
 }

@@ -31,7 +31,7 @@ pub use redox::SchemeConn;
 mod driver;
 #[cfg(any(target_os = "linux", target_os = "redox"))]
 pub use driver::{
-    ChannelMode, DRIVER_RING_SPIN, DriverConn, DriverTransport, MAX_CLIENT_RING, client_ring,
+    ChannelMode, DRIVER_RING_BUSY_POLL, DriverConn, DriverTransport, MAX_CLIENT_RING, client_ring,
     connect_driver,
 };
 #[cfg(target_os = "linux")]

@@ -11,6 +11,8 @@
 //! rt = true                            # the time path (driver links, PTP engine) SCHED_FIFO 50
 //! rt_priority = 50                     # ... at this priority (1..=98; implies rt)
 //! cpu = 1                              # ... pinned to this CPU
+//! busy_poll_us = 0                     # poll a driver ring this long after each message
+//!                                      # before sleeping (0..=1000; 0: sleep at once)
 //!
 //! [[clock]]
 //! name = "igc0"
@@ -112,6 +114,9 @@ pub struct Config {
     /// Pin the time-path threads to this CPU.
     #[serde(default)]
     pub cpu: Option<usize>,
+    /// The busy-poll window of ptpd's end of each driver ring, µs (0..=1000).
+    #[serde(default)]
+    pub busy_poll_us: u64,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -167,11 +172,20 @@ impl Config {
                 "management_socket needs a [ptp] section".into(),
             ));
         }
+        if self.busy_poll_us > 1000 {
+            return Err(ConfigError::Invalid(
+                "busy_poll_us must be within 0..=1000".into(),
+            ));
+        }
         if let Some(p) = self.rt_priority {
             ptp_ipc::rt::parse_priority(&p.to_string()).map_err(ConfigError::Invalid)?;
         }
         self.ptp_settings()?;
         Ok(())
+    }
+
+    pub fn busy_poll(&self) -> Duration {
+        Duration::from_micros(self.busy_poll_us)
     }
 
     /// The real-time service `rt`, `rt_priority` and `cpu` ask for.
@@ -244,6 +258,11 @@ mod tests {
         );
         let e = rt("rt_priority = 99\n").unwrap_err().to_string();
         assert!(e.contains("1..=98"), "{e}");
+        assert_eq!(
+            rt("busy_poll_us = 50\n").unwrap().busy_poll(),
+            Duration::from_micros(50)
+        );
+        assert!(rt("busy_poll_us = 1001\n").is_err());
     }
 
     #[test]

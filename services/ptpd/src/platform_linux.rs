@@ -33,7 +33,7 @@ impl Connector for UnixConnector {
         SeqpacketConn::connect(&self.path).map(DriverTransport::Socket)
     }
     fn connect_hello(&self, seq: ptp_ipc::Seq) -> Result<DriverTransport, TransportError> {
-        connect_driver(&self.path, self.mode, seq, RING_SETUP)
+        connect_driver(&self.path, self.mode, seq, RING_SETUP).map(crate::service::tune)
     }
     fn describe(&self) -> String {
         format!("{} ({})", self.path.display(), self.mode.name())

@@ -73,6 +73,7 @@ impl Connector for SchemeConnector {
         seq: ptp_ipc::Seq,
     ) -> std::result::Result<DriverTransport, TransportError> {
         connect_driver(std::path::Path::new(&self.path), self.mode, seq, RING_SETUP)
+            .map(crate::service::tune)
     }
     fn describe(&self) -> String {
         format!("{} ({})", self.path, self.mode.name())

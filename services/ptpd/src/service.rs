@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 use ptp_ipc::rt::RtConfig;
+use ptp_ipc::transport::DriverTransport;
 use ptp_ipc::{ClockError, DriverEvent, DriverReply, DriverRequest};
 
 use crate::config::{ClockConfig, Config};
@@ -18,13 +19,32 @@ use crate::scheme::ClockScheme;
 /// Driver events queued per link before the link thread starts dropping (and logging) them.
 pub const EVENT_QUEUE: usize = 4096;
 
-/// The real-time service of the time-path threads (config `rt`, `rt_priority`, `cpu`): set
-/// once by [`start`], read by each thread as it starts.
-static TIME_PATH_RT: OnceLock<RtConfig> = OnceLock::new();
+/// The time path's settings (config `rt`, `rt_priority`, `cpu`, `busy_poll_us`): set once by
+/// [`start`], read by each thread and connection as it starts.
+#[derive(Debug, Clone, Copy, Default)]
+struct TimePath {
+    rt: RtConfig,
+    busy_poll: Duration,
+}
+
+static TIME_PATH: OnceLock<TimePath> = OnceLock::new();
 
 /// What a time-path thread applies to itself ([`ptp_ipc::rt::apply`]); off until [`start`].
 pub fn time_path_rt() -> RtConfig {
-    TIME_PATH_RT.get().copied().unwrap_or_default()
+    TIME_PATH.get().copied().unwrap_or_default().rt
+}
+
+/// The busy-poll window of ptpd's end of each driver ring ([`ptp_ipc::ring::busy_poll_deadline`]).
+pub fn ring_busy_poll() -> Duration {
+    TIME_PATH.get().copied().unwrap_or_default().busy_poll
+}
+
+/// Gives a fresh driver connection ptpd's end of the ring its busy-poll window.
+pub fn tune(t: DriverTransport) -> DriverTransport {
+    if let Some(r) = t.ring() {
+        r.set_busy_poll(ring_busy_poll());
+    }
+    t
 }
 
 /// Starts what every platform serves: one driver link per configured clock, each reaching its
@@ -37,7 +57,10 @@ pub fn start<C: Connector>(
 ) -> Result<(Arc<ClockScheme<C>>, Option<Engine>), String> {
     let ptp = config.ptp_settings().map_err(|e| e.to_string())?;
     // Before the threads start; a second start (tests) keeps the first process-wide setting.
-    let _ = TIME_PATH_RT.set(config.rt());
+    let _ = TIME_PATH.set(TimePath {
+        rt: config.rt(),
+        busy_poll: config.busy_poll(),
+    });
     let (event_txs, event_rxs) = event_channels(ptp.as_ref(), config.clocks.len());
     let links = config
         .clocks

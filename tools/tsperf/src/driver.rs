@@ -135,15 +135,20 @@ impl DaemonFiles {
 }
 
 /// The real-time service of the reader thread, which stands in for ptpd's driver link
-/// (`--rt`): set once before the first driver starts.
-static READER_RT: std::sync::OnceLock<ptp_ipc::rt::RtConfig> = std::sync::OnceLock::new();
+/// (`--rt`), and the busy-poll window of tsperf's end of the ring (`--busy-poll-us`): set once
+/// before the first driver starts.
+static READER: std::sync::OnceLock<(ptp_ipc::rt::RtConfig, Duration)> = std::sync::OnceLock::new();
 
-pub fn set_reader_rt(rt: ptp_ipc::rt::RtConfig) {
-    let _ = READER_RT.set(rt);
+pub fn set_reader(rt: ptp_ipc::rt::RtConfig, busy_poll: Duration) {
+    let _ = READER.set((rt, busy_poll));
 }
 
 fn reader_rt() -> ptp_ipc::rt::RtConfig {
-    READER_RT.get().copied().unwrap_or_default()
+    READER.get().copied().unwrap_or_default().0
+}
+
+fn reader_busy_poll() -> Duration {
+    READER.get().copied().unwrap_or_default().1
 }
 
 /// Starts `daemon` (`cmd`) on an emulated `nic` with `sets` TX timestamp sets on `wire`, its
@@ -239,6 +244,9 @@ impl Driver {
         };
         // What the daemon gave us (a driver without rings leaves the channel on the socket).
         let mode = conn.mode();
+        if let Some(r) = conn.ring() {
+            r.set_busy_poll(reader_busy_poll());
+        }
         let chan = Arc::new(Channel::new(conn));
         let reader_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
         let reader_page = files.page;

@@ -5,6 +5,7 @@
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use ptp_ipc::rt::RtConfig;
 use serde_json::Value;
@@ -61,6 +62,8 @@ pub struct Load {
     pub kind: LoadKind,
     pub pids: Vec<u32>,
     pub rt: RtConfig,
+    /// The busy-poll window of both ends of the ring (`--busy-poll-us`).
+    pub busy_poll: Duration,
 }
 
 impl Load {
@@ -78,6 +81,7 @@ impl Load {
         v["load_cpu_s"] = ((self.cpu_s() * 1000.0).round() / 1000.0).into();
         v["rt_priority"] = self.rt.priority.into();
         v["rt_cpu"] = self.rt.cpu.into();
+        v["busy_poll_us"] = (self.busy_poll.as_micros() as u64).into();
     }
 
     /// Prints [`Self::line`], if any, under a table's heading.

@@ -119,6 +119,8 @@ fn ring_delta(a: &RingStats, b: &RingStats) -> RingStats {
         wait_timeouts: b.wait_timeouts - a.wait_timeouts,
         full_events: b.full_events - a.full_events,
         full_drops: b.full_drops - a.full_drops,
+        busy_poll_hits: b.busy_poll_hits - a.busy_poll_hits,
+        busy_poll_misses: b.busy_poll_misses - a.busy_poll_misses,
     }
 }
 

@@ -124,6 +124,8 @@ pub struct Device<F: PciFunction, Fam: Family> {
     pub counters: Arc<Counters>,
     pub caps: Caps,
     pub data: Arc<Data<F::Bar, Fam>>,
+    /// The busy-poll window of the driver's end of each client ring (`--busy-poll-us`).
+    pub busy_poll: Duration,
     /// How interrupts are taken, and the vectors.
     pub irq_mode: IrqMode,
     irqs: Irqs<F::Irq>,
@@ -410,6 +412,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
             irq_mode,
             irqs,
             rt: opts.rt,
+            busy_poll: opts.busy_poll,
             irq_style: opts.irq_style,
             poll_irq: opts.poll_irq,
             irq_poll: opts.irq_poll,

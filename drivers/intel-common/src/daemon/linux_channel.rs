@@ -31,8 +31,7 @@ use std::time::{Duration, Instant};
 
 use ptp_ipc::ring::{Geometry, RingConfig, offer_ring};
 use ptp_ipc::transport::{
-    Channel, ChannelError, DRIVER_RING_SPIN, DriverTransport, PeerCred, SeqpacketListener,
-    Transport, TransportError,
+    Channel, ChannelError, DriverTransport, PeerCred, SeqpacketListener, Transport, TransportError,
 };
 use ptp_ipc::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver};
 use ptp_pci::PciFunction;
@@ -266,7 +265,7 @@ impl<F: PciFunction, Fam: Family> Server<'_, F, Fam> {
             };
             match outcome {
                 Ok(Some(None)) => self.take_over(p.chan, p.cred),
-                Ok(Some(Some(g))) => match with_ring(p.chan, g) {
+                Ok(Some(Some(g))) => match with_ring(p.chan, g, self.dev.busy_poll) {
                     Ok(chan) => self.take_over(chan, p.cred),
                     Err((chan, why)) => self.refuse_late(
                         Pending {
@@ -394,10 +393,14 @@ fn permitted(access: &ChannelAccess, chan: &DriverChannel, cred: PeerCred) -> bo
 
 /// Offers a ring of geometry `g` on a connection that said `HelloRing`; the channel over the
 /// ring (and the socket, kept for liveness), or the socket channel back with why not.
-fn with_ring(chan: DriverChannel, g: Geometry) -> Result<DriverChannel, (DriverChannel, String)> {
+fn with_ring(
+    chan: DriverChannel,
+    g: Geometry,
+    busy_poll: Duration,
+) -> Result<DriverChannel, (DriverChannel, String)> {
     let cfg = RingConfig {
         geometry: g,
-        spin: DRIVER_RING_SPIN,
+        busy_poll,
     };
     let DriverTransport::Socket(conn) = chan.into_transport() else {
         unreachable!("a pending connection is a socket");

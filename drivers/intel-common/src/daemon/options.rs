@@ -68,6 +68,10 @@ usage: igcd [options]
                           (without it igcd takes MSI-X, else MSI, else the legacy line, and
                           polls only when interrupts do not arrive)
   --irq-poll-us US        poll interval when polling, 50..=100000 (default 1000)
+  --busy-poll-us US       after serving a message on a client's ring, keep polling it up to US
+                          µs before sleeping, so at a high rate the next request needs no
+                          wake-up (0..=1000; default 0: sleep at once). Costs CPU: tsperf
+                          reports CPU per stamp beside it
   --ring-segments N       Redox: shared-memory ring segments for driver-channel clients,
                           0..=16 (default 4); 0: no rings, every client uses the scheme
                           channel. Linux hosts make one ring per connection and ignore it
@@ -179,6 +183,8 @@ pub struct Options<Fam> {
     pub poll_irq: bool,
     /// Poll interval when polling.
     pub irq_poll: Duration,
+    /// The busy-poll window of the driver's end of each client ring (`--busy-poll-us`).
+    pub busy_poll: Duration,
     /// Redox: ring segments made for driver-channel clients (`--ring-segments`; 0: none).
     pub ring_segments: usize,
     /// What an IRQ thread does after an interrupt (`--irq-mode`, `--napi-spin-us`).
@@ -250,6 +256,7 @@ impl<Fam: Family> Options<Fam> {
             rt: RtConfig::default(),
             poll_irq: false,
             irq_poll: Duration::from_millis(1),
+            busy_poll: ptp_ipc::transport::DRIVER_RING_BUSY_POLL,
             ring_segments: RING_SEGMENTS,
             // NAPI measured no better on the 2-core development machine (its spins and polls
             // compete for the cores the stamps' consumers need): opt-in.
@@ -315,6 +322,10 @@ impl<Fam: Family> Options<Fam> {
                 if self.allow_gid.replace(value(p)?).is_some() {
                     return Err(Error::Usage("--allow-gid may be given once".into()));
                 }
+            }
+            "busy-poll-us" => {
+                let us = ranged(p, 0..=1000, "--busy-poll-us must be 0..=1000")?;
+                self.busy_poll = Duration::from_micros(us);
             }
             "ring-segments" => {
                 let what = format!("--ring-segments must be 0..={MAX_RING_SEGMENTS}");

@@ -53,7 +53,6 @@ use std::time::Duration;
 use ptp_ipc::clockpage::{ClockPageWriter, PAGE_SIZE};
 use ptp_ipc::redox::scheme::{Handles, SchemeHandle, copy_path};
 use ptp_ipc::ring::{DOORBELL_FDS, DOORBELL_TAG, Lent, RingEndpoint, RingPool, mapped_offer};
-use ptp_ipc::transport::DRIVER_RING_SPIN;
 use ptp_ipc::transport::mailbox::{Mailbox, ReadOutcome};
 use ptp_ipc::{CloseReason, DriverEvent, DriverRequest, DriverToPtpd, PtpdToDriver, Wire};
 use ptp_pci::PciFunction;
@@ -486,7 +485,7 @@ impl<F: PciFunction, Fam: Family> ChannelScheme<F, Fam> {
         let pool = rings
             .as_mut()
             .ok_or("no ring segments (--ring-segments 0, or they could not be made)")?;
-        pool.lend(g, DRIVER_RING_SPIN)
+        pool.lend(g, self.dev.busy_poll)
             .map_err(|e| format!("no ring segment: {e}"))
     }
 
