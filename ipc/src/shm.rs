@@ -1,7 +1,8 @@
 //! Shared memory: a mapping that unmaps itself, and (Linux) the sealed memfd behind it.
 //!
 //! One wrapper for every mapping of memory another party also maps: the ring region, the device
-//! proxy's DMA arena and guest RAM, and a device's register file. It owns the mapping and hands
+//! proxy's DMA arena and guest RAM, a device's register file, and the pinned pages a PCI
+//! device reaches by DMA. It owns the mapping and hands
 //! out only its raw base: what is done through that pointer (atomics, volatile accesses, the
 //! ring protocol) is each user's to make sound, and is documented there.
 
@@ -38,6 +39,23 @@ impl Mapping {
         for off in (0..len).step_by(4096) {
             // Safety: `off < len` lies inside the mapping just made, which nothing else uses.
             unsafe { m.ptr.as_ptr().add(off).write_volatile(0) };
+        }
+        Ok(m)
+    }
+
+    /// `len` bytes of anonymous memory populated up front and locked in RAM (mlock), on
+    /// hugepages when `huge`: memory a device reaches by physical address (DMA from user space)
+    /// must neither move nor be swapped out.
+    #[cfg(target_os = "linux")]
+    pub fn pinned(len: usize, huge: bool) -> io::Result<Self> {
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+        if huge {
+            flags |= libc::MAP_HUGETLB;
+        }
+        let m = Self::mmap(len, flags, -1, 0)?;
+        // Safety: `m` is the mapping just made; mlock only pins it. On failure `m` unmaps.
+        if unsafe { libc::mlock(m.ptr.as_ptr().cast(), len) } != 0 {
+            return Err(io::Error::last_os_error());
         }
         Ok(m)
     }

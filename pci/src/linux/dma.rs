@@ -72,54 +72,17 @@ pub fn phys_addr(pagemap: &File, path: &Path, va: usize) -> Result<u64, LinuxPci
 /// device's DMA (bus mastering off), then unmaps: the NIC must never write into freed pages.
 struct Pinned {
     quiesce: Option<Arc<ConfigSpace>>,
-    ptr: NonNull<u8>,
-    len: usize,
+    map: ptp_ipc::shm::Mapping,
     phys: u64,
 }
-
-// Safety: the mapping is plain memory owned by this value; the pointer is only used to unmap.
-unsafe impl Send for Pinned {}
-// Safety: as above; no references into the mapping are handed out from here.
-unsafe impl Sync for Pinned {}
 
 impl Drop for Pinned {
     fn drop(&mut self) {
         if let Some(cfg) = &self.quiesce {
             cfg.set_bus_master(false);
         }
-        // Safety: `ptr..ptr+len` is the mapping this value made and owns.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        // `map` unmaps after this, once bus mastering is off.
     }
-}
-
-/// Maps `len` bytes of anonymous memory, populated and locked; hugepages when `huge`.
-fn map_anon(len: usize, huge: bool) -> Result<NonNull<u8>, std::io::Error> {
-    let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
-    if huge {
-        flags |= libc::MAP_HUGETLB;
-    }
-    // Safety: an anonymous mapping at an address the kernel chooses; nothing is overwritten.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error());
-    }
-    // Safety: `p..p+len` was just mapped; mlock only pins it.
-    if unsafe { libc::mlock(p, len) } != 0 {
-        let e = std::io::Error::last_os_error();
-        // Safety: unmapping the mapping made above.
-        unsafe { libc::munmap(p, len) };
-        return Err(e);
-    }
-    NonNull::new(p.cast()).ok_or_else(|| std::io::Error::other("mmap returned null"))
 }
 
 /// Allocates zeroed, physically contiguous DMA memory by carving hugepages.
@@ -144,7 +107,7 @@ impl PhysArena {
     fn pin(&self, len: usize, huge: bool) -> Result<Arc<Pinned>, LinuxPciError> {
         let pagemap = File::open(&self.pagemap_path)
             .map_err(|e| super::sysfs::io_err("opening", &self.pagemap_path, e))?;
-        let ptr = map_anon(len, huge).map_err(|e| {
+        let map = ptp_ipc::shm::Mapping::pinned(len, huge).map_err(|e| {
             if huge {
                 LinuxPciError::NoHugepages {
                     detail: e.to_string(),
@@ -153,13 +116,12 @@ impl PhysArena {
                 LinuxPciError::Dma(format!("locking {len} bytes: {e}"))
             }
         })?;
+        let base = map.base().as_ptr() as usize;
         let mut pinned = Pinned {
             quiesce: None,
-            ptr,
-            len,
+            map,
             phys: 0,
         };
-        let base = ptr.as_ptr() as usize;
         pinned.phys = phys_addr(&pagemap, &self.pagemap_path, base)?;
         if !huge {
             // 4 KiB pages: contiguous only by luck; check every one.
@@ -219,12 +181,12 @@ impl PhysArena {
 
 fn region(page: &Arc<Pinned>, off: usize, len: usize) -> DmaRegion {
     let owner: Arc<dyn Any + Send + Sync> = page.clone();
-    // Safety: `off + len <= page.len` (checked by the caller), so the range lies in the pinned
+    // Safety: `off + len <= page.map.len()` (checked by the caller), so the range lies in the pinned
     // mapping that `owner` keeps alive; page-aligned offsets are 8-byte aligned; the region is
     // handed out once and accessed only through DmaRegion's atomics and the device.
     unsafe {
         DmaRegion::new(
-            NonNull::new_unchecked(page.ptr.as_ptr().add(off)),
+            NonNull::new_unchecked(page.map.base().as_ptr().add(off)),
             len,
             page.phys + off as u64,
             owner,
