@@ -118,6 +118,8 @@ pub struct FixedFigures {
     pub ring_per_stamp: Option<[f64; 3]>,
     /// `driver_wakeups_per_stamp` by the driver's thread names.
     pub driver_wakeups_by_thread: BTreeMap<String, f64>,
+    /// Register reads per stamp, from the device model's BAR counter (issue 26's figure).
+    pub model_reads_per_stamp: Option<f64>,
 }
 
 /// Counters around a step.
@@ -188,6 +190,7 @@ pub fn measure(
         client_cpu_ns_per_stamp: per(cli.cpu_ns),
         ring_per_stamp,
         driver_wakeups_by_thread,
+        model_reads_per_stamp: s.model_reads_per_ts,
     })
 }
 
@@ -284,6 +287,7 @@ fn named(f: &FixedFigures) -> Vec<(&'static str, Option<f64>)> {
         ("ring_sleeps_per_stamp", ring(0)),
         ("ring_wakeups_per_stamp", ring(1)),
         ("ring_signals_per_stamp", ring(2)),
+        ("model_bar_reads_per_stamp", f.model_reads_per_stamp),
     ]
 }
 
