@@ -80,13 +80,17 @@ pub fn enable_msix<M: Mmio>(regs: &Regs<M>) {
     mac::route_other_msix(regs, &MAC, VECTOR_OTHER);
 }
 
+/// The time-sync causes enabled in TSIM (§2.4): TX timestamps only. [`read_other_causes`]
+/// relies on it being the only one.
+pub const TSIM_ON: TsCause = TsCause::TXTS;
+
 /// PTP reset as `igc_ptp_reset` (§5): timer 0 counting, no SDP routing, the TX-timestamp cause
 /// enabled, the time restored to `now_ns`.
 pub fn ptp_reset<M: Mmio>(regs: &Regs<M>, now_ns: u64) {
     regs.modify(r::TIMADJ, timadj::ADJUST_METH, 0);
     regs.set(reg::TSAUXC, Tsauxc::empty());
     regs.write(r::TSSDP, 0);
-    regs.set(reg::TSIM, TsCause::TXTS);
+    regs.set(reg::TSIM, TSIM_ON);
     regs.update(reg::IMS, IntCause::TS, IntCause::empty());
     Igc.write(regs, now_ns.min(Igc.max_time_ns()));
 }
@@ -94,7 +98,7 @@ pub fn ptp_reset<M: Mmio>(regs: &Regs<M>, now_ns: u64) {
 /// The warm counterpart of [`ptp_reset`]: the TX-timestamp cause enabled, the timer left
 /// running as it is.
 pub fn ptp_rearm<M: Mmio>(regs: &Regs<M>) {
-    regs.set(reg::TSIM, TsCause::TXTS);
+    regs.set(reg::TSIM, TSIM_ON);
     regs.update(reg::IMS, IntCause::TS, IntCause::empty());
 }
 
@@ -161,20 +165,27 @@ pub fn scaled_ppm_of_timinca(v: u32) -> i64 {
     }
 }
 
-/// Causes read by one pass of the "other" interrupt handler.
+/// Causes taken by one pass of the "other" interrupt handler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OtherCauses {
     pub icr: IntCause,
-    /// TSICR, read only when ICR.TS is set (the read clears it; no write-back, §2.4).
+    /// The TSICR causes cleared when ICR.TS is set: [`TSIM_ON`], the only ones that raise it.
     pub tsicr: TsCause,
 }
 
-/// Reads the causes of the "other" vector: ICR (read-to-clear, also clears EICR's bit), then
-/// TSICR if ICR.TS. Re-arming is [`rearm_other`], after the causes are handled.
+/// Takes the causes of the "other" vector: reads ICR (read-to-clear, also clears EICR's bit)
+/// and, if ICR.TS, clears TSICR's enabled causes by writing 1 to them (§2.4). Re-arming is
+/// [`rearm_other`], after the causes are handled.
+///
+/// ICR.TS is raised by `TSICR & TSIM`, and TSIM holds only [`TSIM_ON`], so a TSICR read would
+/// tell nothing more; the write costs no round trip. It comes before the handler looks at the
+/// stamp registers, so a stamp that lands after it raises TXTS again: not the read-then-write-
+/// back the Feb 2024 fixes removed, which cleared causes that came between the two.
 pub fn read_other_causes<M: Mmio>(regs: &Regs<M>) -> OtherCauses {
     let icr_v = regs.get(reg::ICR);
     let tsicr = if icr_v.contains(IntCause::TS) {
-        regs.get(reg::TSICR)
+        regs.set(reg::TSICR, TSIM_ON);
+        TSIM_ON
     } else {
         TsCause::empty()
     };
