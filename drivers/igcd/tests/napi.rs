@@ -167,8 +167,9 @@ fn a_busy_stream_takes_fewer_wakeups_than_stamps() {
 }
 
 /// Stamps that land just after the handler looked: the model holds its TX engine until the
-/// `nth` read of TSYNCTXCTL (the valid bits a poll reads), with 4 requests posted, then a
-/// time-sync interrupt wakes the IRQ thread (read 1 is its handler's).
+/// first read of TSYNCTXCTL (the valid bits a poll reads), with 4 requests posted, then a
+/// time-sync interrupt wakes the IRQ thread. Its handler looks at the four pending sets by
+/// their TXSTMPL (`TxTimestamps::service`), not by TSYNCTXCTL, so read 1 is a poll's.
 fn stamps_behind_the_handler(mode: &str) -> (Rig, Stats) {
     use intel_regs::igc::{TSYNCTXCTL, TsCause};
     let r = rig(&["--irq-mode", mode, "--emu-tx", "sync"]);
@@ -177,7 +178,7 @@ fn stamps_behind_the_handler(mode: &str) -> (Rig, Stats) {
     let armed = r
         .dev
         .func
-        .with_device(|d| d.hold_tx_until_read(TSYNCTXCTL, 2));
+        .with_device(|d| d.hold_tx_until_read(TSYNCTXCTL, 1));
     assert!(armed);
     for cookie in 1..=4 {
         r.send(cookie);
@@ -196,7 +197,7 @@ fn stamps_that_land_while_the_thread_polls_cost_no_wakeup() {
     r.wait_for(4, Duration::from_secs(5));
     let s = r.finish();
     // One interrupt (the raised cause) carried all four: the handler found nothing, the
-    // thread kept polling because four stamps were due, its second TSYNCTXCTL read let them
+    // thread kept polling because four stamps were due, its first TSYNCTXCTL read let them
     // latch, and a later poll took them.
     assert_eq!(s.ts_wakeups - before.ts_wakeups, 1, "{before:?} -> {s:?}");
     assert_eq!(s.tx_delivered, 4);
@@ -206,7 +207,7 @@ fn stamps_that_land_while_the_thread_polls_cost_no_wakeup() {
 #[test]
 fn plain_mode_does_not_poll_for_them() {
     // The same stamps under --irq-mode plain: after its pass the thread re-arms and sleeps;
-    // nothing reads TSYNCTXCTL again, so the held frames do not even leave.
+    // nothing reads TSYNCTXCTL, so the held frames do not even leave.
     let (r, before) = stamps_behind_the_handler("plain");
     std::thread::sleep(Duration::from_millis(300));
     let s = r.finish();

@@ -522,6 +522,9 @@ fn ts_regs(format: StampFormat) -> TsRegs {
         txstmph0_quirk: false,
         h0_clears_all: false,
         format,
+        // Linux's igb reads the pair only once VALID is set, and the reference says nothing of
+        // TXSTMPL without it on these parts: keep to the valid bit.
+        probe_low: false,
     }
 }
 

@@ -257,6 +257,7 @@ pub const TS_REGS: TsRegs = TsRegs {
     txstmph0_quirk: true,
     h0_clears_all: true,
     format: crate::txts::StampFormat::SecNs,
+    probe_low: true,
 };
 
 /// TSYNCTXCTL to enable TX timestamping: ENABLED | TXSYNSIG (igc writes 0x30, §2.1).

@@ -31,6 +31,10 @@ pub struct TsRegs {
     pub h0_clears_all: bool,
     /// How TXSTMPL/H encode a stamp.
     pub format: StampFormat,
+    /// Whether a set's TXSTMPL may be read with its valid bit clear and still shows the last
+    /// stamp latched there (i225/i226: what the §7.2 workaround reads). Lets
+    /// [`TxTimestamps::service`] find stamps without TSYNCTXCTL.
+    pub probe_low: bool,
 }
 
 /// How a TXSTMPL/TXSTMPH pair encodes a stamp.
@@ -114,6 +118,12 @@ struct Slot {
     start_ns: u64,
     /// TXSTMPL of the last stamp read from this set, to detect one whose valid bit was lost.
     last_low: u32,
+    /// Set when a request here was freed without its stamp (timeout, disable): until then
+    /// (host monotonic ns) a late stamp may land in the set, so a changed TXSTMPL need not be
+    /// the next request's, and [`TxTimestamps::service`] goes by the valid bits, which show
+    /// such a stamp. One timeout after the request was given up on (`u64::MAX`: from the next
+    /// [`TxTimestamps::expire`]), twice the driver's own bound for a stamp to come.
+    late_until_ns: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -202,15 +212,19 @@ impl TxTimestamps {
     pub fn disable<M: Mmio>(&self, regs: &Regs<M>) -> Vec<Lost> {
         let mut g = self.state.lock();
         regs.set(self.regs.ctl, TsyncTxCtl::empty());
-        g.0.enabled = false;
-        g.0.slots
-            .iter_mut()
-            .filter_map(|s| s.cookie.take())
-            .map(|cookie| Lost {
-                cookie,
-                reason: LostReason::Disabled,
-            })
-            .collect()
+        let st = &mut g.0;
+        st.enabled = false;
+        let mut lost = Vec::new();
+        for s in st.slots.iter_mut() {
+            if let Some(cookie) = s.cookie.take() {
+                s.late_until_ns = Some(u64::MAX);
+                lost.push(Lost {
+                    cookie,
+                    reason: LostReason::Disabled,
+                });
+            }
+        }
+        lost
     }
 
     /// Transmit path: reserves the first free set for `cookie`, recording the start time in the
@@ -246,13 +260,82 @@ impl TxTimestamps {
         }
     }
 
-    /// IRQ thread, on TSICR.TXTS: retrieves every available stamp. One TSYNCTXCTL read serves
-    /// all sets. Set 0 is read last because reading TXSTMPH_0 may clear every valid bit
-    /// (reference §7.1); that read is also what re-arms the i225 TXTS interrupt (§7.2).
+    /// IRQ thread, on TSICR.TXTS: every available stamp, found by the valid bits. One
+    /// TSYNCTXCTL read serves all sets. Set 0 is read last because reading TXSTMPH_0 may clear
+    /// every valid bit (reference §7.1); that read is also what re-arms the i225 TXTS interrupt
+    /// (§7.2).
     pub fn retrieve<M: Mmio>(&self, regs: &Regs<M>) -> Retrieval {
-        let mut out = Retrieval::default();
+        self.scan(&mut self.state.lock().0, regs)
+    }
+
+    /// IRQ thread, on TSICR.TXTS: every available stamp, in as few register reads as is safe.
+    ///
+    /// Where the family allows it ([`TsRegs::probe_low`]) and no set may hold a stamp nobody
+    /// asked for (see `Slot::late_until_ns`), only the pending sets are read: a TXSTMPL that
+    /// differs from the last one taken from the set is a new stamp, the test the §7.2
+    /// workaround already makes for set 0 (two stamps never share a nanosecond field), and
+    /// only our request can have put it there. No TSYNCTXCTL read: a stamp in set 0 costs its
+    /// L and H, the H read re-arming TXTS too. Otherwise [`Self::retrieve`].
+    pub fn service<M: Mmio>(&self, regs: &Regs<M>) -> Retrieval {
         let mut g = self.state.lock();
         let st = &mut g.0;
+        if self.regs.probe_low && st.slots.iter().all(|s| s.late_until_ns.is_none()) {
+            self.probe(st, regs)
+        } else {
+            self.scan(st, regs)
+        }
+    }
+
+    /// [`Self::service`] without TSYNCTXCTL: each pending set's TXSTMPL, and TXSTMPH where it
+    /// changed.
+    fn probe<M: Mmio>(&self, st: &mut State, regs: &Regs<M>) -> Retrieval {
+        let mut out = Retrieval::default();
+        let mut first = 0;
+        if self.regs.txstmph0_quirk {
+            // Set 0 first: its TXSTMPH read re-arms TXTS (§7.2), so each set probed after it
+            // shows a stamp that landed before that read, and one landing later interrupts.
+            first = 1;
+            let h0 = self.regs.high[0];
+            if st.slots[0].cookie.is_none() {
+                // Nothing to take, and every free set's last stamp was taken (none may get a
+                // late one): the read only re-arms; a valid bit it clears was consumed.
+                let _ = regs.read(h0);
+            } else if !self.probe_set(st, regs, 0, &mut out) {
+                // Linux's L, H, L (§7.2 step 2): a stamp that landed between the two L reads
+                // may have had its interrupt swallowed by the bug.
+                let _ = regs.read(h0);
+                out.recovered += u64::from(self.probe_set(st, regs, 0, &mut out));
+            }
+        }
+        for i in first..st.sets as usize {
+            if st.slots[i].cookie.is_some() {
+                self.probe_set(st, regs, i, &mut out);
+            }
+        }
+        out
+    }
+
+    /// Reads TXSTMPL of set `i`; a value other than the last one taken from it is a new stamp,
+    /// completed by TXSTMPH and taken. Whether it was.
+    fn probe_set<M: Mmio>(
+        &self,
+        st: &mut State,
+        regs: &Regs<M>,
+        i: usize,
+        out: &mut Retrieval,
+    ) -> bool {
+        let l = regs.read(self.regs.low[i]);
+        if l == st.slots[i].last_low {
+            return false;
+        }
+        let h = regs.read(self.regs.high[i]);
+        self.take(st, i, l, h, out);
+        true
+    }
+
+    /// [`Self::retrieve`] under the lock.
+    fn scan<M: Mmio>(&self, st: &mut State, regs: &Regs<M>) -> Retrieval {
+        let mut out = Retrieval::default();
         let valid = regs.get(self.regs.ctl) & TsyncTxCtl::TXTT_ANY;
         let has = |i: usize| valid.contains(TsyncTxCtl::txtt(i as u32));
         let n = self.regs.low.len();
@@ -342,15 +425,22 @@ impl TxTimestamps {
 
     /// Watchdog: frees every request older than `timeout_ns`, reporting it lost. If any expired,
     /// reads TXSTMPH_0 to release the sets (and re-arm the interrupt), as Linux's igc_ptp_tx_hang.
+    /// Also ends the wait for late stamps (`Slot::late_until_ns`) of sets whose time is up.
     pub fn expire<M: Mmio>(&self, regs: &Regs<M>, now_ns: u64, timeout_ns: u64) -> Vec<Lost> {
         let mut g = self.state.lock();
         let (st, c) = &mut *g;
         let mut lost = Vec::new();
         for s in st.slots.iter_mut() {
+            s.late_until_ns = match s.late_until_ns {
+                Some(u64::MAX) => Some(now_ns.saturating_add(timeout_ns)),
+                Some(t) if now_ns >= t => None,
+                t => t,
+            };
             if let Some(cookie) = s.cookie
                 && now_ns.saturating_sub(s.start_ns) > timeout_ns
             {
                 s.cookie = None;
+                s.late_until_ns = Some(now_ns.saturating_add(timeout_ns));
                 c.timeouts += 1;
                 lost.push(Lost {
                     cookie,

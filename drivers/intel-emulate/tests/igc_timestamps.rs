@@ -9,7 +9,7 @@ use std::time::Duration;
 use intel_common::Regs;
 use intel_common::igc::{self, RxFrame};
 use intel_common::ring::{RxRing, TxRing};
-use intel_common::txts::{Reservation, TxTimestamps};
+use intel_common::txts::{Reservation, Retrieval, TxTimestamps};
 use intel_regs::igc as r;
 use ptp_emu::clock::VirtualClock;
 use ptp_emu::igc::{I225, I225Config};
@@ -112,8 +112,21 @@ impl Rig {
         self.func.poll();
     }
 
-    /// The IRQ-thread pass, as igcd's: wait, read causes, retrieve on TXTS, re-arm.
-    fn irq(&self) -> Option<intel_common::txts::Retrieval> {
+    /// The IRQ-thread pass with the stamps found by the valid bits (`retrieve`, what igcd
+    /// falls back to): wait, take the causes, retrieve on TXTS, re-arm.
+    fn irq(&self) -> Option<Retrieval> {
+        self.irq_by(TxTimestamps::retrieve)
+    }
+
+    /// The IRQ-thread pass as igcd runs it (`Data::retrieve_tx`): `service` on TXTS.
+    fn irq_fast(&self) -> Option<Retrieval> {
+        self.irq_by(TxTimestamps::service)
+    }
+
+    fn irq_by(
+        &self,
+        take: fn(&TxTimestamps, &Regs<EmuBar<I225>>) -> Retrieval,
+    ) -> Option<Retrieval> {
         if self.other.wait(Duration::ZERO) != IrqWait::Fired {
             return None;
         }
@@ -121,12 +134,22 @@ impl Rig {
         let got = causes
             .tsicr
             .contains(r::TsCause::TXTS)
-            .then(|| self.ts.retrieve(&self.regs));
+            .then(|| take(&self.ts, &self.regs));
         igc::rearm_other(&self.regs);
         got
     }
 
-    fn cookies(got: &intel_common::txts::Retrieval) -> Vec<u64> {
+    /// The model's own BAR read counter (not the driver's).
+    fn model_reads(&self) -> u64 {
+        self.func.with_device(|d| d.total_reads())
+    }
+
+    /// The model's reads of register `offset`.
+    fn model_reads_of(&self, offset: u32) -> u64 {
+        self.func.with_device(|d| d.reads(offset))
+    }
+
+    fn cookies(got: &Retrieval) -> Vec<u64> {
         let mut c: Vec<u64> = got.delivered().iter().map(|d| d.cookie).collect();
         c.sort_unstable();
         c
@@ -517,6 +540,159 @@ fn a_late_stamp_in_set_1_cleared_by_the_watchdog_is_not_handed_to_the_next_waite
     let got = rig.irq().expect("TXTS for set 2");
     assert_eq!(Rig::cookies(&got), vec![4], "{got:?}");
     assert_eq!(rig.ts.pending(), 2, "3 and 300 still wait for their frames");
+}
+
+// ---- Register reads per stamp (issue 26) ---------------------------------------------------
+
+/// Sends `burst` requests (sets 0..burst), lets them stamp, and runs the handler igcd runs:
+/// the model's BAR reads that cost, and the cookies delivered.
+fn fast_burst(rig: &mut Rig, first: u64, burst: u64) -> (u64, Vec<u64>) {
+    rig.tx.reclaim();
+    for k in 0..burst {
+        assert_eq!(rig.send(first + k), Reservation::Set(k as u8));
+    }
+    rig.run_model();
+    let before = rig.model_reads();
+    let got = rig.irq_fast().expect("TXTS interrupt");
+    (rig.model_reads() - before, Rig::cookies(&got))
+}
+
+/// What one time-sync interrupt costs, counted by the model: ICR, then TXSTMPL and TXSTMPH of
+/// each set that stamped (TSICR is cleared by a write, TSYNCTXCTL is not read): 3 reads for one
+/// stamp in set 0, 5 for two, 9 for four. Linux's sequence (ICR, TSICR, TSYNCTXCTL, L, H) is 5
+/// for one and fails the bound of 3 reads a stamp.
+#[test]
+fn a_batch_of_stamps_costs_at_most_three_register_reads_each() {
+    let mut rig = rig();
+    let (ctl, tsicr) = (
+        rig.model_reads_of(r::TSYNCTXCTL),
+        rig.model_reads_of(r::TSICR),
+    );
+    let (mut reads, mut stamps, mut cookie) = (0, 0, 0);
+    for (burst, per_interrupt) in [(1, 3), (2, 5), (4, 9)] {
+        for _ in 0..40 / burst {
+            let (n, got) = fast_burst(&mut rig, cookie + 1, burst);
+            assert_eq!(got, (cookie + 1..=cookie + burst).collect::<Vec<_>>());
+            assert_eq!(n, per_interrupt, "{burst} stamp(s) per interrupt");
+            (reads, stamps, cookie) = (reads + n, stamps + burst, cookie + burst);
+        }
+    }
+    assert_eq!(stamps, 120);
+    assert!(reads <= 3 * stamps, "{reads} reads for {stamps} stamps");
+    assert_eq!(rig.model_reads_of(r::TSYNCTXCTL), ctl, "no TSYNCTXCTL read");
+    assert_eq!(
+        rig.model_reads_of(r::TSICR),
+        tsicr,
+        "TSICR cleared by a write"
+    );
+    assert_eq!(rig.ts.pending(), 0);
+    assert_eq!(rig.func.with_device(|d| d.txtt()), 0, "every set released");
+}
+
+/// §7.2 on the fast path: a set-0 stamp that lands right after the handler's first TXSTMPL_0
+/// read (its interrupt may be swallowed by the bug) is found by the TXSTMPL_0 read after the
+/// TXSTMPH_0 read, as Linux's workaround finds it.
+#[test]
+fn fast_path_recovers_a_set_0_stamp_landing_between_its_two_low_reads() {
+    let mut rig = rig();
+    rig.func
+        .with_device(|d| assert!(d.hold_tx_until_read(r::TXSTMPL[0], 1)));
+    assert_eq!(rig.send(1), Reservation::Set(0));
+    rig.run_model();
+    // The frame waits for the armed read; an earlier event's cause runs the handler.
+    rig.func
+        .with_device_host(|d, host| d.raise_tsicr(r::TsCause::TXTS, host));
+    let got = rig.irq_fast().expect("TXTS");
+    assert_eq!(Rig::cookies(&got), [1], "{got:?}");
+    assert_eq!(got.recovered, 1);
+    assert_eq!(rig.ts.pending(), 0);
+}
+
+/// Stamps that land after the handler probed their sets are not lost: they raise TXTS again
+/// (the TXSTMPH_0 read before the probes re-armed it), and the next pass takes them.
+#[test]
+fn fast_path_stamps_landing_after_their_probe_interrupt_again() {
+    let mut rig = rig();
+    rig.func
+        .with_device(|d| assert!(d.hold_tx_until_read(r::TXSTMPL[1], 1)));
+    assert_eq!(rig.send(1), Reservation::Set(0));
+    assert_eq!(rig.send(2), Reservation::Set(1));
+    rig.run_model();
+    rig.func
+        .with_device_host(|d, host| d.raise_tsicr(r::TsCause::TXTS, host));
+    let got = rig.irq_fast().expect("TXTS");
+    assert!(got.delivered().is_empty(), "{got:?}");
+    assert_eq!(
+        rig.func.with_device(|d| d.txtt()),
+        0b11,
+        "both latched after"
+    );
+    let got = rig.irq_fast().expect("their own TXTS");
+    assert_eq!(Rig::cookies(&got), [1, 2], "{got:?}");
+    assert_eq!(rig.ts.pending(), 0);
+}
+
+/// After a timeout a late stamp may land in the freed set, where a changed TXSTMPL is not the
+/// next request's: for one more timeout the handler finds stamps by TSYNCTXCTL. Reading only
+/// TXSTMPL/H there, its TXSTMPH_0 read would clear the late stamp's valid bit unseen, and a
+/// later pass would hand the stamp to the set's next request.
+#[test]
+fn after_a_timeout_the_valid_bits_are_read_until_the_late_stamp_is_taken() {
+    let mut rig = rig();
+    // Cookie 1's frame is held until the test reads STATUS: its request times out first.
+    rig.func
+        .with_device(|d| assert!(d.hold_tx_until_read(r::STATUS, 1)));
+    assert_eq!(rig.send(1), Reservation::Set(0));
+    rig.run_model();
+    let t = ptp_ipc::time::mono_ns() + 10_000_000_000;
+    assert_eq!(rig.ts.expire(&rig.regs, t, 1).len(), 1);
+    let _ = rig.regs.read(r::STATUS);
+    rig.run_model();
+    let ctl = rig.model_reads_of(r::TSYNCTXCTL);
+    let got = rig.irq_fast().expect("the late stamp's TXTS");
+    assert!(got.delivered().is_empty(), "{got:?}");
+    assert_eq!(got.stale, 1, "taken as stale, by its valid bit");
+    // Cookie 2 waits on set 0 (frame not sent yet) while set 1 stamps: only 3 is delivered,
+    // still by the valid bits.
+    assert_eq!(rig.ts.reserve(2, t), Reservation::Set(0));
+    rig.tx.reclaim();
+    assert_eq!(rig.send(3), Reservation::Set(1));
+    rig.run_model();
+    let got = rig.irq_fast().expect("TXTS of set 1");
+    assert_eq!(Rig::cookies(&got), [3], "{got:?}");
+    assert_eq!(rig.model_reads_of(r::TSYNCTXCTL), ctl + 2);
+    // One timeout on, the watchdog ends the wait: cookie 2's stamp costs ICR, L, H.
+    assert!(rig.ts.expire(&rig.regs, t + 1, 1).is_empty());
+    rig.post_raw(0);
+    rig.run_model();
+    let before = rig.model_reads();
+    let got = rig.irq_fast().expect("TXTS of set 0");
+    assert_eq!(
+        (Rig::cookies(&got), rig.model_reads() - before),
+        (vec![2], 3)
+    );
+}
+
+/// A stuck valid bit (injected) on the fast path: the set's old stamp is never handed to the
+/// request waiting there, other sets keep working, the request times out, and once the bit
+/// clears the set stamps again.
+#[test]
+fn fast_path_a_stuck_valid_bit_never_hands_the_old_stamp_on() {
+    let mut rig = rig();
+    assert_eq!(fast_burst(&mut rig, 1, 1).1, [1]);
+    rig.func.with_device(|d| d.stick_txtt(0, None));
+    assert_eq!(rig.send(2), Reservation::Set(0));
+    assert_eq!(rig.send(3), Reservation::Set(1));
+    rig.run_model();
+    assert_eq!(rig.func.with_device(|d| d.stats().tx_stamps_lost), 1);
+    let got = rig.irq_fast().expect("TXTS of set 1");
+    assert_eq!(Rig::cookies(&got), [3], "{got:?}");
+    let now = ptp_ipc::time::mono_ns();
+    let lost = rig.ts.expire(&rig.regs, now + 2_000_000_000, 1_000_000_000);
+    assert_eq!((lost.len(), lost[0].cookie), (1, 2));
+    rig.func.with_device(|d| d.clear_stuck_txtt(0));
+    assert_eq!(fast_burst(&mut rig, 4, 1).1, [4]);
+    assert_eq!(rig.ts.pending(), 0);
 }
 
 // ---- RX ----------------------------------------------------------------------------------

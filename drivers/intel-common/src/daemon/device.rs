@@ -687,7 +687,7 @@ impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
 
     /// Retrieves the TX stamps the registers hold and sends them on.
     fn retrieve_tx<S: EventSink + ?Sized>(&self, sink: &S) {
-        let got = self.txts.retrieve(&self.regs);
+        let got = self.txts.service(&self.regs);
         let (tx_lat, _) = self.latency();
         for d in got.delivered() {
             Counters::bump(&self.counters.tx_delivered);
