@@ -23,7 +23,8 @@
 //! (TX stamps by TSYNCTXCTL's valid bits, frames by their descriptors) as long as polls find
 //! work, and spins a bounded while when a TX stamp it asked for is due; then it clears its vector's pending bit and the causes its polling left,
 //! re-arms, and polls once more, so work that came just before the re-arm is taken and work
-//! after it raises the interrupt. `--irq-mode plain` handles the causes once per interrupt.
+//! after it raises the interrupt. A pass that leaves nothing to poll for re-arms as plain mode
+//! does. `--irq-mode plain` handles the causes once per interrupt.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -775,7 +776,7 @@ impl<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized> IrqThread<'_, M, Fam,
     /// interrupt waits at most `tx_poll` while a stamp is pending and then reads the stamp
     /// registers; that poll is not a missed interrupt to the pacer. With [`IrqStyle::Napi`] a
     /// pass that followed an interrupt or found work is followed by polling ([`Self::napi`])
-    /// before the vector is re-armed, and by one more poll after it.
+    /// before the vector is re-armed, and, if it polled, by one more poll after it.
     fn run<I: IrqVector + ?Sized>(&self, irq: Option<&I>, mut pacer: Pacer) {
         let data = self.data;
         while !self.stop.load(Ordering::Relaxed) {
@@ -791,18 +792,20 @@ impl<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized> IrqThread<'_, M, Fam,
                 }
             }
             let work = self.pass();
-            let napi = match self.style {
-                IrqStyle::Napi(n) if woke == IrqWait::Fired || work => Some(n),
-                _ => None,
+            // A session that did not poll (nothing due, no frames) leaves the vector as plain
+            // mode does: what came after the pass fires at the re-arm, and the quiescing
+            // reads (ICR, TSYNCTXCTL) would find nothing.
+            let polled = match self.style {
+                IrqStyle::Napi(n) if woke == IrqWait::Fired || work => self.napi(n, work),
+                _ => false,
             };
-            if let Some(n) = napi {
-                self.napi(n, work);
+            if polled {
                 self.quiesce();
             }
             if woke == IrqWait::Fired || work {
                 self.rearm();
             }
-            if napi.is_some() {
+            if polled {
                 // Work that came after the last poll but before the re-arm raised no
                 // interrupt if `quiesce` cleared its cause: take it now.
                 self.poll();
@@ -857,17 +860,19 @@ impl<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized> IrqThread<'_, M, Fam,
     /// still masked: polls run while they find work (at most `n.budget` that do, Linux NAPI's
     /// "complete when a poll finds less than its budget" in its simplest form); a poll that
     /// finds nothing while a stamp is due starts a spin of at most `n.spin`. Bounded by the
-    /// budget and the spin, and by `stop`.
-    fn napi(&self, n: Napi, first_work: bool) {
+    /// budget and the spin, and by `stop`. Whether it polled at all.
+    fn napi(&self, n: Napi, first_work: bool) -> bool {
         let c = &self.data.counters;
         let serves_queues = !matches!(self.role, Role::Other);
         let mut more = first_work && serves_queues;
         let mut found_passes = 0;
         let mut idle_since: Option<std::time::Instant> = None;
+        let mut polled = false;
         while found_passes < n.budget && !self.stop.load(Ordering::Relaxed) {
             if !more && !self.stamp_due() {
                 break;
             }
+            polled = true;
             Counters::bump(&c.napi_polls);
             if self.poll() {
                 more = serves_queues;
@@ -891,6 +896,7 @@ impl<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized> IrqThread<'_, M, Fam,
                 std::hint::spin_loop();
             }
         }
+        polled
     }
 
     /// Before re-arming after polling: clears the vector's pending bit and the causes that
