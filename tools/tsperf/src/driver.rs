@@ -413,7 +413,7 @@ fn reader(
     stop: &AtomicBool,
 ) {
     let page = ClockPageReader::open(page).ok();
-    let mut sample: Option<(ClockSample, u64)> = None;
+    let mut sample: Option<ClockSample> = None;
     while !stop.load(Ordering::Acquire) {
         let msg = match chan.recv(Some(Duration::from_millis(100))) {
             Ok(m) => m,
@@ -431,13 +431,13 @@ fn reader(
                 }
             }
             DriverToPtpd::Event(DriverEvent::TxTimestamp { cookie, ns }) => {
-                // Refresh the PHC→host mapping at most every 50 ms (a seqlock read).
-                if sample.is_none_or(|(_, at)| now - at > 50_000_000)
-                    && let Some(s) = page.as_ref().and_then(|p| p.read().ok())
-                {
-                    sample = Some((s, now));
+                // The PHC→host mapping of every stamp from the page as it is now (a seqlock
+                // read, tens of ns): a copy kept even 50 ms maps the stamps after a step of
+                // the clock with the law from before it.
+                if let Some(s) = page.as_ref().and_then(|p| p.read().ok()) {
+                    sample = Some(s);
                 }
-                let latch = sample.map(|(s, _)| to_mono(&s, ns)).unwrap_or(0);
+                let latch = sample.map(|s| to_mono(&s, ns)).unwrap_or(0);
                 let _ = completions.send(Completion {
                     id: cookie,
                     arrival_mono_ns: now,

@@ -241,7 +241,16 @@ fn classify(
             Class::Late => s.late += 1,
             Class::Skipped => s.skipped += 1,
             Class::Lost => s.lost += 1,
-            Class::Invalid => s.invalid += 1,
+            Class::Invalid => {
+                s.invalid += 1;
+                // The first few, with their times, so a wrong time can be traced.
+                if s.invalid <= 3 {
+                    eprintln!(
+                        "tsperf: invalid stamp at {rate}/s: request {id} submitted at {sub} ns, \
+                         {seen:?} (host monotonic ns)"
+                    );
+                }
+            }
         }
         if let (
             Class::OnTime | Class::Late,
