@@ -147,6 +147,32 @@ impl Rig {
 }
 
 #[test]
+fn the_posting_thread_takes_its_own_stamp_on_every_family() {
+    // --tx-inline-us 0 with the TX engine inside the tail write: every stamp is there at the
+    // posting thread's one look, so no time-sync interrupt is raised (i210/i350: TSIM gated
+    // meanwhile) and the 82576's IRQ thread is not kicked to poll for it.
+    for model in ["i210", "i350", "82576"] {
+        let r = rig(model, &["--emu-tx", "sync", "--tx-inline-us", "0"], |_| {});
+        // Quiet first: the link's interrupt taken.
+        std::thread::sleep(Duration::from_millis(50));
+        let before = r.dev.counters.ts_wakeups.load(Ordering::Relaxed);
+        for cookie in 1..=5u64 {
+            r.send(cookie);
+            r.events.tx_stamp(cookie);
+        }
+        assert_eq!(r.events.tx_stamps().len(), 5, "{model}: each stamp once");
+        let woke = r.dev.counters.ts_wakeups.load(Ordering::Relaxed) - before;
+        assert_eq!(woke, 0, "{model}: time-sync wake-ups");
+        assert_eq!(
+            r.dev.counters.interrupts.load(Ordering::Relaxed),
+            0,
+            "{model}"
+        );
+        r.finish();
+    }
+}
+
+#[test]
 fn tx_and_rx_timestamps_reach_ptpd_on_every_family() {
     for model in ["i210", "i211", "i350", "82576"] {
         let r = rig(model, &[], |_| {});

@@ -4,7 +4,9 @@
 //! under a closed-loop stream with every set busy the time-sync thread takes many stamps per
 //! wake-up; at a low rate it wakes no more than once per stamp and never spins; after idling it
 //! has re-armed its vector, so the next stamp's interrupt wakes it again; the igb family (the
-//! 82576's polled stamps included) works under it.
+//! 82576's polled stamps included) works under it. Last, the stamp taken by the thread that
+//! posted its frame (`--tx-inline-us`): no interrupt when it is there at the look, the
+//! interrupt's when it lands after.
 
 #![cfg(feature = "emulate")]
 
@@ -336,4 +338,78 @@ fn the_igb_family_keeps_working_under_napi_including_the_polled_82576() {
         assert_eq!(events.count(), n as usize);
         assert!(s.ts_wakeups > 0, "{model}: {s:?}");
     }
+}
+
+// --- The stamp taken by the thread that posted its frame (`--tx-inline-us`) ---
+
+/// Sends `n` stamped frames one at a time, each waited for; the time-sync thread's wake-ups
+/// meanwhile and the stats at the end.
+fn one_at_a_time(r: &Rig, n: u64) -> (u64, Stats) {
+    // Quiet first: link settled, no interrupt in flight.
+    std::thread::sleep(Duration::from_millis(50));
+    let before = r.stats();
+    for cookie in 1..=n {
+        r.send(cookie);
+        r.wait_for(cookie as usize, Duration::from_secs(5));
+    }
+    let s = r.stats();
+    (s.ts_wakeups - before.ts_wakeups, s)
+}
+
+#[test]
+fn a_stamp_there_at_the_posting_threads_look_costs_the_irq_thread_no_wakeup() {
+    // The TX engine runs inside the tail write (--emu-tx sync): the stamp is latched when the
+    // posting thread looks. With the cause gated meanwhile no interrupt is raised at all.
+    let n = 20;
+    let r = rig(&["--emu-tx", "sync", "--tx-inline-us", "0"]);
+    let (wakeups, s) = one_at_a_time(&r, n);
+    r.finish();
+    assert_eq!((s.tx_delivered, s.tx_lost), (n, 0), "{s:?}");
+    assert_eq!(wakeups, 0, "{s:?}");
+    // Without it, every stamp is the IRQ thread's: the difference is the option's.
+    let r = rig(&["--emu-tx", "sync"]);
+    let (wakeups, s) = one_at_a_time(&r, n);
+    r.finish();
+    assert_eq!(s.tx_delivered, n, "{s:?}");
+    assert!(wakeups >= n, "{wakeups} wake-ups for {n} stamps: {s:?}");
+}
+
+/// Sends one stamped frame with `--tx-inline-us 0` while the model holds its TX engine until
+/// the `nth` read of set 0's TXSTMPL: the stamp latches right after that look returns.
+fn stamp_after_look(nth: u32) -> Stats {
+    use intel_regs::igc::TXSTMPL;
+    let r = rig(&["--emu-tx", "sync", "--tx-inline-us", "0"]);
+    std::thread::sleep(Duration::from_millis(50));
+    let before = r.stats();
+    assert!(
+        r.dev
+            .func
+            .with_device(|d| d.hold_tx_until_read(TXSTMPL[0], nth))
+    );
+    r.send(1);
+    // Far within the 1 s after which an unanswered set is given up.
+    r.wait_for(1, Duration::from_millis(300));
+    let s = r.finish();
+    assert_eq!((s.tx_delivered, s.tx_lost), (1, 0), "{s:?}");
+    Stats {
+        ts_wakeups: s.ts_wakeups - before.ts_wakeups,
+        ..s
+    }
+}
+
+#[test]
+fn a_stamp_that_lands_after_the_looks_is_the_interrupts() {
+    // A look that misses set 0 reads its TXSTMPL twice (L, H, L: the §7.2 recovery), so the
+    // posting thread's look is reads 1–2 and, the request still pending once the gate is
+    // open, its last clear-and-look reads 3–4.
+    // Landing within the look: taken there (the L after the H sees it).
+    let s = stamp_after_look(1);
+    assert!(s.ts_wakeups <= 1, "{s:?}");
+    // Landing after the look, with the gate still closed: the last look takes it.
+    let s = stamp_after_look(2);
+    assert_eq!(s.ts_wakeups, 0, "{s:?}");
+    // Landing after every look: the gate is open, so it raises the interrupt as any stamp
+    // does and the IRQ thread takes it (a gate left closed would leave it for the timeout).
+    let s = stamp_after_look(4);
+    assert_eq!(s.ts_wakeups, 1, "{s:?}");
 }

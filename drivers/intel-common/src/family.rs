@@ -224,6 +224,14 @@ pub trait Family: Send + Sync + Sized + Clone + std::fmt::Debug + 'static {
     /// Whether a TX stamp raises TSICR.TXTS; without it the time-sync thread polls while a
     /// request is pending.
     fn has_tx_ts_irq(&self) -> bool;
+    /// Opens or closes the TX stamp cause's path to the interrupt (TSIM.TXTS) around a look
+    /// for a stamp by the thread that posted its frame (`--tx-inline-us`). Opening with the
+    /// cause latched raises ICR.TS then in our models (the rising edge of `TSICR & TSIM`); the
+    /// driver does not rely on it (`Data::take_inline`). Nothing on parts without the interrupt.
+    fn gate_tx_stamp_irq<M: Mmio>(&self, regs: &Regs<M>, open: bool);
+    /// Clears a latched TX stamp cause (TSICR.TXTS) before a look at the stamp registers, so
+    /// that a stamp landing after the look latches it again.
+    fn clear_tx_stamp_cause<M: Mmio>(&self, regs: &Regs<M>);
     /// A raw TX stamp (as [`crate::txts::Delivered::raw_ns`]) in PHC ns.
     fn tx_stamp_ns(&self, raw: u64) -> u64;
 

@@ -641,6 +641,24 @@ impl Family for Igb {
         self.mac != Mac::E82576
     }
 
+    fn gate_tx_stamp_irq<M: Mmio>(&self, regs: &Regs<M>, open: bool) {
+        if self.has_tx_ts_irq() {
+            let on = if open {
+                TsCause::TXTS
+            } else {
+                TsCause::empty()
+            };
+            regs.set(reg::TSIM, on);
+        }
+    }
+
+    fn clear_tx_stamp_cause<M: Mmio>(&self, regs: &Regs<M>) {
+        if self.has_tx_ts_irq() {
+            // igb's TSICR is read-to-clear (`read_causes`).
+            let _ = regs.get(reg::TSICR);
+        }
+    }
+
     fn tx_stamp_ns(&self, raw: u64) -> u64 {
         match self.mac {
             Mac::I210 => raw,

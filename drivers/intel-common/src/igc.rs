@@ -418,6 +418,13 @@ impl Family for Igc {
     fn has_tx_ts_irq(&self) -> bool {
         true
     }
+    fn gate_tx_stamp_irq<M: Mmio>(&self, regs: &Regs<M>, open: bool) {
+        regs.set(reg::TSIM, if open { TSIM_ON } else { TsCause::empty() });
+    }
+    fn clear_tx_stamp_cause<M: Mmio>(&self, regs: &Regs<M>) {
+        // Write-1-to-clear, as `read_other_causes` does (§2.4): no read.
+        regs.set(reg::TSICR, TSIM_ON);
+    }
     fn tx_stamp_ns(&self, raw: u64) -> u64 {
         raw
     }

@@ -272,6 +272,8 @@ pub struct Data<M: ptp_pci::Mmio, Fam> {
     speed_mbps: AtomicU32,
     link_up: AtomicBool,
     tx_ts_timeout_ns: u64,
+    /// How long the posting thread looks for its own TX stamp (`--tx-inline-us`).
+    tx_inline: Option<Duration>,
     /// Valid bits that showed a set's previous stamp ([`crate::txts::Retrieval::repeated`]).
     repeated: std::sync::atomic::AtomicU64,
     /// Where non-PTP frames go once a network stack is attached ([`Device::attach_netstack`]).
@@ -399,6 +401,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
             speed_mbps: AtomicU32::new(link.speed_mbps),
             link_up: AtomicBool::new(link.up),
             tx_ts_timeout_ns: opts.tx_ts_timeout.as_nanos() as u64,
+            tx_inline: opts.tx_inline,
             repeated: Default::default(),
             netstack: std::sync::OnceLock::new(),
         });
@@ -630,12 +633,17 @@ impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
         };
         match posted {
             Ok(tail) => {
+                let inline = self.tx_inline.filter(|_| set.is_some());
+                if inline.is_some() {
+                    self.fam.gate_tx_stamp_irq(&self.regs, false);
+                }
                 self.regs.write(self.fam.tdt(), tail);
                 Counters::bump(&self.counters.tx_frames);
                 if let Some(reason) = lost {
                     self.lost(sink, cookie, reason);
                 }
-                if set.is_some() && !self.fam.has_tx_ts_irq() {
+                let taken = inline.is_some_and(|w| self.take_inline(sink, cookie, w));
+                if set.is_some() && !taken && !self.fam.has_tx_ts_irq() {
                     // No interrupt will announce the stamp: wake the time-sync thread so it
                     // polls while the request is pending.
                     self.fam.kick(&self.regs, self.layout);
@@ -686,8 +694,41 @@ impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
         }
     }
 
+    /// The stamp of the frame just posted for `cookie`, looked for on this thread (the one
+    /// holding the request) for up to `window` while the TX stamp interrupt is gated, so that
+    /// a stamp that comes fast costs the IRQ thread no wake-up. Returns whether it was taken;
+    /// the interrupt is open again either way.
+    ///
+    /// Each look clears the cause first, so a stamp landing after a look latches it again.
+    /// Opening the gate with it latched raises the interrupt in our models, but the datasheet
+    /// does not say so for TSIM; so when other requests are still pending after the gate
+    /// opens, one more clear-and-look takes a stamp that came in between, and a later one
+    /// finds the cause clear and raises it as usual.
+    fn take_inline<S: EventSink + ?Sized>(&self, sink: &S, cookie: u64, window: Duration) -> bool {
+        let deadline = mono_ns().saturating_add(window.as_nanos() as u64);
+        let mut taken = false;
+        while !taken {
+            self.fam.clear_tx_stamp_cause(&self.regs);
+            taken = self
+                .retrieve_tx(sink)
+                .delivered()
+                .iter()
+                .any(|d| d.cookie == cookie);
+            if mono_ns() >= deadline {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        self.fam.gate_tx_stamp_irq(&self.regs, true);
+        if self.txts.pending() > 0 {
+            self.fam.clear_tx_stamp_cause(&self.regs);
+            self.retrieve_tx(sink);
+        }
+        taken
+    }
+
     /// Retrieves the TX stamps the registers hold and sends them on.
-    fn retrieve_tx<S: EventSink + ?Sized>(&self, sink: &S) {
+    fn retrieve_tx<S: EventSink + ?Sized>(&self, sink: &S) -> crate::txts::Retrieval {
         let got = self.txts.service(&self.regs);
         let (tx_lat, _) = self.latency();
         for d in got.delivered() {
@@ -707,10 +748,12 @@ impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
             let n = self.repeated.fetch_add(got.repeated, Ordering::Relaxed) + got.repeated;
             if n.is_power_of_two() {
                 log::warn!(
-                    "TX timestamp set showed its previous stamp as new ({n} times): valid bit                      not released; its request waits for the timeout"
+                    "TX timestamp set showed its previous stamp as new ({n} times): valid bit \
+                     not released; its request waits for the timeout"
                 );
             }
         }
+        got
     }
 
     /// Whether the time-sync thread must poll the TX stamp registers: the part has no TX

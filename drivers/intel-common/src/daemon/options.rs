@@ -95,6 +95,10 @@ usage: igcd [options]
   --tx-poll-us US         parts without a TX timestamp interrupt (82576): how often the
                           time-sync IRQ thread polls while a stamp is pending, 10..=10000
                           (default 100)
+  --tx-inline-us US       the thread that posts a stamped frame looks for its stamp itself for
+                          up to US µs (0..=1000; 0: one look), the TX stamp interrupt gated
+                          meanwhile; a stamp not there by then is the IRQ thread's. Saves the
+                          IRQ thread's wake-up when the stamp comes fast. Default: off
   --help
 ";
 
@@ -201,6 +205,8 @@ pub struct Options<Fam> {
     pub allow_gid: Option<u32>,
     /// Poll interval of a pending TX stamp on parts without its interrupt (`--tx-poll-us`).
     pub tx_poll: Duration,
+    /// How long the posting thread looks for its own stamp (`--tx-inline-us`; `None`: never).
+    pub tx_inline: Option<Duration>,
     _family: PhantomData<fn() -> Fam>,
 }
 
@@ -267,6 +273,7 @@ impl<Fam: Family> Options<Fam> {
             allow_uid: None,
             allow_gid: None,
             tx_poll: Duration::from_micros(100),
+            tx_inline: None,
             _family: PhantomData,
         }
     }
@@ -298,6 +305,10 @@ impl<Fam: Family> Options<Fam> {
             "tx-poll-us" => {
                 let us = ranged(p, 10..=10_000, "--tx-poll-us must be 10..=10000")?;
                 self.tx_poll = Duration::from_micros(us);
+            }
+            "tx-inline-us" => {
+                let us = ranged(p, 0..=1000, "--tx-inline-us must be 0..=1000")?;
+                self.tx_inline = Some(Duration::from_micros(us));
             }
             _ => return Ok(false),
         }
