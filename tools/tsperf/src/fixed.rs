@@ -120,7 +120,13 @@ pub struct FixedFigures {
     pub driver_wakeups_by_thread: BTreeMap<String, f64>,
     /// Register reads per stamp, from the device model's BAR counter (issue 26's figure).
     pub model_reads_per_stamp: Option<f64>,
+    /// One cross-process wake-up measured right after the step ([`crate::floor`]): p50 and
+    /// p99.9, µs; `None` if it could not be measured.
+    pub wakeup_floor_us: Option<(f64, f64)>,
 }
+
+/// Ping-pongs of the wake-up floor after each step (about half a second on a 2-core VM).
+const FLOOR_SAMPLES: usize = 10_000;
 
 /// Counters around a step.
 struct Snapshot {
@@ -150,6 +156,16 @@ pub fn measure(
     let before = snapshot(d)?;
     let s = ramp::run_step(d, rate, cfg, next_id);
     let after = snapshot(d)?;
+    let wakeup_floor_us = match crate::floor::cross_process(FLOOR_SAMPLES) {
+        Ok(h) => Some((
+            h.quantile_ns(0.5) as f64 / 1e3,
+            h.quantile_ns(0.999) as f64 / 1e3,
+        )),
+        Err(e) => {
+            eprintln!("tsperf: no wake-up floor: {e}");
+            None
+        }
+    };
     let stamps = s.on_time + s.late;
     if stamps == 0 {
         return Err(format!("no stamp delivered at {rate}/s"));
@@ -191,6 +207,7 @@ pub fn measure(
         ring_per_stamp,
         driver_wakeups_by_thread,
         model_reads_per_stamp: s.model_reads_per_ts,
+        wakeup_floor_us,
     })
 }
 
@@ -288,6 +305,13 @@ fn named(f: &FixedFigures) -> Vec<(&'static str, Option<f64>)> {
         ("ring_wakeups_per_stamp", ring(1)),
         ("ring_signals_per_stamp", ring(2)),
         ("model_bar_reads_per_stamp", f.model_reads_per_stamp),
+        ("wakeup_floor_p50_us", f.wakeup_floor_us.map(|w| w.0)),
+        ("wakeup_floor_p999_us", f.wakeup_floor_us.map(|w| w.1)),
+        // Issue 26's goal: ≤ 2 at 10 000/s.
+        (
+            "p999_over_wakeup_floor_p999",
+            f.wakeup_floor_us.map(|w| f.p999_us / w.1),
+        ),
     ]
 }
 

@@ -18,6 +18,7 @@
 pub mod driver;
 pub mod figures;
 pub mod fixed;
+pub mod floor;
 pub mod kernel;
 pub mod load;
 pub mod ramp;
