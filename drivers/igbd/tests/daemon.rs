@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use igbd::Options;
 use intel_common::daemon::EventSink;
 use intel_common::igb::Igb;
+use intel_regs::e1000::TSYNCTXCTL;
 use intel_regs::igb as r;
 use ptp_emu::igb::Igb as Model;
 use ptp_ipc::time::mono_ns;
@@ -264,17 +265,22 @@ fn quantile(v: &mut [u64], q: f64) -> u64 {
 const POLL_US: u64 = 200;
 /// The emulated NIC's model thread sleeps at most this between passes (its EmuFunction).
 const MODEL_SLEEP_NS: u64 = 1_000_000;
+/// How long the IRQ thread waits for an interrupt when nothing is due: a stamp that waited it
+/// out is the failure these tests look for (no kick, or no poll while a stamp is pending).
+const IRQ_WAIT_NS: u64 = 100_000_000;
 
 /// Delivery times of one run and their bound.
 struct Delivery {
-    p90: u64,
+    median: u64,
     max: u64,
     bound: u64,
 }
 
 /// Sends `n` stamped frames one at a time on `r` (an 82576 started with `--tx-poll-us
 /// POLL_US`), with `spinners` threads keeping the CPUs busy, and returns the delivery times
-/// with their bound. The bound: a stamp waits for one model pass, the IRQ thread's wake-up
+/// with their bound. Each frame's transmission is held until the driver's first TSYNCTXCTL
+/// read after it was posted, so the kick's look always comes too early and only the poll
+/// finds the stamp. The bound: a stamp waits for one model pass, the IRQ thread's wake-up
 /// (the kick), one poll interval and, without an interrupt vector, one `irq_poll_ns` sleep;
 /// each of those three wake-ups may be late by as much as the worst delay a thread saw in this
 /// run: the lateness of a `POLL_US` sleep, or the longest a spinner (always runnable) was kept
@@ -311,10 +317,17 @@ fn delivery(r: &Rig, n: u64, spinners: usize, irq_poll_ns: u64) -> Delivery {
     };
     let mut delays = Vec::new();
     for cookie in 1..=n {
+        let held = r
+            .dev
+            .func
+            .with_device(|d| d.nic_mut().hold_tx_until_read(TSYNCTXCTL, 1));
+        assert!(held);
         let sent = mono_ns();
         r.send(cookie);
         let (_, got) = r.events.tx_stamp(cookie);
         delays.push(got - sent);
+        // The hold was taken: the stamp came after a look that missed it.
+        assert_eq!(r.dev.func.with_device(|d| d.nic().armed_reads()), 0);
         std::thread::sleep(Duration::from_millis(5));
     }
     busy.store(false, Ordering::Relaxed);
@@ -326,14 +339,14 @@ fn delivery(r: &Rig, n: u64, spinners: usize, irq_poll_ns: u64) -> Delivery {
     let mut late = probe.join().unwrap();
     let max_late = *late.iter().max().unwrap();
     let bound = MODEL_SLEEP_NS + POLL_US * 1000 + irq_poll_ns + 3 * max_late.max(max_stall);
-    let p90 = quantile(&mut delays, 0.9);
+    let median = quantile(&mut delays, 0.5);
     eprintln!(
         "82576 TX stamp delivery ({spinners} spinners, {:?}): median {} µs, p90 {} µs, max {} \
          µs; wake-up lateness median {} µs, max {} µs ({} samples); longest stall of a \
          runnable spinner {} µs; bound {} µs",
         r.dev.irq_mode,
-        quantile(&mut delays, 0.5) / 1000,
-        p90 / 1000,
+        median / 1000,
+        quantile(&mut delays, 0.9) / 1000,
         delays.iter().max().unwrap() / 1000,
         quantile(&mut late, 0.5) / 1000,
         max_late / 1000,
@@ -341,15 +354,12 @@ fn delivery(r: &Rig, n: u64, spinners: usize, irq_poll_ns: u64) -> Delivery {
         max_stall / 1000,
         bound / 1000
     );
-    // The failure the tests look for is a stamp that waited out the 100 ms IRQ wait; a bound
-    // past it could not tell that from a busy host.
-    assert!(
-        bound < 100_000_000,
-        "host too busy to judge: bound {bound} ns"
-    );
+    // The failure the tests look for is a stamp that waited out the 100 ms IRQ wait: however
+    // busy the host, a median past half of it is that failure, not noise.
+    let bound = bound.min(IRQ_WAIT_NS / 2);
     assert_eq!(r.events.tx_stamps().len(), n as usize);
     Delivery {
-        p90,
+        median,
         max: *delays.iter().max().unwrap(),
         bound,
     }
@@ -380,10 +390,13 @@ fn e82576_tx_stamps_are_polled_promptly_in_every_interrupt_mode() {
     for (irqs, irq_poll_ns) in modes {
         let r = rig("82576", &["--tx-poll-us", "200"], |f| f.offer_irqs(irqs));
         let d = delivery(&r, 10, 0, irq_poll_ns);
+        // The median: a mode without its kick or poll makes every stamp wait out the IRQ
+        // wait, while a host busy beside the test stalls a few (CI-like load at 7236e24: a
+        // p90 of 2.8 ms against a 1.7 ms bound from a probe that happened to see 0.17 ms).
         assert!(
-            d.p90 <= d.bound,
-            "{irqs:?}: p90 {} ns beyond {} ns",
-            d.p90,
+            d.median <= d.bound,
+            "{irqs:?}: median {} ns beyond {} ns",
+            d.median,
             d.bound
         );
         r.finish();
@@ -395,14 +408,29 @@ fn e82576_poll_delivers_within_its_bound_under_a_busy_host() {
     let r = rig("82576", &["--tx-poll-us", "200"], |_| {});
     // Two spinning threads: the 2-core host is fully busy besides the driver and the model.
     let d = delivery(&r, 40, 2, 0);
-    // Every stamp: one that waited out a 100 ms IRQ wait (no kick, or no poll while pending)
-    // is the failure this test is for, and it is rare when the stamp is usually there at the
-    // first look.
+    // The poll at its interval: the median stamp within the bound the run's own scheduling
+    // noise allows.
     assert!(
-        d.max <= d.bound,
-        "slowest delivery {} ns beyond {} ns: the poll does not run at its interval",
-        d.max,
+        d.median <= d.bound,
+        "median delivery {} ns beyond {} ns: the poll does not run at its interval",
+        d.median,
         d.bound
     );
+    // Every stamp short of the IRQ wait: one that waited it out (no kick, or no poll while
+    // pending) is the failure this test is for, and it is rare when the stamp is usually there
+    // at the first look. Not the bound above: a delivery crosses the model's, the IRQ
+    // thread's and the reader's wake-ups, and the busy host stalls one of them a scheduler
+    // slice now and then, past what one probe thread saw (CI at 7236e24: 2.9 ms against 2.6).
+    // A host that stalls a runnable thread for tens of ms (more load beside than the test's
+    // own spinners) cannot tell that failure from noise: then only the median is judged.
+    if d.bound < IRQ_WAIT_NS / 2 {
+        assert!(
+            d.max < IRQ_WAIT_NS / 2,
+            "slowest delivery {} ns: a stamp waited out the IRQ thread's {IRQ_WAIT_NS} ns wait",
+            d.max
+        );
+    } else {
+        eprintln!("slowest delivery not judged: the host stalls threads past half the IRQ wait");
+    }
     r.finish();
 }
