@@ -74,6 +74,9 @@ by a cable, host 2k the better master (priority1), and runs PTP between them.
   --cpu N                 pin every daemon's time-path threads to CPU N
   --busy-poll-us US       both ends of every driver ring poll US µs after each message before
                           sleeping (igcd/igbd --busy-poll-us, ptpd busy_poll_us; default 0)
+  --tx-inline-us US|off   the thread that sends a stamped frame looks for its stamp itself for
+                          up to US µs before leaving it to the IRQ thread (igcd/igbd
+                          --tx-inline-us; default 0: one look); off: the IRQ thread takes all
   --nic-process           each igcd host's NIC runs in a device host of its own (ptplab devhost
                           --listen; igcd --devhost), so it outlives igcd: a restarted igcd
                           finds its PHC running and keeps it (warm attach)
@@ -120,6 +123,9 @@ pub struct LabConfig {
     pub rt: ptp_ipc::rt::RtConfig,
     /// The busy-poll window of both ends of every driver ring (`--busy-poll-us`), µs.
     pub busy_poll_us: u64,
+    /// How long the thread that posts a stamped frame looks for its stamp itself, µs
+    /// (igcd/igbd `--tx-inline-us`); `None`: every stamp is the IRQ thread's.
+    pub tx_inline_us: Option<u64>,
 }
 
 impl Default for LabConfig {
@@ -147,6 +153,7 @@ impl Default for LabConfig {
             nic_process: false,
             rt: ptp_ipc::rt::RtConfig::default(),
             busy_poll_us: 0,
+            tx_inline_us: Some(0),
         }
     }
 }
@@ -220,6 +227,16 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
                 if l.busy_poll_us > 1000 {
                     return Err("--busy-poll-us must be 0..=1000".into());
                 }
+            }
+            Long("tx-inline-us") => {
+                let v: String = val!();
+                l.tx_inline_us = match v.as_str() {
+                    "off" => None,
+                    us => match us.parse::<u64>() {
+                        Ok(us) if us <= 1000 => Some(us),
+                        _ => return Err("--tx-inline-us must be 0..=1000 or off".into()),
+                    },
+                };
             }
             Long("help") | Short('h') => return Ok(None),
             _ => return Err(bad(arg.unexpected())),
@@ -787,6 +804,8 @@ impl Lab {
         if c.busy_poll_us > 0 {
             a.extend(["--busy-poll-us".into(), c.busy_poll_us.to_string()]);
         }
+        a.push("--tx-inline-us".into());
+        a.push(c.tx_inline_us.map_or("off".into(), |us| us.to_string()));
         a
     }
 
@@ -1419,6 +1438,19 @@ mod tests {
         assert_eq!(args(&["--rt-priority", "70"]).priority, Some(70));
         assert_eq!(ptpd_time_path_keys(&args(&[]), 0), "");
         assert!(parse(["--rt-priority", "99"].map(OsString::from)).is_err());
+    }
+
+    #[test]
+    fn the_inline_stamp_is_on_unless_told_off() {
+        let lab = |args: &[&str]| {
+            parse(args.iter().map(OsString::from)).map(|o| o.unwrap().lab.tx_inline_us)
+        };
+        assert_eq!(lab(&[]), Ok(Some(0)));
+        assert_eq!(lab(&["--tx-inline-us", "off"]), Ok(None));
+        assert_eq!(lab(&["--tx-inline-us", "50"]), Ok(Some(50)));
+        for bad in ["1001", "on", "-1"] {
+            assert!(lab(&["--tx-inline-us", bad]).is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]

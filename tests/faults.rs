@@ -25,14 +25,22 @@ const MASTER: u32 = 0;
 /// apart (the lab's defaults are 1 ms and ±20 ppm) so the servo settles in about 15 s instead
 /// of 27 s: every fault is injected after that, so the start only costs test time.
 fn start(seed: u64, loss: f64, announce_receipt_timeout: u8) -> Lab {
-    let c = LabConfig {
+    start_with(LabConfig {
         seed,
         loss,
+        announce_receipt_timeout,
+        ..LabConfig::default()
+    })
+}
+
+/// [`start`] with `c`'s own settings beside the fault socket and the near start.
+fn start_with(c: LabConfig) -> Lab {
+    let (seed, loss) = (c.seed, c.loss);
+    let c = LabConfig {
         faults: true,
         initial_offset_ms: 0.02,
         ppm_spread: 10.0,
-        announce_receipt_timeout,
-        ..LabConfig::default()
+        ..c
     };
     let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_ptplab"));
     let lab = Lab::start(c, &exe, None).unwrap();
@@ -317,7 +325,13 @@ fn a_stuck_valid_bit_times_its_set_out_and_the_set_recovers_when_cleared() {
 
 #[test]
 fn dropped_interrupts_delay_stamps_but_lose_none_and_keep_lock() {
-    let lab = start(13, 0.0, 3);
+    // The interrupt path: with the inline stamp (the default) the thread that sends a frame
+    // takes its stamp with the interrupt gated, and no time-sync interrupt is raised to drop.
+    let lab = start_with(LabConfig {
+        seed: 13,
+        tx_inline_us: None,
+        ..LabConfig::default()
+    });
     let bound = steady_bound(&lab, None);
     let (d0, m0) = (driver(&lab, MASTER), model(&lab, MASTER));
     // 16 time-sync interrupts of the master (its Sync stamps: ~2 s of them) raise no message;

@@ -95,6 +95,10 @@ fn rig(model: &str, extra: &[&str], setup: impl FnOnce(&EmuFunction<Model>)) -> 
         "loopback",
         "--link-wait-ms",
         "500",
+        // The IRQ thread's path (the 82576's kick and poll among it) unless a test passes
+        // --tx-inline-us.
+        "--tx-inline-us",
+        "off",
     ];
     args.extend_from_slice(extra);
     let opts = Options::parse(args.iter().map(Into::into))

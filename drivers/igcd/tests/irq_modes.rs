@@ -81,6 +81,9 @@ fn rig(extra: &[&str], setup: impl FnOnce(&EmuFunction<I225>)) -> Rig {
         "loopback",
         "--link-wait-ms",
         "500",
+        // These tests are about the IRQ thread's path: every stamp is its.
+        "--tx-inline-us",
+        "off",
     ];
     args.extend_from_slice(extra);
     let opts = Options::parse(args.iter().map(Into::into))

@@ -70,6 +70,9 @@ fn rig(extra: &[&str]) -> Rig {
         "none",
         "--link-wait-ms",
         "500",
+        // The IRQ thread's modes: every stamp is its unless a test passes --tx-inline-us.
+        "--tx-inline-us",
+        "off",
     ];
     args.extend_from_slice(extra);
     let opts = Options::parse(args.iter().map(Into::into))

@@ -95,10 +95,11 @@ usage: igcd [options]
   --tx-poll-us US         parts without a TX timestamp interrupt (82576): how often the
                           time-sync IRQ thread polls while a stamp is pending, 10..=10000
                           (default 100)
-  --tx-inline-us US       the thread that posts a stamped frame looks for its stamp itself for
+  --tx-inline-us US|off   the thread that posts a stamped frame looks for its stamp itself for
                           up to US µs (0..=1000; 0: one look), the TX stamp interrupt gated
                           meanwhile; a stamp not there by then is the IRQ thread's. Saves the
-                          IRQ thread's wake-up when the stamp comes fast. Default: off
+                          IRQ thread's wake-up when the stamp comes fast. off: every stamp is
+                          the IRQ thread's (DESIGN.md's path). Default: 0
   --help
 ";
 
@@ -273,7 +274,7 @@ impl<Fam: Family> Options<Fam> {
             allow_uid: None,
             allow_gid: None,
             tx_poll: Duration::from_micros(100),
-            tx_inline: None,
+            tx_inline: Some(Duration::ZERO),
             _family: PhantomData,
         }
     }
@@ -306,10 +307,7 @@ impl<Fam: Family> Options<Fam> {
                 let us = ranged(p, 10..=10_000, "--tx-poll-us must be 10..=10000")?;
                 self.tx_poll = Duration::from_micros(us);
             }
-            "tx-inline-us" => {
-                let us = ranged(p, 0..=1000, "--tx-inline-us must be 0..=1000")?;
-                self.tx_inline = Some(Duration::from_micros(us));
-            }
+            "tx-inline-us" => self.tx_inline = tx_inline(p)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -486,6 +484,19 @@ where
 }
 
 /// The option's value, which must lie in `range`; else the usage error `what`.
+/// `--tx-inline-us US|off`.
+fn tx_inline(p: &mut lexopt::Parser) -> Result<Option<Duration>, Error> {
+    const WHAT: &str = "--tx-inline-us must be 0..=1000 or off";
+    let v: String = value(p)?;
+    if v == "off" {
+        return Ok(None);
+    }
+    match v.parse::<u64>() {
+        Ok(us) if us <= 1000 => Ok(Some(Duration::from_micros(us))),
+        _ => Err(Error::Usage(WHAT.into())),
+    }
+}
+
 fn ranged<T>(
     p: &mut lexopt::Parser,
     range: std::ops::RangeInclusive<T>,
@@ -536,6 +547,22 @@ mod tests {
         ] {
             let e = parse(args).unwrap_err();
             assert!(e.contains(msg), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_posting_thread_takes_its_stamp_unless_told_off() {
+        assert_eq!(parse(&[]).unwrap().tx_inline, Some(Duration::ZERO));
+        assert_eq!(parse(&["--tx-inline-us", "off"]).unwrap().tx_inline, None);
+        assert_eq!(
+            parse(&["--tx-inline-us", "off", "--tx-inline-us", "20"])
+                .unwrap()
+                .tx_inline,
+            Some(Duration::from_micros(20))
+        );
+        for bad in ["1001", "-1", "on", ""] {
+            let e = parse(&["--tx-inline-us", bad]).unwrap_err();
+            assert!(e.contains("0..=1000 or off"), "{bad:?}: {e}");
         }
     }
 
