@@ -298,7 +298,15 @@ fn the_igb_family_keeps_working_under_napi_including_the_polled_82576() {
         ("i210", TxEngine::Sync),
         ("i210", TxEngine::Thread),
     ] {
-        let args = ["--irq-mode", "napi", "--link-wait-ms", "500"];
+        // The IRQ thread's path: the posting thread must not take the stamps itself.
+        let args = [
+            "--irq-mode",
+            "napi",
+            "--link-wait-ms",
+            "500",
+            "--tx-inline-us",
+            "off",
+        ];
         let opts = intel_common::daemon::Options::<Family>::parse(args.iter().map(Into::into))
             .unwrap()
             .unwrap();
