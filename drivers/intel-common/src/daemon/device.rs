@@ -700,24 +700,30 @@ impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
     /// the interrupt is open again either way.
     ///
     /// Each look clears the cause first, so a stamp landing after a look latches it again.
-    /// Opening the gate with it latched raises the interrupt in our models, but the datasheet
-    /// does not say so for TSIM; so when other requests are still pending after the gate
+    /// A stamp missed by the window's looks gets one more, still gated: one that landed
+    /// meanwhile is taken with its cause cleared, so opening the gate raises nothing for it
+    /// (under load the gate could otherwise open on a latched cause while this thread was
+    /// preempted, and the IRQ thread would wake for a stamp this thread then takes).
+    /// Opening the gate with a cause latched raises the interrupt in our models, but the
+    /// datasheet does not say so for TSIM; so when requests are still pending after the gate
     /// opens, one more clear-and-look takes a stamp that came in between, and a later one
     /// finds the cause clear and raises it as usual.
     fn take_inline<S: EventSink + ?Sized>(&self, sink: &S, cookie: u64, window: Duration) -> bool {
         let deadline = mono_ns().saturating_add(window.as_nanos() as u64);
-        let mut taken = false;
-        while !taken {
+        let look = || {
             self.fam.clear_tx_stamp_cause(&self.regs);
-            taken = self
-                .retrieve_tx(sink)
+            self.retrieve_tx(sink)
                 .delivered()
                 .iter()
-                .any(|d| d.cookie == cookie);
-            if mono_ns() >= deadline {
-                break;
-            }
+                .any(|d| d.cookie == cookie)
+        };
+        let mut taken = look();
+        while !taken && mono_ns() < deadline {
             std::hint::spin_loop();
+            taken = look();
+        }
+        if !taken {
+            taken = look();
         }
         self.fam.gate_tx_stamp_irq(&self.regs, true);
         if self.txts.pending() > 0 {
