@@ -230,13 +230,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
             }
             Long("tx-inline-us") => {
                 let v: String = val!();
-                l.tx_inline_us = match v.as_str() {
-                    "off" => None,
-                    us => match us.parse::<u64>() {
-                        Ok(us) if us <= 1000 => Some(us),
-                        _ => return Err("--tx-inline-us must be 0..=1000 or off".into()),
-                    },
-                };
+                l.tx_inline_us = intel_common::daemon::options::parse_tx_inline(&v)?
+                    .map(|d| d.as_micros() as u64);
             }
             Long("help") | Short('h') => return Ok(None),
             _ => return Err(bad(arg.unexpected())),

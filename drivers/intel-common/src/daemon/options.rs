@@ -483,20 +483,24 @@ where
     p.value().map_err(bad)?.parse().map_err(bad)
 }
 
-/// The option's value, which must lie in `range`; else the usage error `what`.
 /// `--tx-inline-us US|off`.
 fn tx_inline(p: &mut lexopt::Parser) -> Result<Option<Duration>, Error> {
-    const WHAT: &str = "--tx-inline-us must be 0..=1000 or off";
-    let v: String = value(p)?;
-    if v == "off" {
-        return Ok(None);
-    }
-    match v.parse::<u64>() {
-        Ok(us) if us <= 1000 => Ok(Some(Duration::from_micros(us))),
-        _ => Err(Error::Usage(WHAT.into())),
+    parse_tx_inline(&value::<String>(p)?).map_err(|e| Error::Usage(e.into()))
+}
+
+/// A `--tx-inline-us` value: `off` (`None`) or 0..=1000 µs; shared with the lab, which passes
+/// it on to every daemon.
+pub fn parse_tx_inline(v: &str) -> Result<Option<Duration>, &'static str> {
+    match v {
+        "off" => Ok(None),
+        us => match us.parse::<u64>() {
+            Ok(us) if us <= 1000 => Ok(Some(Duration::from_micros(us))),
+            _ => Err("--tx-inline-us must be 0..=1000 or off"),
+        },
     }
 }
 
+/// The option's value, which must lie in `range`; else the usage error `what`.
 fn ranged<T>(
     p: &mut lexopt::Parser,
     range: std::ops::RangeInclusive<T>,
