@@ -1,9 +1,12 @@
 //! The pcid channel protocol, re-implemented from its wire format (shared/reference/
 //! redox-platform.md §3; `pcid_interface` is git-only, so it is not a dependency).
 //!
-//! Pinned to redox-os/drivers 20ffe4d7 (2025-11-29), the last revision before the drivers moved
-//! into `base`. The protocol has no version field, so the golden-byte tests below are what keeps
-//! this encoder and pcid in step: bump them together with a new pin.
+//! Pinned to redox-os/base 9dd6901d (2026-06-05), the revision of the Redox test kit's pcid
+//! (`drivers/pcid/src/driver_interface/mod.rs` there). Earlier pin: redox-os/drivers 20ffe4d7
+//! (2025-11-29), whose `PciFunction` had no `rom` field — booting igcd under the kit's pcid
+//! found the difference ("3 trailing bytes", issue 27). The protocol has no version field, so
+//! the golden-byte tests below are what keeps this encoder and pcid in step: bump them together
+//! with a new pin.
 //!
 //! Framing (§3): a request is one `write` of its bincode-1.x encoding, no length prefix; a
 //! response is an 8-byte little-endian length, then that many bytes of encoded response.
@@ -181,11 +184,21 @@ pub struct FullDeviceId {
     pub revision: u8,
 }
 
+/// `PciRom`: the function's expansion ROM BAR (base commit 0fee2618, 2026).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PciRom {
+    pub addr: u32,
+    pub size: u32,
+    pub enabled: bool,
+}
+
 /// pcid's `PciFunction` (inside `SubdriverArguments`): what `RequestConfig` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct FunctionInfo {
     pub addr: PciAddress,
     pub bars: [PciBar; 6],
+    /// The option ROM, if the function has one (the i225 has none).
+    pub rom: Option<PciRom>,
     pub legacy_interrupt_line: Option<LegacyInterruptLine>,
     pub full_device_id: FullDeviceId,
 }
@@ -344,6 +357,11 @@ impl Writer {
                 }
             }
         }
+        self.option(&f.rom, |w, r| {
+            w.u32(r.addr);
+            w.u32(r.size);
+            w.bool(r.enabled);
+        });
         self.option(&f.legacy_interrupt_line, |w, l| {
             w.u8(l.irq);
             w.option(&l.phandled, |w, (ph, cells, n)| {
@@ -601,6 +619,13 @@ impl<'a> Reader<'a> {
         for b in &mut bars {
             *b = self.bar()?;
         }
+        let rom = self.option("rom", |r| {
+            Ok(PciRom {
+                addr: r.u32("PciRom.addr")?,
+                size: r.u32("PciRom.size")?,
+                enabled: r.bool("PciRom.enabled")?,
+            })
+        })?;
         let legacy_interrupt_line = self.option("legacy_interrupt_line", |r| {
             Ok(LegacyInterruptLine {
                 irq: r.u8("LegacyInterruptLine.irq")?,
@@ -622,6 +647,7 @@ impl<'a> Reader<'a> {
         Ok(FunctionInfo {
             addr,
             bars,
+            rom,
             legacy_interrupt_line,
             full_device_id,
         })

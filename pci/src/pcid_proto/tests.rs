@@ -28,6 +28,7 @@ fn i225() -> FunctionInfo {
             function: 0,
         },
         bars,
+        rom: None,
         legacy_interrupt_line: Some(LegacyInterruptLine {
             irq: 11,
             phandled: None,
@@ -43,8 +44,10 @@ fn i225() -> FunctionInfo {
     }
 }
 
+/// As base 9dd6901d's pcid sends it: the `rom` option (`00`, none) between the BARs and the
+/// interrupt line. The frame of the earlier pin (drivers 20ffe4d7) lacked that byte.
 const I225_CONFIG_FRAME: &str = "
-    3c 00 00 00 00 00 00 00
+    3d 00 00 00 00 00 00 00
     01 00 00 00
     00 00 03 00 00
     01 00 00 00 00 00 20 fc 00 00 10 00
@@ -53,6 +56,7 @@ const I225_CONFIG_FRAME: &str = "
     01 00 00 00 00 00 30 fc 00 40 00 00
     00 00 00 00
     00 00 00 00
+    00
     01 0b 00
     86 80 f3 15 02 00 00 03";
 
@@ -82,12 +86,39 @@ fn enable_device_golden() {
 fn request_config_golden() {
     assert_eq!(Request::RequestConfig.encode(), hex("01 00 00 00"));
     let frame = hex(I225_CONFIG_FRAME);
-    assert_eq!(frame.len(), 8 + 0x3c);
+    assert_eq!(frame.len(), 8 + 0x3d);
     let got = Response::decode_frame(&frame).expect("decodes");
     assert_eq!(got, Response::Config(i225()));
     assert_eq!(Response::Config(i225()).encode_frame(), frame);
     assert_eq!(i225().addr.scheme_name(), "pci-0000-03-00.0");
     assert_eq!(i225().bars[0].memory(), Some((0xFC20_0000, 0x10_0000)));
+}
+
+/// The earlier pin's frame (no `rom` byte) is refused with a typed error, not misread: pcid
+/// and this decoder disagreeing is what the first boot under the kit's pcid showed.
+#[test]
+fn the_frame_without_the_rom_field_is_refused() {
+    let mut old = hex(I225_CONFIG_FRAME);
+    // Prefix, response tag, address, BARs (two Memory32 of 12 bytes, four None of 4).
+    let rom_at = 8 + 4 + 5 + 2 * 12 + 4 * 4;
+    assert_eq!(old[rom_at], 0);
+    old.remove(rom_at);
+    old[0] = 0x3c;
+    assert!(Response::decode_frame(&old).is_err(), "{old:02x?}");
+}
+
+#[test]
+fn an_option_rom_is_carried() {
+    let mut f = i225();
+    f.rom = Some(PciRom {
+        addr: 0xFEB0_0000,
+        size: 0x4_0000,
+        enabled: true,
+    });
+    let frame = Response::Config(f).encode_frame();
+    // Tag 1, addr, size, enabled: 10 bytes where `None` took 1.
+    assert_eq!(frame.len(), hex(I225_CONFIG_FRAME).len() + 9);
+    assert_eq!(Response::decode_frame(&frame), Ok(Response::Config(f)));
 }
 
 #[test]
