@@ -11,7 +11,7 @@
 //! replaced stays down, so two ptpds never take a NIC from each other in turn.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -73,6 +73,8 @@ struct Shared<T: Transport> {
     status: Mutex<LinkStatus>,
     stop: AtomicBool,
     events: Option<Sender<DriverEvent>>,
+    /// Events the engine's full queue refused.
+    events_dropped: AtomicU64,
 }
 
 fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
@@ -104,6 +106,7 @@ impl<C: Connector> DriverLink<C> {
             status: Mutex::new(LinkStatus::default()),
             stop: AtomicBool::new(false),
             events,
+            events_dropped: AtomicU64::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -339,9 +342,13 @@ fn read_loop<T: Transport>(
                     _ => {}
                 }
                 if let Some(tx) = &s.events {
-                    // Never block the reader on a slow consumer; a dropped event is logged.
+                    // Never block the reader on a slow consumer; dropped events are logged at
+                    // the 1st, 2nd, 4th, 8th... so a stalled engine cannot flood the log.
                     if tx.try_send(ev).is_err() {
-                        log::warn!("{}: event queue full, event dropped", s.name);
+                        let n = s.events_dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                        if n.is_power_of_two() {
+                            log::warn!("{}: event queue full, {n} event(s) dropped so far", s.name);
+                        }
                     }
                 }
             }

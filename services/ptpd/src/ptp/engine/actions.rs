@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use statime::PtpInstance;
 use statime::config::{
     AcceptAnyMaster, ClockIdentity, DelayMechanism as StDelay, InstanceConfig, LeapIndicator,
@@ -179,10 +177,7 @@ impl Core {
                 kalman: k,
                 state: p.clock.clone(),
             };
-            let rng = match self.rng_base {
-                Some(seed) => StdRng::seed_from_u64(seed.wrapping_add(i as u64)),
-                None => StdRng::from_entropy(),
-            };
+            let rng = super::seed::port_rng(self.rng_base, i);
             let clock = PhcClock::new(&p.s.name, p.io.clone(), p.clock.clone());
             let (running, actions) = instance
                 .add_port(port_config(&p.s), fc, clock, rng)

@@ -57,6 +57,7 @@ mod configure;
 mod manage;
 mod mgmt;
 mod port_io;
+mod seed;
 mod status;
 mod thread;
 mod timers;

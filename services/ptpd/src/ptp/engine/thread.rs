@@ -102,6 +102,32 @@ impl StalledEngine {
 /// events or timers.
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 
+/// ptpd's exit status when its engine thread dies.
+pub const ENGINE_DIED_EXIT: i32 = 70;
+
+/// Why the process must end, if the engine thread ended without being asked to: a PTP service
+/// whose protocol thread is gone answers clients with stale data and lets driver events pile up
+/// (a boot on Redox showed it, issue 27: the engine panicked and ptpd logged a dropped event
+/// every few milliseconds for good). Exiting hands the restart to the supervisor.
+fn died(run: &std::thread::Result<()>, asked_to_stop: bool) -> Option<String> {
+    let why = match run {
+        Ok(()) if asked_to_stop => return None,
+        Ok(()) => "returned".to_string(),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string payload".into());
+            format!("panicked: {msg}")
+        }
+    };
+    Some(format!(
+        "the PTP engine thread {why}; ptpd exits (status {ENGINE_DIED_EXIT}) for its supervisor \
+         to restart it"
+    ))
+}
+
 /// The engine thread: owns the [`Core`] (statime's instance and ports are not `Send`, so they
 /// are created on this thread), waits on the drivers' event channels, helper results and the
 /// next deadline.
@@ -130,7 +156,13 @@ impl Engine {
             std::thread::Builder::new()
                 .name("ptp-engine".into())
                 .spawn(move || {
-                    engine_thread(settings, ios, events, board, stats, &stop, &ctl_tx, &ctl_rx)
+                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        engine_thread(settings, ios, events, board, stats, &stop, &ctl_tx, &ctl_rx)
+                    }));
+                    if let Some(why) = died(&run, stop.load(Ordering::Acquire)) {
+                        log::error!("{why}");
+                        std::process::exit(ENGINE_DIED_EXIT);
+                    }
                 })?
         };
         Ok(Engine {
@@ -237,5 +269,22 @@ fn engine_thread(
             }
         }
         core.on_timers(now());
+    }
+}
+
+#[cfg(test)]
+mod died_tests {
+    use super::died;
+
+    #[test]
+    fn only_an_asked_for_end_is_quiet() {
+        assert_eq!(died(&Ok(()), true), None);
+        assert!(died(&Ok(()), false).unwrap().contains("returned"));
+        let p = std::panic::catch_unwind(|| panic!("from_entropy failed: No such device"));
+        let why = died(&p.map(|_: ()| ()), false).unwrap();
+        assert!(why.contains("panicked: from_entropy failed"), "{why}");
+        // Even while stopping, a panic is reported.
+        let p = std::panic::catch_unwind(|| panic!("{}", String::from("x")));
+        assert!(died(&p.map(|_: ()| ()), true).unwrap().contains("panicked: x"));
     }
 }
