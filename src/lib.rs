@@ -4,6 +4,7 @@ pub mod figures;
 pub mod lab;
 pub mod plot;
 pub mod procs;
+pub mod redox_kit;
 pub mod signals;
 pub mod tap;
 pub mod vm;

@@ -24,6 +24,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ptp_redox_check::report::{Check, Serial, Verdict};
+use redox_ptp::redox_kit::{self, Kit as Tools, initfs_paths};
 use serde_json::Value;
 
 /// The whole boot, from QEMU's start.
@@ -36,132 +37,9 @@ const STALL_IN_CHECK: Duration = Duration::from_secs(200);
 const IGCD_FIRST_BOUND: Duration = Duration::from_secs(150);
 /// Silence on the console in the igcd-before-ipcd boot (a deadlock is silent).
 const IGCD_FIRST_STALL: Duration = Duration::from_secs(60);
-/// The Redox build (cold: about 1.5 min on 2 cores).
-const BUILD_BOUND: Duration = Duration::from_secs(1200);
-const MKIMAGE_BOUND: Duration = Duration::from_secs(180);
-const TARGET: &str = "x86_64-unknown-redox";
 
 fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// What the test runs with.
-struct Tools {
-    kit: PathBuf,
-    redoxfs_ar: PathBuf,
-}
-
-/// `cmd ARGS` runs and exits 0.
-fn runs(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Every prerequisite, or the first missing one with the command that installs it.
-fn prerequisites() -> Result<Tools, String> {
-    let kit = std::env::var_os("REDOX_KIT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("../shared/redox-kit"));
-    for f in ["mkimage", "redox-link", "boot/kernel", "sysroot/lib/libc.a"] {
-        if !kit.join(f).exists() {
-            return Err(format!(
-                "the Redox kit is missing ({} not found): put it at ../shared/redox-kit or set \
-                 REDOX_KIT=/path/to/redox-kit",
-                kit.join(f).display()
-            ));
-        }
-    }
-    if !runs("ld.lld", &["--version"]) {
-        return Err("ld.lld is missing: apt-get install -y lld".into());
-    }
-    let gcc = Path::new("/usr/lib/gcc/x86_64-linux-gnu");
-    let libgcc_eh = std::fs::read_dir(gcc)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|d| d.path().join("libgcc_eh.a").exists());
-    if !libgcc_eh {
-        return Err("libgcc_eh.a is missing: apt-get install -y libgcc-12-dev".into());
-    }
-    let home_ar = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo/bin/redoxfs-ar"));
-    let redoxfs_ar = match (runs("redoxfs-ar", &["--help"]), home_ar) {
-        (true, _) => PathBuf::from("redoxfs-ar"),
-        (false, Some(p)) if p.exists() => p,
-        _ => {
-            return Err(
-                "redoxfs-ar is missing: apt-get install -y pkg-config libfuse3-dev && \
-                        cargo install redoxfs --version 0.8.0 --locked"
-                    .into(),
-            );
-        }
-    };
-    if !runs("qemu-system-x86_64", &["--version"]) {
-        return Err("qemu-system-x86_64 is missing: apt-get install -y qemu-system-x86".into());
-    }
-    let sysroot = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
-        .args(["--print", "sysroot"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    if !Path::new(&sysroot)
-        .join("lib/rustlib")
-        .join(TARGET)
-        .exists()
-    {
-        return Err(format!(
-            "the {TARGET} standard library is missing: rustup target add {TARGET}"
-        ));
-    }
-    Ok(Tools { kit, redoxfs_ar })
-}
-
-/// Runs `cmd` to its end within `bound` (killed after it): its combined output, or why not.
-fn run_bounded(cmd: &mut Command, bound: Duration, what: &str) -> Result<String, String> {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{what}: cannot start: {e}"))?;
-    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_string(&mut s);
-            }
-            s
-        })
-    };
-    let out = drain(child.stdout.take().map(|r| Box::new(r) as _));
-    let err = drain(child.stderr.take().map(|r| Box::new(r) as _));
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().map_err(|e| format!("{what}: {e}"))? {
-            break Some(st);
-        }
-        if t0.elapsed() > bound {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let text = format!(
-        "{}{}",
-        out.join().unwrap_or_default(),
-        err.join().unwrap_or_default()
-    );
-    match status {
-        Some(st) if st.success() => Ok(text),
-        Some(st) => Err(format!("{what} failed ({st}):\n{text}")),
-        None => Err(format!(
-            "{what} did not finish within {bound:?} (killed):\n{text}"
-        )),
-    }
 }
 
 /// The staged Redox binaries, built once for every boot of this test process.
@@ -190,58 +68,20 @@ fn built(tools: &Tools) -> Result<PathBuf, String> {
 /// lock) and stages them under the names the units use.
 fn build(tools: &Tools, work: &Path) -> Result<PathBuf, String> {
     let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("redox-target");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace())
-        .args(["build", "--release", "--locked", "--target", TARGET])
-        .args([
-            "-p",
-            "igcd",
-            "-p",
-            "ptpd",
-            "-p",
-            "ptpctl",
-            "-p",
-            "igbd",
-            "-p",
-            "ptp-redox-check",
-        ])
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .env(
-            "CARGO_TARGET_X86_64_UNKNOWN_REDOX_LINKER",
-            tools.kit.join("redox-link"),
-        )
-        .env("RUSTC_BOOTSTRAP", "1");
-    run_bounded(&mut cmd, BUILD_BOUND, "the Redox build")?;
-    let out = target_dir.join(TARGET).join("release");
+    let release = redox_kit::build(tools, &target_dir)?;
     let bins = work.join("bins");
-    std::fs::create_dir_all(&bins).map_err(|e| format!("{}: {e}", bins.display()))?;
-    for (from, to) in [
-        ("igcd", "igcd-emu"),
-        ("ptpd", "ptpd"),
-        ("ptpctl", "ptpctl"),
-        ("igbd", "igbd"),
-        ("ptp-redox-check", "ptp-redox-check"),
-    ] {
-        std::fs::copy(out.join(from), bins.join(to)).map_err(|e| format!("staging {from}: {e}"))?;
-    }
+    redox_kit::stage_bins(
+        &release,
+        &bins,
+        &[
+            ("igcd", "igcd-emu"),
+            ("ptpd", "ptpd"),
+            ("ptpctl", "ptpctl"),
+            ("igbd", "igbd"),
+            ("ptp-redox-check", "ptp-redox-check"),
+        ],
+    )?;
     Ok(bins)
-}
-
-/// A shipped unit or config with its paths pointed at the initfs (comments untouched).
-fn initfs_paths(text: &str) -> String {
-    text.lines()
-        .map(|l| {
-            if l.trim_start().starts_with('#') {
-                l.to_string()
-            } else {
-                l.replace("/etc/", "/scheme/initfs/etc/")
-                    .replace("/usr/bin/", "/scheme/initfs/bin/")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
 }
 
 /// The shipped units and config of the emulated stack: (workspace path, name in the image).
@@ -279,16 +119,7 @@ fn stage_units(
 /// The kit's `mkimage`: the kit's daemons and base units, `bins`, `units` (over the kit's).
 fn make_image(tools: &Tools, bins: &Path, units: &Path, img: &Path) -> Result<(), String> {
     let t = Instant::now();
-    let mut mk = Command::new(tools.kit.join("mkimage"));
-    mk.args([
-        "-o".as_ref(),
-        img.as_os_str(),
-        "-b".as_ref(),
-        bins.as_os_str(),
-    ])
-    .args(["-u".as_ref(), units.as_os_str()])
-    .env("REDOXFS_AR", &tools.redoxfs_ar);
-    run_bounded(&mut mk, MKIMAGE_BOUND, "mkimage")?;
+    redox_kit::make_image(tools, bins, units, img, false)?;
     eprintln!("redox_boot: image in {:.0} s", t.elapsed().as_secs_f64());
     Ok(())
 }
@@ -630,7 +461,7 @@ fn boot_and_judge(tools: &Tools) -> Result<(PathBuf, Vec<Assertion>), String> {
 
 /// The kit's base `00_runtime.target` without `ramfs@logging.service` (started later here).
 fn runtime_without_logging(tools: &Tools) -> Result<String, String> {
-    let path = tools.kit.join("initfs-units/lib/init.d/00_runtime.target");
+    let path = tools.dir.join("initfs-units/lib/init.d/00_runtime.target");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let kept: Vec<&str> = text
         .lines()
@@ -779,16 +610,7 @@ fn judge_igcd_first(serial: &Serial, end: &End) -> Vec<Assertion> {
 
 /// The Redox tools, or None when the test is skipped (a failure under REDOX_PTP_REQUIRE_REDOX=1).
 fn tools_or_skip(test: &str) -> Option<Tools> {
-    match prerequisites() {
-        Ok(t) => Some(t),
-        Err(missing) if std::env::var("REDOX_PTP_REQUIRE_REDOX").as_deref() == Ok("1") => {
-            panic!("REDOX_PTP_REQUIRE_REDOX=1 and {missing}")
-        }
-        Err(missing) => {
-            eprintln!("{test}: SKIPPED: {missing}");
-            None
-        }
-    }
+    Tools::or_skip(test)
 }
 
 /// Prints every assertion and fails the test on any failed one, with the serial log's path.

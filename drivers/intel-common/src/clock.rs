@@ -80,6 +80,8 @@ struct State {
     /// unpreempted read-back showed it; added ahead so the value is right when it lands.
     write_lead_ns: u64,
     steps: StepCounts,
+    /// The narrowest latching-read bracket seen: the bus's own cost of one read.
+    min_width_ns: u64,
 }
 
 /// What [`Phc::adjtime`] has done since start-up.
@@ -109,8 +111,19 @@ pub struct StepReport {
 }
 
 /// A host-time bracket around the latching read wider than this (the thread was preempted)
-/// is not used for the clock page or the rate estimate.
+/// is not used for the clock page or the rate estimate — unless the bus is that slow itself
+/// (see [`precise_enough`]).
 const MAX_BRACKET_NS: u64 = 20_000;
+
+/// Whether a reading whose latching read took `width_ns` may anchor the clock page and the rate
+/// estimate: within [`MAX_BRACKET_NS`], or within twice the narrowest bracket this bus has
+/// shown. igcd under Redox on our model behind QEMU's proxy (issue 27) took 20-30 µs per read
+/// even unpreempted: with the fixed bound the page held no sample for seconds after start-up
+/// and `ptpctl bench` failed on it. A preempted read is still many times the floor.
+fn precise_enough(st: &mut State, width_ns: u64) -> bool {
+    st.min_width_ns = st.min_width_ns.min(width_ns);
+    width_ns <= MAX_BRACKET_NS.max(st.min_width_ns.saturating_mul(2))
+}
 /// Minimum window before a rate measurement is trusted (host scheduling noise is ~µs).
 const RATE_WINDOW_MIN_NS: u64 = 200_000_000;
 /// Window after which the anchor moves forward, so the estimate follows oscillator wander.
@@ -214,6 +227,7 @@ impl<M: Mmio, H: ClockHw> Phc<M, H> {
                 osc_rate_ppb: 0.0,
                 write_lead_ns: 0,
                 steps: StepCounts::default(),
+                min_width_ns: u64::MAX,
             }),
             publisher: None,
             mono: Box::new(mono_ns),
@@ -266,7 +280,7 @@ impl<M: Mmio, H: ClockHw> Phc<M, H> {
         let mut st = self.lock();
         let r = self.read();
         let (phc, mono) = (r.phc, r.mid());
-        if r.width() > MAX_BRACKET_NS {
+        if !precise_enough(&mut st, r.width()) {
             // Preempted around the latch: the reading is fine, its host time is not precise
             // enough to anchor the clock page or the rate estimate.
             return PageSample {
@@ -301,7 +315,7 @@ impl<M: Mmio, H: ClockHw> Phc<M, H> {
         let Some(s) = TimeXSample::tightest(&out).copied() else {
             return Ok(out);
         };
-        if s.bracket_ns().is_none_or(|w| w > MAX_BRACKET_NS) {
+        if s.bracket_ns().is_none_or(|w| !precise_enough(&mut st, w)) {
             return Ok(out);
         }
         let rt_minus_mono = (self.wall)() as i128 - self.now() as i128;

@@ -14,6 +14,9 @@ fn histogram() -> Result<Histogram<u64>, Error> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| Error::Other(e.to_string()))
 }
 
+/// The longest wait for a driver's first clock page sample.
+const PAGE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn record(h: &mut Histogram<u64>, since: Instant) {
     h.saturating_record((since.elapsed().as_nanos() as u64).max(1));
 }
@@ -26,6 +29,18 @@ pub fn run(c: &Client, clock: u32, n: usize) -> Result<(String, Value), Error> {
     let page = ptp_ipc::clockpage::ClockPageReader::open(std::path::Path::new(&caps.clock_page))
         .map_err(|e| Error::Other(format!("clock page {}: {e}", caps.clock_page)))?;
 
+    // A driver publishes its first sample a moment after it starts (on a slow bus, after its
+    // first precise reading): wait for it, bounded, rather than fail a bench run at boot.
+    let t = Instant::now();
+    while let Err(ptp_ipc::clockpage::ClockPageError::Empty) = page.read() {
+        if t.elapsed() > PAGE_WAIT {
+            return Err(Error::Other(format!(
+                "clock page {}: no sample within {PAGE_WAIT:?}",
+                caps.clock_page
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     // Warm up both paths (page faults, connection, caches).
     for _ in 0..100.min(n) {
         c.get(clock)?;

@@ -192,6 +192,24 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
         },
         Some(other) => return Err(Error::Usage(format!("unknown command {other:?}"))),
     };
+    // A word the command does not take is an error, not ignored: `bench 1000` once ran the
+    // default 10 000 reads (issue 27's boot), the count belongs to `-n`.
+    let takes = match command {
+        Command::Set(_) | Command::Adj(_) | Command::Freq(_) => 2,
+        Command::Tstamp { .. } | Command::Compare { .. } => 3,
+        _ => 1,
+    };
+    if let Some(extra) = words.get(takes) {
+        return Err(Error::Usage(format!(
+            "{}: unexpected argument {extra:?}{}",
+            words[0],
+            if matches!(command, Command::Bench { .. }) && extra.parse::<usize>().is_ok() {
+                " (the count is -n N)"
+            } else {
+                ""
+            }
+        )));
+    }
     Ok(Some(Args {
         socket,
         clock,
@@ -521,5 +539,29 @@ mod tests {
         ] {
             assert!(matches!(cmd(bad), Err(Error::Usage(_))), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn words_a_command_does_not_take_are_usage_errors() {
+        assert_eq!(
+            cmd(&["-n", "1000", "bench"]).unwrap(),
+            Command::Bench { n: 1000 }
+        );
+        let Err(Error::Usage(e)) = cmd(&["bench", "1000"]) else {
+            panic!("bench 1000 accepted")
+        };
+        assert!(e.contains("-n N"), "{e}");
+        assert_eq!(cmd(&["adj", "-0.5"]).unwrap(), Command::Adj(-500_000_000));
+        for bad in [
+            &["get", "x"][..],
+            &["status", "0"],
+            &["adj", "1", "2"],
+            &["tstamp", "on", "all", "x"],
+            &["compare", "/s", "1", "2"],
+        ] {
+            assert!(matches!(cmd(bad), Err(Error::Usage(_))), "{bad:?}");
+        }
+        assert!(cmd(&["compare", "/s", "1"]).is_ok());
+        assert!(cmd(&["set"]).is_ok() && cmd(&["set", "5"]).is_ok());
     }
 }

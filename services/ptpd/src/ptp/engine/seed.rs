@@ -97,7 +97,10 @@ mod tests {
         std::fs::write(&file, 0x1122_3344_5566_7788u64.to_le_bytes()).unwrap();
         let f = file.to_str().unwrap();
         let (s, src) = seed_from(|| Err("No such device".into()), &["/nonexistent", f], || 9);
-        assert_eq!((s, src), (0x1122_3344_5566_7788, SeedSource::File(f.into())));
+        assert_eq!(
+            (s, src),
+            (0x1122_3344_5566_7788, SeedSource::File(f.into()))
+        );
         // A file too short to give 8 bytes is no source either.
         std::fs::write(&file, [1, 2, 3]).unwrap();
         let (s, src) = seed_from(|| Err("No such device".into()), &["/nonexistent", f], || 9);

@@ -285,6 +285,10 @@ mod died_tests {
         assert!(why.contains("panicked: from_entropy failed"), "{why}");
         // Even while stopping, a panic is reported.
         let p = std::panic::catch_unwind(|| panic!("{}", String::from("x")));
-        assert!(died(&p.map(|_: ()| ()), true).unwrap().contains("panicked: x"));
+        assert!(
+            died(&p.map(|_: ()| ()), true)
+                .unwrap()
+                .contains("panicked: x")
+        );
     }
 }
