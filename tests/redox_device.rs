@@ -26,6 +26,47 @@ use serde_json::Value;
 /// The model's slot on the guest's root bus: the function is 0000:00:04.0.
 const SLOT: u8 = 4;
 const PCI_NAME: &str = "pci-0000-00-04.0";
+
+/// A part the guest drives: which model the device host serves and which driver takes it.
+#[derive(Debug, Clone, Copy)]
+struct Part {
+    /// `--emulate` of the device host and the lab host.
+    emulate: &'static str,
+    /// vendor:device as pcid prints it.
+    pci_id: &'static str,
+    /// The driver's name (its match file is `recipes/<driver>/<driver>.toml`).
+    driver: &'static str,
+    /// The suffix of the driver's scheme names (`ptpdrv.<pci>_<suffix>`).
+    suffix: &'static str,
+    /// How the driver names the part in its log.
+    model: &'static str,
+    /// The lab host's seed (the guest's model takes 41).
+    seed: &'static str,
+}
+
+const I225: Part = Part {
+    emulate: "i225",
+    pci_id: "8086:15F2",
+    driver: "igcd",
+    suffix: "igc",
+    model: "Intel i225-LM (8086:15f2 rev 3)",
+    seed: "42",
+};
+
+const I210: Part = Part {
+    emulate: "i210",
+    pci_id: "8086:1533",
+    driver: "igbd",
+    suffix: "igb",
+    model: "Intel i210 copper (8086:1533",
+    seed: "43",
+};
+
+impl Part {
+    fn channel(&self) -> String {
+        format!("/scheme/ptpdrv.{PCI_NAME}_{}/ptp", self.suffix)
+    }
+}
 /// From QEMU's start to igcd serving ptpd (boot, pcid, igcd bring-up): 10-20 s seen.
 const UP_BOUND: Duration = Duration::from_secs(240);
 /// Console silence allowed while booting.
@@ -40,14 +81,15 @@ fn workspace() -> PathBuf {
 
 /// The shipped match file with its command pointed at the initfs (pcid-spawner takes a
 /// relative command as `/usr/lib/drivers/<name>`, which the kit's image does not have).
-fn match_file() -> Result<String, String> {
-    let p = workspace().join("recipes/igcd/igcd.toml");
+fn match_file(part: Part) -> Result<String, String> {
+    let d = part.driver;
+    let p = workspace().join(format!("recipes/{d}/{d}.toml"));
     let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-    let shipped = "command = [\"igcd\"]";
-    if !text.contains(shipped) {
+    let shipped = format!("command = [\"{d}\"]");
+    if !text.contains(&shipped) {
         return Err(format!("{}: no `{shipped}` line", p.display()));
     }
-    Ok(text.replace(shipped, "command = [\"/scheme/initfs/bin/igcd\"]"))
+    Ok(text.replace(&shipped, &format!("command = [\"/scheme/initfs/bin/{d}\"]")))
 }
 
 /// PTP settings both ends use; `priority1` decides who is master (lower wins).
@@ -61,14 +103,14 @@ fn ptp_table(priority1: u8) -> String {
 
 /// The shipped ptpd config (`recipes/ptpd/ptpd.toml`) with the channel of the function pcid
 /// gives igcd, and a PTP table (priority1 250: the lab host is the better master).
-fn guest_ptpd_config() -> Result<String, String> {
+fn guest_ptpd_config(part: Part) -> Result<String, String> {
     let p = workspace().join("recipes/ptpd/ptpd.toml");
     let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
     let shipped = "/scheme/ptpdrv.pci-0000-03-00.0_igc/ptp";
     if !text.contains(shipped) {
         return Err(format!("{}: no channel {shipped}", p.display()));
     }
-    let text = text.replace(shipped, &format!("/scheme/ptpdrv.{PCI_NAME}_igc/ptp"));
+    let text = text.replace(shipped, &part.channel());
     // The [ptp] table goes before the first [[clock]] (TOML: after it, it would be the clock's).
     let at = text
         .find("\n[[clock]]")
@@ -96,7 +138,7 @@ type = \"oneshot\"
 
 /// Builds the Redox programs and the image: the kit's pcid stack, igcd under its real name,
 /// ptpd and ptpctl with the shipped units.
-fn image(kit: &Kit, work: &Path) -> Result<PathBuf, String> {
+fn image(kit: &Kit, work: &Path, part: Part) -> Result<PathBuf, String> {
     let t = Instant::now();
     let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("redox-target");
     let release = redox_kit::build(kit, &target_dir)?;
@@ -104,7 +146,11 @@ fn image(kit: &Kit, work: &Path) -> Result<PathBuf, String> {
     redox_kit::stage_bins(
         &release,
         &bins,
-        &[("igcd", "igcd"), ("ptpd", "ptpd"), ("ptpctl", "ptpctl")],
+        &[
+            (part.driver, part.driver),
+            ("ptpd", "ptpd"),
+            ("ptpctl", "ptpctl"),
+        ],
     )?;
     let units = work.join("units");
     let _ = std::fs::remove_dir_all(&units);
@@ -112,14 +158,17 @@ fn image(kit: &Kit, work: &Path) -> Result<PathBuf, String> {
     let service = std::fs::read_to_string(workspace().join("recipes/ptpd/ptpd.service"))
         .map_err(|e| format!("ptpd.service: {e}"))?;
     for (name, text) in [
-        ("lib/pcid.d/igcd.toml", match_file()?),
-        ("20_ptpd.service", initfs_paths(&service)),
-        ("ptpd.toml", guest_ptpd_config()?),
-        ("30_ptpctl_bench.service", BENCH_UNIT.to_string()),
+        (
+            format!("lib/pcid.d/{}.toml", part.driver),
+            match_file(part)?,
+        ),
+        ("20_ptpd.service".into(), initfs_paths(&service)),
+        ("ptpd.toml".into(), guest_ptpd_config(part)?),
+        ("30_ptpctl_bench.service".into(), BENCH_UNIT.to_string()),
     ] {
-        std::fs::write(units.join(name), text).map_err(|e| format!("{name}: {e}"))?;
+        std::fs::write(units.join(name.as_str()), text).map_err(|e| format!("{name}: {e}"))?;
     }
-    let img = work.join("device.img");
+    let img = work.join(format!("device-{}.img", part.emulate));
     redox_kit::make_image(kit, &bins, &units, &img, true)?;
     eprintln!(
         "redox_device: built and imaged in {:.0} s",
@@ -128,8 +177,10 @@ fn image(kit: &Kit, work: &Path) -> Result<PathBuf, String> {
     Ok(img)
 }
 
+static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// One named assertion: ok with its detail, or why it failed.
-type Assertion = (&'static str, Result<String, String>);
+type Assertion = (String, Result<String, String>);
 
 /// The first console line holding `needle`.
 fn line<'a>(lines: &'a [String], needle: &str) -> Option<&'a String> {
@@ -162,50 +213,54 @@ fn console_lines(vm: &RedoxVm) -> Vec<String> {
     strip_ansi(&vm.text()).lines().map(str::to_string).collect()
 }
 
+/// Both parts of "a and b" found, or the first missing.
+fn both(lines: &[String], a: &str, b: &str, who: &str) -> Result<String, String> {
+    has(lines, a, who).and_then(|x| has(lines, b, who).map(|y| format!("{x}\n      {y}")))
+}
+
 /// What booting showed about the device path, before any PTP.
-fn judge_bring_up(lines: &[String]) -> Vec<Assertion> {
-    let channel = format!("connected to driver at /scheme/ptpdrv.{PCI_NAME}_igc/ptp (ring)");
+fn judge_bring_up(lines: &[String], part: Part) -> Vec<Assertion> {
+    let d = part.driver;
+    let ch = part.channel();
     vec![
         (
-            "pcid enumerates the model at 00:04.0 (8086:15F2)",
-            has(lines, "PCI 0000:00:04.0 8086:15F2", "pcid"),
+            format!("pcid enumerates the model at 00:04.0 ({})", part.pci_id),
+            has(lines, &format!("PCI 0000:00:04.0 {}", part.pci_id), "pcid"),
         ),
         (
-            "pcid-spawner starts igcd from the shipped match file",
-            has(lines, "spawn \"/scheme/initfs/bin/igcd\"", "pcid-spawner"),
-        ),
-        (
-            "igcd reads its function from pcid and brings the i225 up (BAR0 mapped)",
+            format!("pcid-spawner starts {d} from the shipped match file"),
             has(
                 lines,
-                "Intel i225-LM (8086:15f2 rev 3) at 0000:00:04.0",
-                "igcd",
-            )
-            .and_then(|a| has(lines, "PHC running", "igcd").map(|b| format!("{a}\n      {b}"))),
+                &format!("spawn \"/scheme/initfs/bin/{d}\""),
+                "pcid-spawner",
+            ),
         ),
         (
-            "igcd allocates interrupt vectors through pcid",
-            has(lines, "igcd: INFO: interrupts:", "igcd"),
+            format!("{d} reads its function from pcid and brings the part up (BAR0 mapped)"),
+            both(lines, part.model, "PHC running", d),
         ),
         (
-            "igcd serves its channel and enters its sandbox",
+            format!("{d} allocates interrupt vectors through pcid"),
+            has(lines, &format!("{d}: INFO: interrupts:"), d),
+        ),
+        (
+            format!("{d} serves its channel and enters its sandbox"),
+            both(lines, &format!("serving ptpd on {ch}"), "sandboxed:", d),
+        ),
+        (
+            format!("ptpd connects to {d} over the ring channel"),
             has(
                 lines,
-                &format!("serving ptpd on /scheme/ptpdrv.{PCI_NAME}_igc/ptp"),
-                "igcd",
-            )
-            .and_then(|a| has(lines, "sandboxed:", "igcd").map(|b| format!("{a}\n      {b}"))),
+                &format!("connected to driver at {ch} (ring)"),
+                "ptpd",
+            ),
         ),
         (
-            "ptpd connects to igcd over the ring channel",
-            has(lines, &channel, "ptpd"),
-        ),
-        (
-            "igcd turned TX and RX timestamping on for ptpd",
+            format!("{d} turned TX and RX timestamping on for ptpd"),
             has(
                 lines,
-                "igcd: INFO: timestamping: TX on, RX PtpV2L2Event",
-                "igcd",
+                &format!("{d}: INFO: timestamping: TX on, RX PtpV2L2Event"),
+                d,
             ),
         ),
     ]
@@ -229,6 +284,7 @@ fn start_lab_host(
     kids: &mut Children,
     root: &Path,
     wire: &Path,
+    part: Part,
 ) -> Result<(HostPaths, String), String> {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_ptplab"));
     let host = HostPaths::new(root, 1);
@@ -236,9 +292,9 @@ fn start_lab_host(
         "--wire".to_string(),
         format!("connect:{}", wire.display()),
         "--seed".into(),
-        "42".into(),
+        part.seed.into(),
     ];
-    lab::spawn_igcd(kids, &exe, &host, 1, "i225", 20.0, &extra)?;
+    lab::spawn_igcd(kids, &exe, &host, 1, part.emulate, 20.0, &extra)?;
     lab::spawn_ptpd(kids, &exe, &host, 1, &ptp_table(1))?;
     let client = lab::wait_ready(&host, Duration::from_secs(20))?;
     let mac = client
@@ -286,20 +342,24 @@ fn judge_report(report: &Path) -> Result<String, String> {
     ))
 }
 
-#[test]
-fn igcd_drives_our_i225_through_pcid_and_ptpd_locks_to_a_lab_host() {
-    let test = "redox_device";
+/// One boot of `part` behind the proxy, the lab host on its cable; every assertion printed.
+fn device_boot(test: &str, part: Part) {
+    // One guest at a time: two TCG guests on a small host starve each other.
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(kit) = Kit::or_skip(test) else {
         return;
     };
     let t0 = Instant::now();
-    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("redox-device");
-    let img = image(&kit, &work).unwrap_or_else(|e| panic!("{e}"));
-    let root = redox_ptp::vm::fresh_dir("redox-device");
+    let work =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("redox-device-{}", part.emulate));
+    let img = image(&kit, &work, part).unwrap_or_else(|e| panic!("{e}"));
+    let root = redox_ptp::vm::fresh_dir(test);
     let (wire, guest_truth) = (root.join("wire.sock"), root.join("guest.truth"));
     let nic = ProxyNic {
         devhost: vec![env!("CARGO_BIN_EXE_ptplab").into(), "devhost".into()],
         args: [
+            "--emulate".into(),
+            part.emulate.into(),
             "--seed".into(),
             "41".into(),
             "--truth".into(),
@@ -320,21 +380,21 @@ fn igcd_drives_our_i225_through_pcid_and_ptpd_locks_to_a_lab_host() {
     );
     let booted = vm.elapsed();
     let lines = console_lines(&vm);
-    let mut assertions = judge_bring_up(&lines);
+    let mut assertions = judge_bring_up(&lines, part);
     assertions.push((
-        "the guest came up",
+        "the guest came up".into(),
         up.map(|_| format!("in {:.0} s", booted.as_secs_f64())),
     ));
     let bench = bench(&lines);
     assertions.push((
-        "ptpctl bench through ptpd on the device path",
+        "ptpctl bench through ptpd on the device path".into(),
         bench.as_ref().map(|v| v.to_string()).map_err(Clone::clone),
     ));
     let mut kids = Children::default();
-    let lock = start_lab_host(&mut kids, &root, &wire)
+    let lock = start_lab_host(&mut kids, &root, &wire, part)
         .and_then(|(host, master)| judge_lock(&vm, &host, &guest_truth, &master));
     assertions.push((
-        "the guest's ptpd locks to the lab host (true offset within 1 µs, 10 s)",
+        "the guest's ptpd locks to the lab host (true offset within 1 µs, 10 s)".into(),
         lock.as_ref()
             .map(|f| {
                 format!(
@@ -346,14 +406,17 @@ fn igcd_drives_our_i225_through_pcid_and_ptpd_locks_to_a_lab_host() {
     ));
     let lines = console_lines(&vm);
     assertions.push((
-        "igcd fell back to polling when no interrupt came (TCG's proxy delivers none)",
-        has(&lines, "polling the cause registers", "igcd"),
+        format!(
+            "{} fell back to polling when no interrupt came (TCG's proxy delivers none)",
+            part.driver
+        ),
+        has(&lines, "polling the cause registers", part.driver),
     ));
     drop(kids);
     vm.stop();
     let report = vm.report.clone().expect("a device host report");
     assertions.push((
-        "the model carried out every access and frame",
+        "the model carried out every access and frame".into(),
         judge_report(&report),
     ));
     if let Ok(v) = &bench {
@@ -389,6 +452,17 @@ fn igcd_drives_our_i225_through_pcid_and_ptpd_locks_to_a_lab_host() {
 }
 
 #[test]
+fn igcd_drives_our_i225_through_pcid_and_ptpd_locks_to_a_lab_host() {
+    device_boot("redox_device_i225", I225);
+}
+
+/// The same for igbd on our i210 (the model the Linux guests' igb runs on).
+#[test]
+fn igbd_drives_our_i210_through_pcid_and_ptpd_locks_to_a_lab_host() {
+    device_boot("redox_device_i210", I210);
+}
+
+#[test]
 fn the_guest_follows_only_as_slave_of_the_named_master() {
     let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let m = "021b21.fffe.005a04";
@@ -410,10 +484,20 @@ fn the_guest_follows_only_as_slave_of_the_named_master() {
 
 #[test]
 fn the_match_file_and_config_are_the_shipped_ones_pointed_at_the_device() {
-    let m = match_file().unwrap();
+    let m = match_file(I225).unwrap();
     assert!(m.contains("command = [\"/scheme/initfs/bin/igcd\"]"), "{m}");
     assert!(m.contains("0x15F2"), "{m}");
-    let c = guest_ptpd_config().unwrap();
+    let c = guest_ptpd_config(I225).unwrap();
+    assert!(
+        match_file(I210)
+            .unwrap()
+            .contains("/scheme/initfs/bin/igbd")
+    );
+    assert!(
+        guest_ptpd_config(I210)
+            .unwrap()
+            .contains("pci-0000-00-04.0_igb/ptp")
+    );
     let cfg = ptpd::config::Config::from_str(&c, Path::new("ptpd.toml"))
         .unwrap_or_else(|e| panic!("{e}\n{c}"));
     let ptp = cfg.ptp_settings().unwrap().expect("a [ptp] table");
