@@ -139,6 +139,16 @@ type = \"oneshot\"
 /// Builds the Redox programs and the image: the kit's pcid stack, igcd under its real name,
 /// ptpd and ptpctl with the shipped units.
 fn image(kit: &Kit, work: &Path, part: Part) -> Result<PathBuf, String> {
+    image_with(kit, work, part, &[])
+}
+
+/// [`image`] with `extra` units (name, text) and the check program.
+fn image_with(
+    kit: &Kit,
+    work: &Path,
+    part: Part,
+    extra: &[(&str, String)],
+) -> Result<PathBuf, String> {
     let t = Instant::now();
     let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("redox-target");
     let release = redox_kit::build(kit, &target_dir)?;
@@ -150,6 +160,7 @@ fn image(kit: &Kit, work: &Path, part: Part) -> Result<PathBuf, String> {
             (part.driver, part.driver),
             ("ptpd", "ptpd"),
             ("ptpctl", "ptpctl"),
+            ("ptp-redox-check", "ptp-redox-check"),
         ],
     )?;
     let units = work.join("units");
@@ -167,6 +178,9 @@ fn image(kit: &Kit, work: &Path, part: Part) -> Result<PathBuf, String> {
         ("30_ptpctl_bench.service".into(), BENCH_UNIT.to_string()),
     ] {
         std::fs::write(units.join(name.as_str()), text).map_err(|e| format!("{name}: {e}"))?;
+    }
+    for (name, text) in extra {
+        std::fs::write(units.join(name), text).map_err(|e| format!("{name}: {e}"))?;
     }
     let img = work.join(format!("device-{}.img", part.emulate));
     redox_kit::make_image(kit, &bins, &units, &img, true)?;
@@ -507,4 +521,305 @@ fn the_match_file_and_config_are_the_shipped_ones_pointed_at_the_device() {
         cfg.clocks[0].channel,
         Path::new("/scheme/ptpdrv.pci-0000-00-04.0_igc/ptp")
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The network: smolnetd on igcd's `network.*` scheme.
+
+/// The guest's and the TAP's addresses (the lab's TAP subnet, `redox_ptp::tap`).
+const GUEST_IP: &str = "10.213.0.2";
+const TAP_CIDR: &str = "10.213.0.1/24";
+const UDP_PORT: u16 = 7777;
+/// How long the guest echoes UDP (from its unit's start).
+const NET_SECS: u64 = 240;
+
+fn net_unit() -> String {
+    format!(
+        "[unit]\ndescription = \"address eth0 and echo UDP ({UDP_PORT})\"\n\
+         requires_weak = [\"20_ptpd.service\"]\n\n[service]\n\
+         cmd = \"/scheme/initfs/bin/ptp-redox-check\"\n\
+         args = [\"net\", \"{GUEST_IP}/24\", \"{UDP_PORT}\", \"{NET_SECS}\"]\n\
+         type = \"oneshot_async\"\n"
+    )
+}
+
+/// Root, ptp4l, ip and /dev/net/tun, or the reason (a failure under REDOX_PTP_REQUIRE_TAP=1).
+fn tap_ready(test: &str) -> bool {
+    // Safety: geteuid has no preconditions.
+    let mut missing = Vec::new();
+    if unsafe { libc::geteuid() } != 0 {
+        missing.push("root".to_string());
+    }
+    for (bin, pkg) in [
+        ("ptp4l", "linuxptp"),
+        ("ip", "iproute2"),
+        ("ping", "iputils-ping"),
+    ] {
+        let found = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+            .iter()
+            .any(|d| Path::new(d).join(bin).exists());
+        if !found {
+            missing.push(format!("{bin} (apt-get install -y {pkg})"));
+        }
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        missing.push("/dev/net/tun".into());
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    let msg = format!("{test}: needs {}", missing.join(", "));
+    assert!(
+        std::env::var("REDOX_PTP_REQUIRE_TAP").as_deref() != Ok("1"),
+        "{msg} (REDOX_PTP_REQUIRE_TAP=1)"
+    );
+    eprintln!("skipping {msg}");
+    false
+}
+
+/// Sends `n` datagrams to the guest's echo port from inside namespace `ns` (a thread that
+/// enters it: a socket stays in the namespace it was made in) and counts the echoes that came
+/// back intact within 5 s each.
+fn udp_exchange(ns: &str, n: u8) -> Result<String, String> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || -> Result<String, String> {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+        // Safety: `f` is an open namespace file; only this short-lived thread moves.
+        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(format!("setns: {}", std::io::Error::last_os_error()));
+        }
+        let sock = std::net::UdpSocket::bind("10.213.0.1:0").map_err(|e| format!("bind: {e}"))?;
+        sock.set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
+        let mut back = 0;
+        let mut buf = [0u8; 128];
+        for i in 0..n {
+            let msg = format!("redox-ptp datagram {i}");
+            sock.send_to(msg.as_bytes(), (GUEST_IP, UDP_PORT))
+                .map_err(|e| format!("send: {e}"))?;
+            match sock.recv_from(&mut buf) {
+                Ok((len, _)) if &buf[..len] == msg.as_bytes() => back += 1,
+                Ok((len, from)) => {
+                    return Err(format!("datagram {i}: {len} other bytes from {from}"));
+                }
+                Err(e) => return Err(format!("datagram {i}: no echo within 5 s: {e}")),
+            }
+        }
+        Ok(format!("{back} of {n} datagrams echoed intact"))
+    })
+    .join()
+    .unwrap_or_else(|_| Err("the UDP thread panicked".into()))
+}
+
+/// `ping -c N` from the namespace: its summary line, or why it failed.
+fn ping(ns: &redox_ptp::tap::Netns, n: u32) -> Result<String, String> {
+    let out = ns
+        .command("ping")
+        .args(["-c", &n.to_string(), "-i", "0.5", "-W", "5", GUEST_IP])
+        .output()
+        .map_err(|e| format!("ping: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let summary = text
+        .lines()
+        .find(|l| l.contains("packets transmitted"))
+        .unwrap_or_default()
+        .to_string();
+    if out.status.success() && summary.contains(&format!("{n} received")) {
+        Ok(summary)
+    } else {
+        Err(format!("{}\n{text}", out.status))
+    }
+}
+
+/// ptp4l's "master offset" lines: (CLOCK_MONOTONIC s, servo state such as `s2`).
+fn ptp4l_offsets(log: &str) -> Vec<(f64, String)> {
+    log.lines()
+        .filter_map(|l| {
+            let t = l.strip_prefix("ptp4l[")?.split(']').next()?.parse().ok()?;
+            let mut w = l.split_whitespace();
+            w.find(|x| *x == "offset")?;
+            w.next()?;
+            Some((t, w.next()?.to_string()))
+        })
+        .collect()
+}
+
+/// PTP kept running through the exchange: ptp4l (slave) logged offsets in locked state (`s2`)
+/// after the exchange began and to its end.
+fn judge_ptp_during(log: &str, from_s: f64, to_s: f64) -> Result<String, String> {
+    let o = ptp4l_offsets(log);
+    let during: Vec<&(f64, String)> = o
+        .iter()
+        .filter(|(t, _)| *t > from_s && *t <= to_s)
+        .collect();
+    let locked = during.iter().filter(|(_, s)| s == "s2").count();
+    let last = o.last().map(|(t, s)| (*t, s.clone()));
+    match last {
+        Some((t, s)) if locked >= 2 && s == "s2" && t > to_s - 2.0 => Ok(format!(
+            "{locked} locked Sync offsets from ptp4l during the {:.1} s of traffic, the last \
+             {:.1} s after it ended",
+            to_s - from_s,
+            t - to_s
+        )),
+        _ => Err(format!(
+            "ptp4l offsets during the traffic: {} ({locked} locked); last {last:?}",
+            during.len()
+        )),
+    }
+}
+
+/// Issue 27, the network: smolnetd in the guest on igcd's `network.*` scheme answers a ping
+/// and echoes UDP from a TAP peer on the emulated cable, while the guest's ptpd serves PTP over
+/// the same port to ptp4l (software timestamps, slave only) on that TAP.
+#[test]
+fn smolnetd_over_igcd_answers_ping_and_udp_while_ptp_runs() {
+    let test = "redox_device_net";
+    let Some(kit) = Kit::or_skip(test) else {
+        return;
+    };
+    if !tap_ready(test) {
+        return;
+    }
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("redox-device-net");
+    let img = image_with(&kit, &work, I225, &[("40_net_check.service", net_unit())])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let root = redox_ptp::vm::fresh_dir(test);
+    let wire = root.join("wire.sock");
+    let nic = ProxyNic {
+        devhost: vec![env!("CARGO_BIN_EXE_ptplab").into(), "devhost".into()],
+        args: [
+            "--seed".into(),
+            "41".into(),
+            "--wire".into(),
+            format!("bind:{}", wire.display()).into(),
+        ]
+        .to_vec(),
+        slot: SLOT,
+    };
+    let mut vm =
+        RedoxVm::boot(&img, &root.join("vm"), Some(&nic)).unwrap_or_else(|e| panic!("{e}"));
+    let ns = redox_ptp::tap::Netns::unique("rdxnet").unwrap_or_else(|e| panic!("{e}"));
+    let mut kids = Children::default();
+    let mut bridge = std::process::Command::new(env!("CARGO_BIN_EXE_ptplab"));
+    bridge
+        .arg("tap-bridge")
+        .arg("--wire")
+        .arg(format!("connect:{}", wire.display()))
+        .args(["--netns", ns.name(), "--addr", TAP_CIDR])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(root.join("bridge.log")).unwrap())
+        .stderr(std::fs::File::create(root.join("bridge.err")).unwrap());
+    kids.spawn("tap-bridge", bridge).unwrap();
+    let up = vm.wait_for(
+        "the guest's UDP echo",
+        |t| t.contains("REDOX-NET listening") || t.contains("REDOX-NET FAIL"),
+        UP_BOUND,
+        STALL,
+    );
+    let mut assertions: Vec<Assertion> = vec![(
+        "the guest's eth0 gets its address through netcfg and a UDP socket".into(),
+        up.and_then(|_| {
+            both(
+                &console_lines(&vm),
+                "REDOX-NET addr",
+                "REDOX-NET listening",
+                "net",
+            )
+        }),
+    )];
+    let mut p4l = std::process::Command::new("ip");
+    let log = root.join("ptp4l.log");
+    p4l.args([
+        "netns",
+        "exec",
+        ns.name(),
+        "ptp4l",
+        "-i",
+        "tap0",
+        "-S",
+        "-m",
+        "-q",
+        "-2",
+        "-s",
+    ])
+    .args(["--logSyncInterval", "-3", "--logMinDelayReqInterval", "-3"])
+    .args([
+        "--logAnnounceInterval",
+        "-1",
+        "--announceReceiptTimeout",
+        "3",
+    ])
+    // Slave only, and worse than the guest's priority1 250: ptp4l's BMCA ranks priority1 before
+    // the class slaveOnly sets, so at the default 128 it calls itself the better master.
+    .args(["--priority1", "255"])
+    .stdin(std::process::Stdio::null())
+    .stdout(std::fs::File::create(&log).unwrap())
+    .stderr(std::fs::File::create(root.join("ptp4l.err")).unwrap());
+    kids.spawn("ptp4l", p4l).unwrap();
+    // ptp4l locks first (s2), so that the traffic runs beside a running PTP exchange.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(90)
+        && !ptp4l_offsets(&std::fs::read_to_string(&log).unwrap_or_default())
+            .iter()
+            .any(|(_, s)| s == "s2")
+    {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let from = ptp_ipc::time::mono_ns() as f64 * 1e-9;
+    assertions.push((
+        "ping from the TAP peer answered (5 of 5)".into(),
+        ping(&ns, 5),
+    ));
+    assertions.push((
+        "UDP echoed by the guest (5 datagrams)".into(),
+        udp_exchange(ns.name(), 5),
+    ));
+    let to = ptp_ipc::time::mono_ns() as f64 * 1e-9;
+    std::thread::sleep(Duration::from_secs(4));
+    assertions.push((
+        "PTP kept running on the same port (ptp4l, slave, locked through the traffic)".into(),
+        judge_ptp_during(&std::fs::read_to_string(&log).unwrap_or_default(), from, to),
+    ));
+    let lines = console_lines(&vm);
+    assertions.push((
+        "the guest logged each UDP datagram it echoed".into(),
+        has(&lines, "REDOX-NET echo 5 ", "net"),
+    ));
+    drop(kids);
+    vm.stop();
+    let failed: Vec<String> = assertions
+        .iter()
+        .filter_map(|(name, r)| match r {
+            Ok(d) => {
+                eprintln!("{test}: ok   {name}\n      {d}");
+                None
+            }
+            Err(e) => {
+                eprintln!("{test}: FAIL {name}\n      {e}");
+                Some(format!("{name}: {e}"))
+            }
+        })
+        .collect();
+    eprintln!(
+        "{test}: serial log {}; ptp4l log {}",
+        vm.serial.display(),
+        log.display()
+    );
+    drop(ns);
+    assert!(failed.is_empty(), "{test}: {}", failed.join("\n"));
+}
+
+#[test]
+fn ptp4l_offset_lines_and_the_judgement_of_ptp_during_traffic() {
+    let log = "ptp4l[100.0]: master offset -5000 s0 freq +0 path delay 900\n\
+               ptp4l[101.0]: master offset 300 s2 freq +10 path delay 900\n\
+               ptp4l[102.0]: master offset 200 s2 freq +10 path delay 900\n\
+               ptp4l[103.0]: master offset 100 s2 freq +10 path delay 900\n";
+    assert_eq!(ptp4l_offsets(log).len(), 4);
+    assert!(judge_ptp_during(log, 100.5, 102.5).is_ok());
+    // Nothing locked in the window, or ptp4l silent since well before its end: a failure.
+    assert!(judge_ptp_during(log, 99.0, 100.5).is_err());
+    assert!(judge_ptp_during(log, 101.5, 110.0).is_err());
 }

@@ -18,8 +18,9 @@ pub const APT_GROUPS: [AptGroup; 3] = [
     AptGroup {
         // tests/vm_igc.rs, vm_ptp.rs, vm_linux_tools.rs (ptplab --linux-igc): Linux guests on
         // the emulated NICs under bookworm's QEMU 7.2 (10.0 segfaults realizing
-        // x-pci-proxy-dev under TCG); `ip netns` for tests/ptp4l_tap.rs.
-        why: "VM and TAP tests: QEMU 7.2, the Debian kernel, busybox, linuxptp, ethtool, ip",
+        // x-pci-proxy-dev under TCG); `ip netns` for tests/ptp4l_tap.rs; ping for
+        // tests/redox_device.rs (a TAP peer pings the Redox guest's smolnetd).
+        why: "VM and TAP tests: QEMU 7.2, the Debian kernel, busybox, linuxptp, ethtool, ip, ping",
         packages: &[
             "qemu-system-x86",
             "linux-image-amd64",
@@ -27,6 +28,7 @@ pub const APT_GROUPS: [AptGroup; 3] = [
             "linuxptp",
             "ethtool",
             "iproute2",
+            "iputils-ping",
         ],
     },
     AptGroup {

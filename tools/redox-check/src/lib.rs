@@ -17,6 +17,7 @@
 
 pub mod guest;
 pub mod judge;
+pub mod net;
 pub mod report;
 pub mod scenarios;
 

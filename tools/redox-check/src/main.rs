@@ -1,9 +1,26 @@
 //! `ptp-redox-check [BIN_DIR [PTPD_CONFIG]]`: see the library. Defaults to the initfs paths of
 //! the test image (`/scheme/initfs/bin`, `/scheme/initfs/etc/ptpd.toml`).
+//! `ptp-redox-check net ADDR/LEN PORT SECONDS`: the network check ([`ptp_redox_check::net`]).
 
 use ptp_redox_check::{guest, run, scenarios::Plan};
 
+fn net(args: &[String]) -> std::process::ExitCode {
+    let console = guest::Console::open("/scheme/debug");
+    let say = |l: &str| console.line(l);
+    match ptp_redox_check::net::parse(args).and_then(|p| ptp_redox_check::net::run(&p, say)) {
+        Ok(_) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            say(&format!("{} FAIL {e}", ptp_redox_check::net::PREFIX));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    if all.first().map(String::as_str) == Some("net") {
+        return net(&all[1..]);
+    }
     let mut args = std::env::args().skip(1);
     let bin = args.next().unwrap_or_else(|| "/scheme/initfs/bin".into());
     let config = args
