@@ -545,8 +545,8 @@ fn net_unit() -> String {
 
 /// Root, ptp4l, ip and /dev/net/tun, or the reason (a failure under REDOX_PTP_REQUIRE_TAP=1).
 fn tap_ready(test: &str) -> bool {
-    // Safety: geteuid has no preconditions.
     let mut missing = Vec::new();
+    // Safety: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         missing.push("root".to_string());
     }
