@@ -674,7 +674,17 @@ fn judge_ptp_during(log: &str, from_s: f64, to_s: f64) -> Result<String, String>
 /// the same port to ptp4l (software timestamps, slave only) on that TAP.
 #[test]
 fn smolnetd_over_igcd_answers_ping_and_udp_while_ptp_runs() {
-    let test = "redox_device_net";
+    net_boot("redox_device_net_i225", I225);
+}
+
+/// The same over igbd on our i210.
+#[test]
+fn smolnetd_over_igbd_answers_ping_and_udp_while_ptp_runs() {
+    net_boot("redox_device_net_i210", I210);
+}
+
+/// One network boot of `part` (see above).
+fn net_boot(test: &str, part: Part) {
     let Some(kit) = Kit::or_skip(test) else {
         return;
     };
@@ -682,14 +692,17 @@ fn smolnetd_over_igcd_answers_ping_and_udp_while_ptp_runs() {
         return;
     }
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("redox-device-net");
-    let img = image_with(&kit, &work, I225, &[("40_net_check.service", net_unit())])
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("redox-device-net-{}", part.emulate));
+    let img = image_with(&kit, &work, part, &[("40_net_check.service", net_unit())])
         .unwrap_or_else(|e| panic!("{e}"));
     let root = redox_ptp::vm::fresh_dir(test);
     let wire = root.join("wire.sock");
     let nic = ProxyNic {
         devhost: vec![env!("CARGO_BIN_EXE_ptplab").into(), "devhost".into()],
         args: [
+            "--emulate".into(),
+            part.emulate.into(),
             "--seed".into(),
             "41".into(),
             "--wire".into(),
