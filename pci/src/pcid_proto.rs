@@ -67,6 +67,44 @@ impl PciAddress {
     }
 }
 
+impl PciAddress {
+    /// Parses `SSSS:BB:DD.F` or `BB:DD.F` (hex; function 0–7, device 0–31).
+    pub fn parse(s: &str) -> Option<PciAddress> {
+        let (rest, function) = s.rsplit_once('.')?;
+        let mut parts: Vec<&str> = rest.split(':').collect();
+        if parts.len() == 2 {
+            parts.insert(0, "0000");
+        }
+        let [seg, bus, dev] = parts[..] else {
+            return None;
+        };
+        let hex8 = |x: &str| {
+            (x.len() <= 2)
+                .then(|| u8::from_str_radix(x, 16).ok())
+                .flatten()
+        };
+        let addr = PciAddress {
+            segment: (seg.len() <= 4)
+                .then(|| u16::from_str_radix(seg, 16).ok())
+                .flatten()?,
+            bus: hex8(bus)?,
+            device: hex8(dev).filter(|d| *d < 32)?,
+            function: function.parse().ok().filter(|f| *f < 8)?,
+        };
+        Some(addr)
+    }
+
+    /// The function's channel in pcid's scheme, as a driver pcid-spawner did not start opens
+    /// it (base 9dd6901d `drivers/pcid/src/scheme.rs`: the address with `--` for `:`; pcid
+    /// refuses a second open while a channel is held, ENOLCK, and frees it on close).
+    pub fn pcid_channel_path(&self) -> String {
+        format!(
+            "/scheme/pci/{:04x}--{:02x}--{:02x}.{}/channel",
+            self.segment, self.bus, self.device, self.function
+        )
+    }
+}
+
 impl std::fmt::Display for PciAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

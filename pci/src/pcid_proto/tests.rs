@@ -479,3 +479,34 @@ fn an_msix_table_in_a_missing_io_or_unaligned_place_is_refused() {
         Err(MsixTableError::Outside { offset: 8, .. })
     ));
 }
+
+#[test]
+fn addresses_parse_and_name_their_pcid_channel() {
+    let a = PciAddress::parse("0000:00:04.0").unwrap();
+    assert_eq!(
+        a,
+        PciAddress {
+            segment: 0,
+            bus: 0,
+            device: 4,
+            function: 0
+        }
+    );
+    assert_eq!(a.pcid_channel_path(), "/scheme/pci/0000--00--04.0/channel");
+    assert_eq!(
+        PciAddress::parse("3a:1f.7").unwrap().to_string(),
+        "0000:3a:1f.7"
+    );
+    for bad in [
+        "",
+        "04.0",
+        "0000:00:04",
+        "0000:00:20.0",
+        "0000:00:04.8",
+        "x:00:04.0",
+        "00000:00:04.0",
+        "0:0:0:0.0",
+    ] {
+        assert_eq!(PciAddress::parse(bad), None, "{bad}");
+    }
+}

@@ -56,6 +56,9 @@ pub enum RedoxPciError {
     /// An OS call on a scheme path failed.
     #[error("{what}: {err}")]
     Os { what: String, err: String },
+    /// The function's channel is held by another driver (pcid's ENOLCK).
+    #[error("{0}: held by another driver (pcid lends one channel per function)")]
+    Held(String),
 }
 
 impl From<RedoxPciError> for PciError {
@@ -91,6 +94,20 @@ impl PcidChannel {
             unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
         }
         Ok(Self { fd: Fd::new(raw) })
+    }
+
+    /// The channel of the function at `addr`, opened by path: how a driver pcid-spawner did not
+    /// start (a restart by hand) reaches pcid.
+    pub fn open(addr: &pcid_proto::PciAddress) -> Result<Self, RedoxPciError> {
+        let path = addr.pcid_channel_path();
+        match Fd::open(&path, libredox::flag::O_RDWR | libredox::flag::O_CLOEXEC, 0) {
+            Ok(fd) => Ok(Self { fd }),
+            Err(e) if e.errno() == libredox::errno::ENOLCK => Err(RedoxPciError::Held(path)),
+            Err(e) => Err(RedoxPciError::Os {
+                what: path,
+                err: e.to_string(),
+            }),
+        }
     }
 
     /// One request, one response: the request in one `write` (§3), then the 8-byte length and
@@ -167,6 +184,11 @@ impl RedoxPciFunction {
     /// configuration afterwards, so the legacy interrupt line is the one pcid routed.
     pub fn from_env() -> Result<Self, RedoxPciError> {
         Self::with_channel(PcidChannel::from_env()?)
+    }
+
+    /// The same through the channel opened by path (`igcd --pci ADDR` on Redox).
+    pub fn open(addr: &pcid_proto::PciAddress) -> Result<Self, RedoxPciError> {
+        Self::with_channel(PcidChannel::open(addr)?)
     }
 
     pub fn with_channel(chan: PcidChannel) -> Result<Self, RedoxPciError> {

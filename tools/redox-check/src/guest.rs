@@ -165,7 +165,7 @@ impl System {
 
 /// An empty stdin. std's `Stdio::null()` opens `/dev/null`, which a Redox image without a root
 /// file system lacks (spawn fails with ENODEV); `/scheme/null` is zerod's.
-fn null_input() -> Stdio {
+pub fn null_input() -> Stdio {
     if cfg!(target_os = "redox") {
         if let Ok(f) = std::fs::File::open("/scheme/null") {
             return Stdio::from(f);

@@ -19,6 +19,7 @@ pub mod guest;
 pub mod judge;
 pub mod net;
 pub mod report;
+pub mod restart;
 pub mod scenarios;
 
 use std::time::Duration;

@@ -132,19 +132,21 @@ pub fn run_emulated<Fam: Family>(
     }
 }
 
-/// Runs the daemon on the function `--pci` names (Linux), or on the one pcid-spawner handed
-/// it (Redox), until it fails.
+/// Runs the daemon on the function `--pci` names (Linux; on Redox through its pcid channel), or
+/// on the one pcid-spawner handed it (Redox), until it fails.
 pub fn run_pcid<Fam: Family>(opts: Options<Fam>) -> Result<(), Error> {
     #[cfg(target_os = "linux")]
     if opts.pci.is_some() {
         return platform_linux::run_pci(opts);
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(any(target_os = "linux", target_os = "redox")))]
     if opts.pci.is_some() {
-        return Err(Error::Usage("--pci needs a Linux host".into()));
+        return Err(Error::Usage("--pci needs a Linux or Redox host".into()));
     }
+    // Redox: the channel pcid-spawner handed us, or with `--pci ADDR` the function's channel
+    // opened by path (a driver restarted by hand).
     #[cfg(target_os = "redox")]
-    if platform_redox::started_by_pcid() {
+    if platform_redox::started_by_pcid() || opts.pci.is_some() {
         return platform_redox::run_pcid(opts);
     }
     let _ = opts;

@@ -28,7 +28,9 @@ usage: igcd [options]
   --emulate MODELS run on an emulated NIC (host builds)
   --pci ADDR              Linux, as root: drive the PCI function at ADDR (0000:03:00.0) from
                           userspace, bound to vfio-pci (IOMMU) or uio_pci_generic (no IOMMU: needs
-                          a free 2 MiB hugepage); it stays bound to that driver after exit
+                          a free 2 MiB hugepage); it stays bound to that driver after exit.
+                          Redox: open the function's pcid channel by path, as a driver
+                          restarted by hand does (pcid-spawner passes it PCID_CLIENT_CHANNEL)
   --devhost PATH          drive the emulated NIC a device host serves at PATH (`ptplab devhost
                           --listen PATH`, Linux hosts): the model lives in that process and
                           outlives this daemon, so a restarted daemon finds its clock running

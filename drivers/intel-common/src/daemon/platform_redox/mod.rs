@@ -369,15 +369,25 @@ impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
 
 /// Runs the daemon on the function pcid handed us, until a fatal error.
 pub fn run_pcid<Fam: Family>(opts: Options<Fam>) -> Result<(), Error> {
-    let make = |_: &Options<Fam>| {
-        let mut func = RedoxPciFunction::from_env().map_err(ptp_pci::PciError::from)?;
+    let by_pcid = started_by_pcid();
+    let make = move |o: &Options<Fam>| {
+        let mut func = match (&o.pci, by_pcid) {
+            (Some(a), false) => {
+                let addr = ptp_pci::pcid_proto::PciAddress::parse(a).ok_or_else(|| {
+                    Error::Usage(format!("--pci {a:?}: not a PCI address (0000:03:00.0)"))
+                })?;
+                RedoxPciFunction::open(&addr)
+            }
+            _ => RedoxPciFunction::from_env(),
+        }
+        .map_err(ptp_pci::PciError::from)?;
         let name = func.name();
         log::info!("{name}: {:?}", func.info().full_device_id);
         // Before setrens: DMA allocations after it still need the translation handle (§4, §10).
         func.prepare_dma().map_err(ptp_pci::PciError::from)?;
         Ok((func, name))
     };
-    serve(Box::new(make), opts, started_by_pcid(), true)
+    serve(Box::new(make), opts, by_pcid, true)
 }
 
 /// Runs the daemon on a function `make` builds (an emulated NIC): no fork protocol (init units wait
