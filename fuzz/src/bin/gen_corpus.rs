@@ -381,6 +381,12 @@ fn pcid_function() -> pcid_proto::FunctionInfo {
             function: 0,
         },
         bars,
+        // An option ROM, so the corpus carries the `rom` field pcid 9dd6901d sends.
+        rom: Some(pcid_proto::PciRom {
+            addr: 0xFEB0_0000,
+            size: 0x4_0000,
+            enabled: false,
+        }),
         legacy_interrupt_line: Some(LegacyInterruptLine {
             irq: 11,
             phandled: Some((1, [2, 3, 4], 3)),
