@@ -9,11 +9,12 @@
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::vm::{inherit_and_tie, socketpair};
 
 /// The Redox target.
 pub const TARGET: &str = "x86_64-unknown-redox";
@@ -276,38 +277,6 @@ pub struct RedoxVm {
     pub report: Option<PathBuf>,
 }
 
-/// A stream socketpair, both ends close-on-exec.
-fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // Safety: socketpair writes two descriptors into the live array on success.
-    let r = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // Safety: both descriptors were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// Lets `cmd`'s child inherit `fd` (cleared close-on-exec between fork and exec).
-fn inherit(cmd: &mut Command, fd: i32) {
-    // Safety: the closure only calls fcntl(2), which is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
 impl RedoxVm {
     /// Boots `img`, the serial console to `dir/serial.log`, QEMU's and the device host's logs
     /// beside it; with `nic`, its model served as a PCI function of the guest.
@@ -349,7 +318,7 @@ impl RedoxVm {
                     .stdin(Stdio::null())
                     .stdout(log("devhost.log")?)
                     .stderr(log("devhost.log")?);
-                inherit(&mut d, dev_end.as_raw_fd());
+                inherit_and_tie(&mut d, dev_end.as_raw_fd());
                 devhost = Some(d.spawn().map_err(|e| format!("devhost: {e}"))?);
                 report = Some(rep);
                 // The model maps guest RAM for DMA: a shared memfd backend.
@@ -361,7 +330,7 @@ impl RedoxVm {
                         q_end.as_raw_fd(),
                         nic.slot
                     ));
-                inherit(&mut qemu, q_end.as_raw_fd());
+                inherit_and_tie(&mut qemu, q_end.as_raw_fd());
                 qemu_end = Some(q_end);
             }
         }

@@ -193,7 +193,7 @@ pub struct Vm {
 }
 
 /// A stream socketpair, both ends close-on-exec.
-fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // Safety: socketpair writes two descriptors into the live array on success.
     let r = unsafe {
@@ -212,7 +212,7 @@ fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Makes `cmd`'s child inherit `fd` (clears close-on-exec in the child only) and die with us.
-fn inherit_and_tie(cmd: &mut Command, fd: i32) {
+pub(crate) fn inherit_and_tie(cmd: &mut Command, fd: i32) {
     // Safety: the closure runs between fork and exec and only calls async-signal-safe
     // functions (fcntl, prctl, getppid, _exit).
     unsafe {

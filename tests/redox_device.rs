@@ -291,6 +291,23 @@ fn image_with(
 
 static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Prints every assertion; returns the failed ones as "name: why".
+fn print_verdicts(test: &str, assertions: &[Assertion]) -> Vec<String> {
+    assertions
+        .iter()
+        .filter_map(|(name, r)| match r {
+            Ok(d) => {
+                eprintln!("{test}: ok   {name}\n      {d}");
+                None
+            }
+            Err(e) => {
+                eprintln!("{test}: FAIL {name}\n      {e}");
+                Some(format!("{name}: {e}"))
+            }
+        })
+        .collect()
+}
+
 /// One named assertion: ok with its detail, or why it failed.
 type Assertion = (String, Result<String, String>);
 
@@ -579,19 +596,7 @@ fn device_boot(test: &str, part: Part) {
             v["mmio_reads_per_exact_read"]
         );
     }
-    let failed: Vec<String> = assertions
-        .iter()
-        .filter_map(|(name, r)| match r {
-            Ok(d) => {
-                eprintln!("{test}: ok   {name}\n      {d}");
-                None
-            }
-            Err(e) => {
-                eprintln!("{test}: FAIL {name}\n      {e}");
-                Some(format!("{name}: {e}"))
-            }
-        })
-        .collect();
+    let failed = print_verdicts(test, &assertions);
     eprintln!(
         "{test}: {:.0} s; serial log {}",
         t0.elapsed().as_secs_f64(),
@@ -942,19 +947,7 @@ fn net_boot(test: &str, part: Part) {
         "the model carried out every access and frame".into(),
         judge_report(&report, false),
     ));
-    let failed: Vec<String> = assertions
-        .iter()
-        .filter_map(|(name, r)| match r {
-            Ok(d) => {
-                eprintln!("{test}: ok   {name}\n      {d}");
-                None
-            }
-            Err(e) => {
-                eprintln!("{test}: FAIL {name}\n      {e}");
-                Some(format!("{name}: {e}"))
-            }
-        })
-        .collect();
+    let failed = print_verdicts(test, &assertions);
     eprintln!(
         "{test}: serial log {}; ptp4l log {}",
         vm.serial.display(),

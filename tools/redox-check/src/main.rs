@@ -6,26 +6,22 @@
 
 use ptp_redox_check::{guest, run, scenarios::Plan};
 
-fn net(args: &[String]) -> std::process::ExitCode {
-    let console = guest::Console::open("/scheme/debug");
-    let say = |l: &str| console.line(l);
-    match ptp_redox_check::net::parse(args).and_then(|p| ptp_redox_check::net::run(&p, say)) {
-        Ok(_) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            say(&format!("{} FAIL {e}", ptp_redox_check::net::PREFIX));
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
+/// A mode's job: its plan and where its lines go.
+type Job<P> = fn(&P, &dyn Fn(&str)) -> Result<(), String>;
 
-fn restart(args: &[String]) -> std::process::ExitCode {
-    use ptp_redox_check::restart;
+/// A one-job mode (`net`, `restart`): its lines and its failure on the serial console.
+fn mode<P>(
+    args: &[String],
+    prefix: &str,
+    parse: fn(&[String]) -> Result<P, String>,
+    run: Job<P>,
+) -> std::process::ExitCode {
     let console = guest::Console::open("/scheme/debug");
     let say = |l: &str| console.line(l);
-    match restart::parse(args).and_then(|p| restart::run(&p, say)) {
-        Ok(_) => std::process::ExitCode::SUCCESS,
+    match parse(args).and_then(|p| run(&p, &say)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            say(&format!("{} FAIL {e}", restart::PREFIX));
+            say(&format!("{prefix} FAIL {e}"));
             std::process::ExitCode::FAILURE
         }
     }
@@ -33,11 +29,19 @@ fn restart(args: &[String]) -> std::process::ExitCode {
 
 fn main() -> std::process::ExitCode {
     let all: Vec<String> = std::env::args().skip(1).collect();
-    if all.first().map(String::as_str) == Some("net") {
-        return net(&all[1..]);
-    }
-    if all.first().map(String::as_str) == Some("restart") {
-        return restart(&all[1..]);
+    use ptp_redox_check::{net, restart};
+    match all.first().map(String::as_str) {
+        Some("net") => {
+            return mode(&all[1..], net::PREFIX, net::parse, |p, say| {
+                net::run(p, say).map(drop)
+            });
+        }
+        Some("restart") => {
+            return mode(&all[1..], restart::PREFIX, restart::parse, |p, say| {
+                restart::run(p, say).map(drop)
+            });
+        }
+        _ => {}
     }
     let mut args = std::env::args().skip(1);
     let bin = args.next().unwrap_or_else(|| "/scheme/initfs/bin".into());

@@ -61,7 +61,7 @@ fn clock_seed() -> u64 {
     ptp_ipc::time::mono_ns() ^ (u64::from(std::process::id()) << 32)
 }
 
-/// The generator of port `port`: from `base` (the configured seed, for reproducible runs) or
+/// The generator of port index `port` (logged as PTP port number `port + 1`): from `base` (the configured seed, for reproducible runs) or
 /// from the chain above, logging a fallback.
 pub fn port_rng(base: Option<u64>, port: usize) -> StdRng {
     if let Some(seed) = base {
@@ -70,9 +70,10 @@ pub fn port_rng(base: Option<u64>, port: usize) -> StdRng {
     let (seed, source) = seed_from(os_seed, ENTROPY_FILES, clock_seed);
     match source {
         SeedSource::Os => {}
-        SeedSource::File(f) => log::info!("port {port}: random seed from {f}"),
+        SeedSource::File(f) => log::info!("port {}: random seed from {f}", port + 1),
         SeedSource::Clock(why) => log::warn!(
-            "port {port}: no entropy source ({}); random seed from the clock and the pid",
+            "port {}: no entropy source ({}); random seed from the clock and the pid",
+            port + 1,
             why.join("; ")
         ),
     }
