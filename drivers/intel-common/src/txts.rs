@@ -127,6 +127,9 @@ struct Slot {
 }
 
 #[derive(Debug)]
+pub struct SlotTable(State, TsCounters);
+
+#[derive(Debug)]
 struct State {
     enabled: bool,
     /// Sets in use (1..=max).
@@ -142,10 +145,31 @@ pub struct TsCounters {
     pub timeouts: u64,
 }
 
+/// The lock the slot table lives under. The daemons use a spin lock (the IRQ thread takes it);
+/// a test may substitute one that runs code each time a thread is about to take it, to put a
+/// step of another path between two of one path's critical sections deterministically.
+pub trait SlotLock: Send + Sync {
+    type Guard<'a>: core::ops::DerefMut<Target = SlotTable>
+    where
+        Self: 'a;
+    fn new(table: SlotTable) -> Self;
+    fn lock(&self) -> Self::Guard<'_>;
+}
+
+impl SlotLock for spin::Mutex<SlotTable> {
+    type Guard<'a> = spin::MutexGuard<'a, SlotTable>;
+    fn new(table: SlotTable) -> Self {
+        spin::Mutex::new(table)
+    }
+    fn lock(&self) -> Self::Guard<'_> {
+        spin::Mutex::lock(self)
+    }
+}
+
 /// The TX timestamp state of one port.
-pub struct TxTimestamps {
+pub struct TxTimestamps<L: SlotLock = spin::Mutex<SlotTable>> {
     regs: TsRegs,
-    state: spin::Mutex<(State, TsCounters)>,
+    state: L,
 }
 
 const NS_PER_S: u64 = 1_000_000_000;
@@ -153,10 +177,17 @@ const NS_PER_S: u64 = 1_000_000_000;
 impl TxTimestamps {
     /// `sets` = how many of the family's sets to use (1..=regs.low.len()).
     pub fn new(regs: TsRegs, sets: u8) -> Self {
+        Self::with_lock(regs, sets)
+    }
+}
+
+impl<L: SlotLock> TxTimestamps<L> {
+    /// [`TxTimestamps::new`] under a lock of the caller's choice.
+    pub fn with_lock(regs: TsRegs, sets: u8) -> Self {
         let max = regs.low.len().min(MAX_SETS) as u8;
         Self {
             regs,
-            state: spin::Mutex::new((
+            state: L::new(SlotTable(
                 State {
                     enabled: false,
                     sets: sets.clamp(1, max),
@@ -231,7 +262,7 @@ impl TxTimestamps {
     /// same critical section, so the watchdog can never see a reserved slot without its start.
     pub fn reserve(&self, cookie: u64, now_ns: u64) -> Reservation {
         let mut g = self.state.lock();
-        let (st, c) = &mut *g;
+        let SlotTable(st, c) = &mut *g;
         if !st.enabled {
             return Reservation::Disabled;
         }
@@ -428,7 +459,7 @@ impl TxTimestamps {
     /// Also ends the wait for late stamps (`Slot::late_until_ns`) of sets whose time is up.
     pub fn expire<M: Mmio>(&self, regs: &Regs<M>, now_ns: u64, timeout_ns: u64) -> Vec<Lost> {
         let mut g = self.state.lock();
-        let (st, c) = &mut *g;
+        let SlotTable(st, c) = &mut *g;
         let mut lost = Vec::new();
         for s in st.slots.iter_mut() {
             s.late_until_ns = match s.late_until_ns {
