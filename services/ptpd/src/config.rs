@@ -361,7 +361,9 @@ mod tests {
             logAnnounceInterval = 0\nlogMinDelayReqInterval = -2\nlogMinPdelayReqInterval = -1\n\
             announceReceiptTimeout = 4\ndelay_mechanism = \"P2P\"\nnetwork_transport = \"UDPv4\"\n\
             summary_interval = 2\ntx_timestamp_timeout = 20\nmax_frequency = 100000\n\
-            step_threshold = 0.00002\nutc_offset = 37\ncurrentUtcOffsetValid = true\n\
+            step_threshold = 0.00002\nfirst_step_threshold = 0.5\nclock_servo = \"pi\"\n\
+            pi_proportional_const = 0.5\npi_integral_const = 0.05\ndelay_filter_length = 5\n\
+            utc_offset = 37\ncurrentUtcOffsetValid = true\n\
             [[clock]]\nname = \"a\"\nchannel = \"/a\"\n\
             [clock.ptp]\nnetwork_transport = \"L2\"\nsource_ip = \"192.0.2.1\"\nmasterOnly = true\n\
             [[clock]]\nname = \"b\"\nchannel = \"/b\"\n\
@@ -375,7 +377,15 @@ mod tests {
             Some([0, 0, 0x5e, 0xff, 0xfe, 0, 0x53, 1])
         );
         assert_eq!(s.instance.summary_interval, 2);
-        assert_eq!(s.instance.step_threshold, Some(0.00002));
+        let servo = s.instance.servo;
+        assert_eq!(servo.kind, crate::ptp::config::ServoKind::Pi);
+        assert_eq!(servo.step_threshold_s, Some(0.00002));
+        assert_eq!(servo.first_step_threshold_s, 0.5);
+        assert_eq!(
+            (servo.pi_proportional_const, servo.pi_integral_const),
+            (0.5, 0.05)
+        );
+        assert_eq!(servo.delay_filter_length, 5);
         assert!(s.instance.time_properties.utc_offset_valid);
         assert_eq!(s.ports.len(), 2, "clock c runs no PTP");
         let (a, b) = (&s.ports[0], &s.ports[1]);
@@ -457,8 +467,30 @@ mod tests {
             E::BadClockIdentity(_)
         ));
         assert!(matches!(
-            bad("[ptp]\nstep_threshold = 0.0\n"),
+            bad("[ptp]\nclock_servo = \"kalman\"\nstep_threshold = 0.0\n"),
             E::BadStepThreshold(_)
+        ));
+        assert!(matches!(
+            bad("[ptp]\nstep_threshold = -1.0\n"),
+            E::BadStepThreshold(_)
+        ));
+        assert!(matches!(
+            bad("[ptp]\nclock_servo = \"linreg\"\n"),
+            E::Unsupported {
+                key: "clock_servo",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad("[ptp]\npi_integral_const = nan\n"),
+            E::BadServoValue {
+                key: "pi_integral_const",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad("[ptp]\ndelay_filter_length = 0\n"),
+            E::OutOfRange { .. }
         ));
         assert!(matches!(
             bad("[ptp]\ntx_timestamp_timeout = 0\n"),

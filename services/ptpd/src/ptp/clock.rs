@@ -16,6 +16,8 @@ use statime::filters::{Filter, FilterEstimate, FilterUpdate, KalmanConfiguration
 use statime::port::Measurement;
 use statime::time::{Duration as PtpDuration, Time};
 
+use super::servo::{PiConfig, PiServo};
+
 /// What the engine needs from a driver: requests with a reply (bounded by `timeout`) and
 /// fire-and-forget sends. [`crate::driver_link::DriverLink`] is the production implementation
 /// (through [`crate::service::SchemeLink`]); the tests plug in simulated drivers.
@@ -417,20 +419,74 @@ impl Clock for PhcClock {
     }
 }
 
-/// Filter configuration: Kalman's, plus the port's shared clock state.
+/// Which servo steers the clock (`clock_servo`), with its settings.
+#[derive(Debug, Clone, Copy)]
+pub enum ServoConfig {
+    /// ptp4l's PI loop with ptpd's step policy ([`PiServo`]).
+    Pi(PiConfig),
+    /// statime's Kalman filter.
+    Kalman(KalmanConfiguration),
+}
+
+/// Filter configuration: the servo's, plus the port's shared clock state.
 #[derive(Clone)]
 pub struct TracedConfig {
-    pub kalman: KalmanConfiguration,
+    pub servo: ServoConfig,
     pub state: SharedClockState,
 }
 
-/// statime's [`KalmanFilter`] with two additions: it records each measurement for the
-/// ptp4l-style logs and the status snapshot, and it restarts itself when the PHC's time runs
-/// backwards by more than [`BACKWARDS_RESET_NS`] without a step through the clock (a driver
-/// restart that reset the PHC). Without that, the Kalman filter ignores every measurement
-/// older than its internal time, forever.
+/// The servo a [`TracedFilter`] wraps.
+// One per port: the size difference costs nothing worth an indirection.
+#[allow(clippy::large_enum_variant)]
+enum Servo {
+    Pi(PiServo),
+    Kalman(KalmanFilter),
+}
+
+impl Servo {
+    fn new(cfg: ServoConfig) -> Self {
+        match cfg {
+            ServoConfig::Pi(c) => Servo::Pi(PiServo::new(c)),
+            ServoConfig::Kalman(c) => Servo::Kalman(KalmanFilter::new(c)),
+        }
+    }
+
+    fn measurement<C: Clock>(&mut self, m: Measurement, clock: &mut C) -> FilterUpdate {
+        match self {
+            Servo::Pi(f) => f.measurement(m, clock),
+            Servo::Kalman(f) => f.measurement(m, clock),
+        }
+    }
+
+    fn update<C: Clock>(&mut self, clock: &mut C) -> FilterUpdate {
+        match self {
+            Servo::Pi(f) => f.update(clock),
+            Servo::Kalman(f) => f.update(clock),
+        }
+    }
+
+    fn demobilize<C: Clock>(self, clock: &mut C) {
+        match self {
+            Servo::Pi(f) => f.demobilize(clock),
+            Servo::Kalman(f) => f.demobilize(clock),
+        }
+    }
+
+    fn current_estimates(&self) -> FilterEstimate {
+        match self {
+            Servo::Pi(f) => f.current_estimates(),
+            Servo::Kalman(f) => f.current_estimates(),
+        }
+    }
+}
+
+/// The servo (PI or statime's [`KalmanFilter`]) with two additions: it records each measurement
+/// for the ptp4l-style logs and the status snapshot, and it restarts the servo when the PHC's
+/// time runs backwards by more than [`BACKWARDS_RESET_NS`] without a step through the clock (a
+/// driver restart that reset the PHC). Without that, the Kalman filter ignores every
+/// measurement older than its internal time, forever.
 pub struct TracedFilter {
-    inner: KalmanFilter,
+    inner: Servo,
     config: TracedConfig,
     /// `inner` has not set its first frequency yet (see [`TracedFilter::rebase_if_fresh`]).
     fresh: bool,
@@ -459,7 +515,7 @@ impl TracedFilter {
                     "PHC time went back by {} ns without a step (driver restart?); restarting the servo",
                     expected - now
                 );
-                self.inner = KalmanFilter::new(self.config.kalman);
+                self.inner = Servo::new(self.config.servo);
                 self.fresh = true;
                 let mut st = lock(&self.config.state);
                 st.servo = ServoState::Unlocked;
@@ -502,7 +558,7 @@ impl Filter for TracedFilter {
             st.lock_run = 0;
         }
         Self {
-            inner: KalmanFilter::new(config.kalman),
+            inner: Servo::new(config.servo),
             config,
             fresh: true,
             last_event: None,
@@ -689,7 +745,7 @@ mod tests {
         let (mut c, io, st) = clock(500_000, 0);
         adopt_driver_freq("t", &*io, &st, 0);
         let config = TracedConfig {
-            kalman: KalmanConfiguration::default(),
+            servo: ServoConfig::Kalman(KalmanConfiguration::default()),
             state: st.clone(),
         };
         // The first servo: its "0" is the PHC's frequency at ptpd's start.

@@ -20,7 +20,13 @@
 //! max_frequency = 500000         # ppb, clamp of every frequency adjustment
 //! rx_filter = "event"            # or "per_role": RX stamps of Sync only while not master,
 //!                                # of Delay_Req only while master (E2E only)
-//! step_threshold = 0.001         # s, the Kalman filter's step threshold
+//! clock_servo = "pi"             # or "kalman" (statime's Kalman filter)
+//! pi_proportional_const = 0.0    # 0: ptp4l's hardware default scaled by the sync interval
+//! pi_integral_const = 0.0        # likewise
+//! first_step_threshold = 0.00002 # s, step the first update above it (0: never)
+//! step_threshold = 0.00002       # s, step later updates above it, on a consistent estimate
+//!                                # (0: never, pi only; kalman's default: 0.001)
+//! delay_filter_length = 10       # path delay = median of this many samples (pi)
 //! utc_offset = 37                # what the grandmaster announces (see ptp/mod.rs)
 //!
 //! [[clock]]
@@ -67,11 +73,20 @@ pub enum PtpConfigError {
         "clockIdentity {0:?}: expected \"xxxxxx.xxxx.xxxxxx\" (linuxptp form) or 16 hex digits"
     )]
     BadClockIdentity(String),
-    /// `step_threshold` must be a positive number of seconds.
+    /// `step_threshold` must be a number of seconds in 0..=1000, and > 0 for the Kalman
+    /// filter (which cannot disable steps).
     #[error(
-        "step_threshold = {0} must be > 0 and <= 1000 s (statime's Kalman filter cannot disable steps)"
+        "step_threshold = {0} must be >= 0 and <= 1000 s, and > 0 with clock_servo = \"kalman\" (statime's Kalman filter cannot disable steps)"
     )]
     BadStepThreshold(f64),
+    /// A servo constant or threshold that is not a finite number in its range.
+    #[error("[ptp]: {key} = {value} is outside {min}..={max}")]
+    BadServoValue {
+        key: &'static str,
+        value: f64,
+        min: f64,
+        max: f64,
+    },
     /// `rx_filter = "per_role"` with `delay_mechanism = "P2P"`: a P2P port needs stamps of
     /// Pdelay_Req and Pdelay_Resp in every state, which no single-message filter gives.
     #[error(
@@ -193,8 +208,15 @@ pub struct PtpSection {
     #[serde(rename = "clockIdentity")]
     pub clock_identity: Option<String>,
     pub summary_interval: Option<i8>,
+    /// "pi" (default) or "kalman".
+    pub clock_servo: Option<String>,
+    pub pi_proportional_const: Option<f64>,
+    pub pi_integral_const: Option<f64>,
+    /// s.
+    pub first_step_threshold: Option<f64>,
     /// s.
     pub step_threshold: Option<f64>,
+    pub delay_filter_length: Option<u16>,
     /// TAI − UTC the grandmaster announces (ptp4l's `utc_offset`).
     pub utc_offset: Option<i16>,
     /// Announce currentUtcOffsetValid (GRANDMASTER_SETTINGS_NP name).
@@ -290,6 +312,44 @@ pub struct MgmtPolicy {
     pub network_set: bool,
 }
 
+/// `clock_servo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServoKind {
+    /// ptp4l's PI servo with ptpd's step policy (`ptp::servo`).
+    Pi,
+    /// statime's Kalman filter.
+    Kalman,
+}
+
+/// The servo settings, validated (ptp4l's names).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServoSettings {
+    pub kind: ServoKind,
+    /// 0: ptp4l's default scaled by the sync interval.
+    pub pi_proportional_const: f64,
+    pub pi_integral_const: f64,
+    /// s; 0 = never.
+    pub first_step_threshold_s: f64,
+    /// s; 0 = never (pi only). `None`: the servo's default (pi 20 µs, kalman 1 ms).
+    pub step_threshold_s: Option<f64>,
+    pub delay_filter_length: usize,
+}
+
+impl Default for ServoSettings {
+    /// The PI servo, ptp4l's constants and `first_step_threshold`, the servo's own
+    /// `step_threshold` (see [`crate::ptp::servo::PiConfig`]).
+    fn default() -> Self {
+        Self {
+            kind: ServoKind::Pi,
+            pi_proportional_const: 0.0,
+            pi_integral_const: 0.0,
+            first_step_threshold_s: 0.00002,
+            step_threshold_s: None,
+            delay_filter_length: 10,
+        }
+    }
+}
+
 /// Instance-wide settings, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceSettings {
@@ -300,7 +360,7 @@ pub struct InstanceSettings {
     /// `None`: EUI-64 of the first PTP clock's MAC, known once its driver answers `Caps`.
     pub clock_identity: Option<[u8; 8]>,
     pub summary_interval: i8,
-    pub step_threshold: Option<f64>,
+    pub servo: ServoSettings,
     pub time_properties: TimeProperties,
     pub management: MgmtPolicy,
     /// Seeds the ports' random generators (announce and delay-request jitter) for reproducible
@@ -317,7 +377,7 @@ impl Default for InstanceSettings {
             slave_only: false,
             clock_identity: None,
             summary_interval: 0,
-            step_threshold: None,
+            servo: ServoSettings::default(),
             time_properties: TimeProperties::default(),
             management: MgmtPolicy::default(),
             rng_seed: None,
@@ -567,6 +627,55 @@ pub fn management_policy(
     Ok(m)
 }
 
+/// The servo keys of `[ptp]`.
+fn resolve_servo(g: &PtpSection) -> Result<ServoSettings, PtpConfigError> {
+    let mut v = ServoSettings::default();
+    if let Some(k) = &g.clock_servo {
+        v.kind = match k.as_str() {
+            "pi" => ServoKind::Pi,
+            "kalman" => ServoKind::Kalman,
+            other => {
+                return Err(PtpConfigError::Unsupported {
+                    section: "[ptp]".into(),
+                    key: "clock_servo",
+                    value: other.into(),
+                    supported: "\"pi\", \"kalman\"",
+                });
+            }
+        };
+    }
+    let num = |key: &'static str, value: Option<f64>, max: f64, dflt: f64| match value {
+        None => Ok(dflt),
+        Some(x) if x.is_finite() && (0.0..=max).contains(&x) => Ok(x),
+        Some(x) => Err(PtpConfigError::BadServoValue {
+            key,
+            value: x,
+            min: 0.0,
+            max,
+        }),
+    };
+    v.pi_proportional_const = num("pi_proportional_const", g.pi_proportional_const, 100.0, 0.0)?;
+    v.pi_integral_const = num("pi_integral_const", g.pi_integral_const, 100.0, 0.0)?;
+    v.first_step_threshold_s = num(
+        "first_step_threshold",
+        g.first_step_threshold,
+        1000.0,
+        v.first_step_threshold_s,
+    )?;
+    if let Some(t) = g.step_threshold {
+        let kalman = v.kind == ServoKind::Kalman;
+        if !(t.is_finite() && (0.0..=1000.0).contains(&t)) || (kalman && t == 0.0) {
+            return Err(PtpConfigError::BadStepThreshold(t));
+        }
+        v.step_threshold_s = Some(t);
+    }
+    if let Some(n) = g.delay_filter_length {
+        range("[ptp]", "delay_filter_length", n.into(), 1, 1000)?;
+        v.delay_filter_length = n.into();
+    }
+    Ok(v)
+}
+
 /// Validates `[ptp]` and the clocks' overrides. `clocks` = (name, per-clock options) in
 /// `[[clock]]` order. `Ok(None)`: PTP disabled.
 pub fn resolve(
@@ -595,12 +704,7 @@ pub fn resolve(
         range(s, "summary_interval", v.into(), -4, 12)?;
         inst.summary_interval = v;
     }
-    if let Some(v) = g.step_threshold {
-        if !(v.is_finite() && v > 0.0 && v <= 1000.0) {
-            return Err(PtpConfigError::BadStepThreshold(v));
-        }
-        inst.step_threshold = Some(v);
-    }
+    inst.servo = resolve_servo(g)?;
     let tp = &mut inst.time_properties;
     if let Some(v) = g.utc_offset {
         range(s, "utc_offset", v.into(), 0, 1000)?;

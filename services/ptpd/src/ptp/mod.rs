@@ -4,6 +4,7 @@
 //! - [`config`]: the `[ptp]` keys (ptp4l's names) and their validation;
 //! - [`engine`]: the protocol loop ([`engine::Core`]) and its thread ([`engine::Engine`]);
 //! - [`clock`]: statime's `Clock` over a driver's PHC, and the filter wrapper;
+//! - [`servo`]: the PI servo (default), beside statime's Kalman filter;
 //! - [`net`]: L2 / UDPv4 framing and the input checks;
 //! - [`log`]: ptp4l-style log lines; [`status`]: what the clock scheme reports.
 //!
@@ -60,10 +61,13 @@ pub mod log;
 pub mod manage;
 pub mod mgmt;
 pub mod net;
+pub mod servo;
 pub mod status;
 
 #[cfg(test)]
 mod mgmt_sim_tests;
+#[cfg(test)]
+mod servo_sim;
 #[cfg(test)]
 mod sim;
 #[cfg(test)]

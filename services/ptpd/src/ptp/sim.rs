@@ -16,7 +16,7 @@ use ptp_ipc::{
 use super::clock::DriverIo;
 use super::config::{
     DelayMechanism, InstanceSettings, MgmtPolicy, NetworkTransport, PortSettings, PtpSettings,
-    RxFilterMode,
+    RxFilterMode, ServoSettings,
 };
 use super::engine::{Core, EngineStats};
 
@@ -215,6 +215,40 @@ pub struct World {
     pub ts_latency: u64,
     /// Every frame put on the wire, when set (for the robustness test).
     pub tap: Option<Vec<Vec<u8>>>,
+    /// The cable's imperfections (see [`Impair`]).
+    pub impair: Impair,
+    rng: u64,
+    /// Each node's settings, to start its ptpd again.
+    settings: Vec<PtpSettings>,
+}
+
+fn new_core(settings: &PtpSettings, drv: &Arc<SimDriver>, now: u64) -> Core {
+    let io: Arc<dyn DriverIo> = drv.clone();
+    Core::new(
+        settings.clone(),
+        vec![io],
+        None,
+        Arc::new(EngineStats::default()),
+        now,
+    )
+}
+
+/// What the wire and the stamps do to frames, beyond the fixed `wire_delay`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Impair {
+    /// Extra delay of frames leaving node 0 / node 1 (asymmetry), ns.
+    pub extra_ns: [u64; 2],
+    /// Each frame is delayed by a further uniform 0..jitter_ns.
+    pub jitter_ns: u64,
+    /// Frames lost, per million.
+    pub loss_ppm: u32,
+    /// Every frame is lost in [from, to) (a link flap), virtual ns.
+    pub down: Option<(u64, u64)>,
+    /// Hardware stamps truncated to this many ns (0 = exact).
+    pub quantum_ns: u64,
+    /// Frames held up by a further `spike_ns`, per million (a queue, a descheduled bridge).
+    pub spike_ppm: u32,
+    pub spike_ns: u64,
 }
 
 pub fn port(transport: NetworkTransport, delay: DelayMechanism) -> PortSettings {
@@ -241,7 +275,31 @@ impl World {
         phcs: [SimPhc; 2],
         management: MgmtPolicy,
     ) -> Self {
+        Self::build(ports, prio, phcs, management, ServoSettings::default(), 0)
+    }
+
+    /// [`World::new`] with both nodes' servo settings, and a seed for the randomness (the
+    /// wire's and the ports' Announce and Delay_Req timing).
+    pub fn with_servo(
+        ports: [PortSettings; 2],
+        prio: [u8; 2],
+        phcs: [SimPhc; 2],
+        servo: ServoSettings,
+        seed: u64,
+    ) -> Self {
+        Self::build(ports, prio, phcs, MgmtPolicy::default(), servo, seed)
+    }
+
+    fn build(
+        ports: [PortSettings; 2],
+        prio: [u8; 2],
+        phcs: [SimPhc; 2],
+        management: MgmtPolicy,
+        servo: ServoSettings,
+        seed: u64,
+    ) -> Self {
         let mut nodes = Vec::new();
+        let mut all = Vec::new();
         for i in 0..2 {
             let drv = Arc::new(SimDriver(Mutex::new(SimDriverState {
                 now: 0,
@@ -259,19 +317,14 @@ impl World {
                 instance: InstanceSettings {
                     priority1: prio[i],
                     management,
-                    rng_seed: Some(7 + i as u64),
+                    servo,
+                    rng_seed: Some(7 + i as u64 + 2 * seed),
                     ..InstanceSettings::default()
                 },
                 ports: vec![ports[i].clone()],
             };
-            let io: Arc<dyn DriverIo> = drv.clone();
-            let core = Core::new(
-                settings,
-                vec![io],
-                None,
-                Arc::new(EngineStats::default()),
-                0,
-            );
+            let core = new_core(&settings, &drv, 0);
+            all.push(settings);
             nodes.push(Node { core, drv });
         }
         let mut w = World {
@@ -284,6 +337,9 @@ impl World {
             tx_latency: 2_000,
             ts_latency: 10_000,
             tap: None,
+            impair: Impair::default(),
+            rng: 0x9e37_79b9_7f4a_7c15 ^ seed.wrapping_mul(0x1000_0000_01b3),
+            settings: all,
         };
         for i in 0..2 {
             w.push(0, i, SimEv::Event(DriverEvent::Restarted { generation: 1 }));
@@ -295,6 +351,65 @@ impl World {
         self.seq += 1;
         self.queue.push(Reverse((at, self.seq)));
         self.items.insert(self.seq, (node, ev));
+    }
+
+    /// Node `i`'s ptpd restarts now: a new engine over the same driver (whose PHC keeps its
+    /// time and frequency), which then connects.
+    pub fn restart_ptpd(&mut self, i: usize) {
+        self.nodes[i].core = new_core(&self.settings[i], &self.nodes[i].drv, self.t);
+        self.push(
+            self.t,
+            i,
+            SimEv::Event(DriverEvent::Restarted { generation: 1 }),
+        );
+    }
+
+    /// Node `i`'s driver restarts warm now (the PHC keeps running): ptpd sees it come back.
+    pub fn restart_driver(&mut self, i: usize, generation: u64) {
+        self.push(
+            self.t,
+            i,
+            SimEv::Event(DriverEvent::Restarted { generation }),
+        );
+    }
+
+    /// xorshift64*: deterministic per world.
+    fn next_rand(&mut self) -> u64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// When a frame leaving `from` at `t` arrives, or `None` if the wire loses it.
+    fn arrival(&mut self, from: usize, t: u64) -> Option<u64> {
+        let im = self.impair;
+        if im.down.is_some_and(|(a, b)| (a..b).contains(&t)) {
+            return None;
+        }
+        if im.loss_ppm > 0 && self.next_rand() % 1_000_000 < u64::from(im.loss_ppm) {
+            return None;
+        }
+        let jitter = if im.jitter_ns > 0 {
+            self.next_rand() % im.jitter_ns
+        } else {
+            0
+        };
+        let spike = if im.spike_ppm > 0 && self.next_rand() % 1_000_000 < u64::from(im.spike_ppm) {
+            im.spike_ns
+        } else {
+            0
+        };
+        Some(t + self.wire_delay + im.extra_ns[from] + jitter + spike)
+    }
+
+    /// A hardware stamp of `phc` at `t`.
+    fn stamp(&self, phc: &SimPhc, t: u64) -> u64 {
+        let ns = phc.at(t) as u64;
+        match self.impair.quantum_ns {
+            0 => ns,
+            q => ns / q * q,
+        }
     }
 
     /// Ground truth: node 1's PHC minus node 0's, ns.
@@ -388,7 +503,7 @@ impl World {
                         } else {
                             DriverEvent::TxTimestamp {
                                 cookie,
-                                ns: st.phc.at(t) as u64,
+                                ns: self.stamp(&st.phc, t),
                             }
                         }
                     };
@@ -398,14 +513,16 @@ impl World {
                     tap.push(frame.clone());
                 }
                 let other = 1 - node;
-                self.push(t + self.wire_delay, other, SimEv::Arrive { frame });
+                if let Some(at) = self.arrival(node, t) {
+                    self.push(at, other, SimEv::Arrive { frame });
+                }
             }
             SimEv::Arrive { frame } => {
                 let rx_ns = {
                     let st = self.nodes[node].drv.st();
                     let stamped = !st.one_message_type
                         || one_type_stamps(st.rx_filters.last().copied(), &frame);
-                    stamped.then(|| st.phc.at(t) as u64)
+                    stamped.then(|| self.stamp(&st.phc, t))
                 };
                 let ev = DriverEvent::PtpFrame { rx_ns, frame };
                 self.nodes[node].core.on_event(0, ev, t);

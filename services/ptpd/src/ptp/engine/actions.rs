@@ -12,9 +12,12 @@ use statime::filters::KalmanConfiguration;
 use statime::port::{PortAction, PortActionIterator};
 use statime::time::{Duration as PtpDuration, Interval};
 
-use super::super::clock::{self, PhcClock, ServoState, TracedConfig};
-use super::super::config::{DelayMechanism, PortSettings, TimeProperties, format_clock_identity};
+use super::super::clock::{self, PhcClock, ServoConfig, ServoState, TracedConfig};
+use super::super::config::{
+    DelayMechanism, PortSettings, ServoKind, ServoSettings, TimeProperties, format_clock_identity,
+};
 use super::super::log::Cause;
+use super::super::servo::PiConfig;
 use super::timers::TimerKind;
 use super::{BmcaPort, Core, Instance, bump, dur_ns};
 
@@ -163,18 +166,10 @@ impl Core {
                 ""
             }
         );
-        let mut kalman = KalmanConfiguration::default();
-        if let Some(t) = self.inst.step_threshold {
-            kalman.step_threshold = PtpDuration::from_seconds(t);
-        }
         for i in 0..self.ports.len() {
             let p = &self.ports[i];
-            let mut k = kalman;
-            k.max_freq_offset = k
-                .max_freq_offset
-                .min(f64::from(p.s.max_frequency_ppb) / 1000.0);
             let fc = TracedConfig {
-                kalman: k,
+                servo: servo_config(&self.inst.servo, p.s.max_frequency_ppb),
                 state: p.clock.clone(),
             };
             let rng = super::seed::port_rng(self.rng_base, i);
@@ -265,6 +260,32 @@ impl Core {
         for (i, acts) in pending.into_iter().enumerate() {
             self.execute(i, acts, now);
             self.note_state(i, Cause::Bmca);
+        }
+    }
+}
+
+/// A port's servo settings: the instance's, bounded by the port's `max_frequency`.
+fn servo_config(s: &ServoSettings, max_frequency_ppb: u32) -> ServoConfig {
+    let max_ppb = f64::from(max_frequency_ppb);
+    let pi = PiConfig {
+        kp: s.pi_proportional_const,
+        ki: s.pi_integral_const,
+        step_threshold_ns: s
+            .step_threshold_s
+            .map_or(PiConfig::default().step_threshold_ns, |t| t * 1e9),
+        first_step_threshold_ns: s.first_step_threshold_s * 1e9,
+        max_frequency_ppb: max_ppb,
+        delay_filter_length: s.delay_filter_length,
+    };
+    let mut k = KalmanConfiguration::default();
+    k.max_freq_offset = k.max_freq_offset.min(max_ppb / 1000.0);
+    match s.kind {
+        ServoKind::Pi => ServoConfig::Pi(pi),
+        ServoKind::Kalman => {
+            if let Some(t) = s.step_threshold_s {
+                k.step_threshold = PtpDuration::from_seconds(t);
+            }
+            ServoConfig::Kalman(k)
         }
     }
 }
