@@ -27,6 +27,7 @@ use crate::procs::Children;
 use crate::signals::{StopFlag, stop_flag, stop_on_interrupt};
 
 mod guest;
+pub mod scenario;
 mod supervise;
 pub use guest::GuestHost;
 pub use supervise::{Restart, Supervisor};
@@ -80,6 +81,12 @@ by a cable, host 2k the better master (priority1), and runs PTP between them.
   --nic-process           each igcd host's NIC runs in a device host of its own (ptplab devhost
                           --listen; igcd --devhost), so it outlives igcd: a restarted igcd
                           finds its PHC running and keeps it (warm attach)
+  --ptpd-servo pi|kalman  every ptpd's clock_servo (default: ptpd's, pi)
+  --scenario NAME         a servo scenario: its options (options after it win) and at most one
+                          disturbance at 20 s; runs 40 s unless --duration; the summary adds
+                          each slave's true lock, steady state and excursion (docs/servo.md):
+                          start-1us start-1ms start-1s ppm-100 asymmetry-20us loss-1pct
+                          loss-10pct jitter-500ns link-flap driver-restart ptpd-restart gm-change
   --help
 A driver or ptpd that dies is restarted after 100 ms, doubling to 5 s, and the lab stops
 after 5 restarts of one daemon within 30 s (any other child's death stops it at once).
@@ -107,6 +114,8 @@ pub struct LabConfig {
     pub seed: u64,
     /// Extra top-level lines for every host's ptpd.toml.
     pub extra_ptpd: String,
+    /// ptpd's `clock_servo` (`--ptpd-servo`); `None`: ptpd's default.
+    pub ptpd_servo: Option<String>,
     /// Hosts that are Linux guests (igc + ptp4l -H in a VM) instead of igcd + ptpd.
     pub linux_igc: Vec<u32>,
     /// A network namespace whose TAP device `tap0` host 0's cable ends in (`--tap`).
@@ -146,6 +155,7 @@ impl Default for LabConfig {
             initial_offset_ms: 1.0,
             seed: ptp_ipc::time::realtime_ns(),
             extra_ptpd: String::new(),
+            ptpd_servo: None,
             linux_igc: Vec::new(),
             tap: None,
             announce_receipt_timeout: 3,
@@ -165,6 +175,8 @@ pub struct LabOptions {
     pub runtime_dir: Option<PathBuf>,
     pub json: bool,
     pub plot: Option<PathBuf>,
+    /// `--scenario NAME` (its options are applied where it stands on the command line).
+    pub scenario: Option<&'static scenario::Scenario>,
 }
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptions>, String> {
@@ -176,6 +188,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
         runtime_dir: None,
         json: false,
         plot: None,
+        scenario: None,
     };
     let mut p = lexopt::Parser::from_args(args);
     macro_rules! val {
@@ -213,6 +226,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
             Long("linux-igc") => l.linux_igc.push(val!()),
             Long("tap") => l.tap = Some(val!()),
             Long("faults") => l.faults = true,
+            Long("ptpd-servo") => {
+                let v: String = val!();
+                if !matches!(v.as_str(), "pi" | "kalman") {
+                    return Err(format!("--ptpd-servo {v}: pi or kalman"));
+                }
+                l.ptpd_servo = Some(v);
+            }
             Long("nic-process") => l.nic_process = true,
             Long("rt") => {
                 l.rt.priority.get_or_insert(ptp_ipc::rt::DEFAULT_PRIORITY);
@@ -233,11 +253,21 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
                 l.tx_inline_us = intel_common::daemon::options::parse_tx_inline(&v)?
                     .map(|d| d.as_micros() as u64);
             }
+            Long("scenario") => {
+                let name: String = val!();
+                let sc = scenario::find(&name)?;
+                sc.apply(l);
+                o.scenario = Some(sc);
+            }
             Long("help") | Short('h') => return Ok(None),
             _ => return Err(bad(arg.unexpected())),
         }
     }
     o.lab.validate()?;
+    if let Some(sc) = o.scenario {
+        sc.check(&o.lab)?;
+        o.duration.get_or_insert_with(scenario::default_duration);
+    }
     Ok(Some(o))
 }
 
@@ -893,11 +923,14 @@ impl Lab {
         // clock (ptp4l's own step_threshold defaults to never); and an ARB timescale, as the
         // emulated PHC starts from CLOCK_REALTIME (UTC): announcing PTP (TAI) would make a
         // ptp4l -S slave subtract its 37 s UTC offset.
-        let step = if c.tap.is_some() {
-            "step_threshold = 0.1\nptpTimescale = false\n"
+        let mut step = if c.tap.is_some() {
+            "step_threshold = 0.1\nptpTimescale = false\n".to_string()
         } else {
-            ""
+            String::new()
         };
+        if let Some(servo) = &c.ptpd_servo {
+            step.push_str(&format!("clock_servo = {servo:?}\n"));
+        }
         format!(
             "privileged_uids = [{uid}]\nmanagement_socket = {:?}\n{}\n[ptp]\n{step}priority1 = {}\nlogSyncInterval = {}\nlogMinDelayReqInterval = {}\nlogMinPdelayReqInterval = {}\nlogAnnounceInterval = -1\nannounceReceiptTimeout = {}\nnetwork_transport = {:?}\ndelay_mechanism = {:?}\nsummary_interval = 0\n",
             self.hosts[i as usize].dir.join("ptp4l"),
@@ -1145,6 +1178,7 @@ fn run(opts: &LabOptions) -> Result<(), String> {
     let mut traces: Vec<Vec<Sample>> = vec![Vec::new(); lab.hosts.len()];
     let mut next_print = start;
     let mut lab = lab;
+    let mut timeline = opts.scenario.map(scenario::Timeline::new);
     while !STOP.load(Ordering::SeqCst) {
         if opts.duration.is_some_and(|d| start.elapsed() >= d) {
             break;
@@ -1154,6 +1188,10 @@ fn run(opts: &LabOptions) -> Result<(), String> {
         }
         // Sample every 100 ms (monotonic time), print every second.
         let t = start.elapsed().as_secs_f64();
+        if let Some(tl) = &mut timeline {
+            tl.step(&mut lab, t)
+                .map_err(|e| format!("scenario: {e}; logs in {}", lab.rt.path.display()))?;
+        }
         for (i, tr) in traces.iter_mut().enumerate() {
             if let Ok(s) = lab.sample(i as u32, t) {
                 tr.push(s);
@@ -1173,13 +1211,20 @@ fn run(opts: &LabOptions) -> Result<(), String> {
     let summary: Vec<serde_json::Value> = (0..lab.hosts.len())
         .map(|i| host_summary(&lab, i as u32, &traces[i], elapsed))
         .collect();
+    let sc = opts
+        .scenario
+        .zip(timeline.as_ref())
+        .map(|(s, tl)| scenario::summary(s, &lab, &traces, tl, elapsed));
     if opts.json {
         println!(
             "{}",
-            json!({"summary": true, "duration_s": elapsed, "seed": lab.cfg.seed, "hosts": summary})
+            json!({"summary": true, "duration_s": elapsed, "seed": lab.cfg.seed, "hosts": summary, "scenario": sc})
         );
     } else {
         print_summary(&lab, &traces, elapsed);
+        if let Some(sc) = &sc {
+            println!("ptplab: scenario {sc}");
+        }
     }
     if let Some(p) = &opts.plot {
         write_plot(&lab, &traces, p)?;

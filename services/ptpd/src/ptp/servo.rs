@@ -71,9 +71,14 @@ pub const MAX_WINDOWS: usize = 4;
 /// threshold (8 ns stamp quantisation and a few ns of jitter).
 pub const MIN_TOLERANCE_NS: f64 = 1_000.0;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
     Acquire,
+    /// The fitted offset is being slewed away at a fixed frequency until the local time
+    /// `until` (ns); samples meanwhile are not fed to the loop.
+    Slew {
+        until: f64,
+    },
     Loop,
 }
 
@@ -102,6 +107,8 @@ pub struct PiServo {
     ki: f64,
     /// Consecutive samples beyond `step_threshold` while in the loop.
     suspects: Vec<(f64, f64)>,
+    /// Steps since the loop last ran (see [`MAX_STEPS_IN_ROW`]).
+    steps_in_row: u32,
     last_offset_ns: f64,
     /// Consecutive loop samples within [`SETTLED_NS`].
     settled_run: usize,
@@ -120,6 +127,11 @@ pub const SETTLED_NS: f64 = 1_000.0;
 /// Loop samples in a row within [`SETTLED_NS`] before the loop first narrows (2 s at 8
 /// Syncs/s).
 pub const SETTLED_SAMPLES: usize = 16;
+/// Steps in a row (each re-measured by a fresh fit) before what is left is slewed whatever its
+/// size: a bus whose steps land microseconds off must not step forever.
+pub const MAX_STEPS_IN_ROW: u32 = 2;
+/// How long a fitted offset below the step threshold is slewed for, s (see `PiServo::slew`).
+pub const SLEW_S: f64 = 1.0;
 /// The narrowest loop: 8× ptp4l's time constant.
 pub const MAX_NARROW: f64 = 8.0;
 
@@ -247,8 +259,14 @@ impl PiServo {
         self.set_constants(fit.interval_s);
         self.drift_ppb = self.clamp_ppb(self.applied_ppb + fit.slope * 1e9);
         let thr = self.threshold();
+        self.updated = true;
+        self.window.clear();
+        self.acquired = 0;
+        // The loop starts over at ptp4l's gains: what it corrects next is fresh.
+        self.narrow = 1.0;
+        self.settled_run = 0;
         // Never on an inconsistent estimate: a step there could be undone by the next.
-        if consistent && thr > 0.0 && offset.abs() > thr {
+        if consistent && thr > 0.0 && offset.abs() > thr && self.steps_in_row < MAX_STEPS_IN_ROW {
             log::info!(
                 "servo: stepping by {:.0} ns (fit of {} Syncs, residual {:.0} ns, delay {delay:.0} ns); frequency {:+.1} ppb",
                 -offset,
@@ -257,14 +275,26 @@ impl PiServo {
                 -self.drift_ppb
             );
             self.step(clock, offset);
+            self.steps_in_row += 1;
             self.last_offset_ns = 0.0;
-        } else {
-            self.last_offset_ns = offset;
+            self.set_freq(clock, self.drift_ppb);
+            // What the step left (a slow bus cannot step exactly) is measured again.
+            return;
         }
-        self.set_freq(clock, self.drift_ppb);
-        self.updated = true;
-        self.phase = Phase::Loop;
-        self.window.clear();
+        self.steps_in_row = 0;
+        self.last_offset_ns = offset;
+        self.slew(clock, t, offset);
+    }
+
+    /// Removes `offset` at a fixed frequency over [`SLEW_S`] (longer if that would pass half
+    /// the frequency bound), then hands over to the loop: a deterministic correction of a
+    /// well-measured offset, where the loop would take several of its time constants.
+    fn slew<C: Clock>(&mut self, clock: &mut C, t: f64, offset: f64) {
+        let secs = SLEW_S.max(offset.abs() / (self.cfg.max_frequency_ppb / 2.0));
+        self.set_freq(clock, self.clamp_ppb(self.drift_ppb + offset / secs));
+        self.phase = Phase::Slew {
+            until: t + secs * 1e9,
+        };
     }
 
     /// One Sync sample in the loop: ptp4l's PI update with anti-windup.
@@ -340,6 +370,7 @@ impl Filter for PiServo {
             kp: 0.0,
             ki: 0.0,
             suspects: Vec::new(),
+            steps_in_row: 0,
             last_offset_ns: 0.0,
             settled_run: 0,
             narrow: 1.0,
@@ -365,6 +396,13 @@ impl Filter for PiServo {
             self.last_sync = Some((t, raw));
             match self.phase {
                 Phase::Acquire => self.acquire(clock, t, raw),
+                Phase::Slew { until } if t < until => {}
+                Phase::Slew { .. } => {
+                    self.set_freq(clock, self.drift_ppb);
+                    self.phase = Phase::Loop;
+                    let delay = self.delay().unwrap_or(0.0);
+                    self.run_loop(clock, t, raw - delay);
+                }
                 Phase::Loop => {
                     let delay = self.delay().unwrap_or(0.0);
                     self.run_loop(clock, t, raw - delay);
@@ -562,6 +600,21 @@ mod tests {
         let f = *c.freqs_ppm.last().unwrap();
         assert!((f + 10.0).abs() < 0.01, "{f} ppm");
         assert!((s.delay().unwrap() - 50.0).abs() < 1.0, "{:?}", s.delay());
+        // What the step left is measured again: 30 ns, slewed over a second at +30 ppb on
+        // top of the frequency found, then the loop.
+        assert_eq!(s.phase, Phase::Acquire);
+        let k = FIT_SAMPLES as u64;
+        for i in k..2 * k {
+            sync(&mut s, &mut c, i, 30 + 50);
+            delay_req(&mut s, &mut c, i, 30 - 50);
+        }
+        assert_eq!(c.steps.len(), 1, "{:?}", c.steps);
+        assert!(matches!(s.phase, Phase::Slew { .. }), "{:?}", s.phase);
+        let slew = *c.freqs_ppm.last().unwrap();
+        assert!((slew - (f - 0.030)).abs() < 1e-6, "{slew} ppm");
+        for i in 2 * k..2 * k + 8 {
+            exchange(&mut s, &mut c, i, 0);
+        }
         assert_eq!(s.phase, Phase::Loop);
     }
 
@@ -585,10 +638,10 @@ mod tests {
         }
         assert!(c.steps.is_empty(), "stepped on an inconsistent estimate");
         assert_eq!(s.phase, Phase::Acquire);
-        // Once the windows run out the loop starts anyway, without a step.
+        // Once the windows run out the offset is slewed anyway, without a step.
         exchange(&mut s, &mut c, 99, raw(99));
         assert!(c.steps.is_empty());
-        assert_eq!(s.phase, Phase::Loop);
+        assert!(matches!(s.phase, Phase::Slew { .. }), "{:?}", s.phase);
     }
 
     #[test]
@@ -637,7 +690,8 @@ mod tests {
         }
         assert_eq!(s.narrow, MAX_NARROW, "after {i} Syncs");
         // 2 + 3 + 5 + 9 windows of 16 Syncs after the 4 of acquisition.
-        assert_eq!(i as usize, FIT_SAMPLES + SETTLED_SAMPLES * 5);
+        // Acquisition, the slew's second (8 Syncs, the last one the loop's), then 5 × 16.
+        assert_eq!(i as usize, FIT_SAMPLES + 7 + SETTLED_SAMPLES * 5);
         exchange(&mut s, &mut c, i, 5_000);
         assert_eq!(s.narrow, 1.0);
     }
