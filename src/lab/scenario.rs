@@ -252,8 +252,7 @@ pub fn figures(
         })
         .collect();
     let locked = |p: &(f64, Option<i64>)| p.1.is_some_and(|o| o.abs() <= LOCK_NS);
-    let lock_at = |from: usize| -> Option<f64> {
-        let s = &pts[from..];
+    let lock_in = |s: &[(f64, Option<i64>)]| -> Option<f64> {
         if !s.last().is_some_and(locked) {
             return None;
         }
@@ -262,6 +261,7 @@ pub fn figures(
             None => s.first().map(|p| p.0),
         }
     };
+    let lock_at = |from: usize| lock_in(&pts[from..]);
     let vals = |from: f64| -> Vec<i64> {
         pts.iter()
             .filter(|p| p.0 >= from)
@@ -287,6 +287,7 @@ pub fn figures(
         let exc = vals(at).iter().map(|o| o.abs()).max();
         let unlocked = pts[k..].iter().filter(|p| p.1.is_none()).count();
         out["event_at_s"] = json!(at);
+        out["lock_before_event_s"] = json!(lock_in(&pts[..k]));
         out["excursion_ns"] = json!(exc);
         out["samples_not_slave_after_event"] = json!(unlocked);
         out["relock_after_event_s"] = json!(lock_at(k).map(|l| (l - at).max(0.0)));
@@ -405,6 +406,10 @@ mod tests {
         );
         assert_eq!(f["steady_max_abs_ns"], 0);
         assert_eq!(f["samples_not_slave_after_event"], 5);
+        assert!(
+            (f["lock_before_event_s"].as_f64().unwrap() - 2.0).abs() < 1e-9,
+            "{f}"
+        );
         // Without an event: the lock from the start, the second half steady.
         let f = figures(&tr[..200], -10_000, None, 20.0);
         assert!(
