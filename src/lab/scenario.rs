@@ -114,8 +114,11 @@ pub const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "asymmetry-20us",
-        about: "master→slave 20 µs longer than slave→master",
-        preset: |c| c.asymmetry_ns = 20_000,
+        about: "master→slave 20 µs longer than slave→master (30 µs and 10 µs)",
+        preset: |c| {
+            c.cable_delay_ns = 20_000;
+            c.asymmetry_ns = 20_000;
+        },
         event: None,
     },
     Scenario {
@@ -361,6 +364,12 @@ mod tests {
         let mut c = LabConfig::default();
         find("asymmetry-20us").unwrap().apply(&mut c);
         assert_eq!((c.asymmetry_ns, expected_offset_ns(&c)), (20_000, -10_000));
+        c.validate().expect("a cable the lab accepts");
+        for s in ALL {
+            let mut c = LabConfig::default();
+            s.apply(&mut c);
+            c.validate().unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        }
         let mut c = LabConfig::default();
         find("link-flap").unwrap().apply(&mut c);
         assert!(c.faults);

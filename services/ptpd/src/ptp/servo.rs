@@ -113,11 +113,12 @@ pub struct PiServo {
     /// Consecutive loop samples within [`SETTLED_NS`].
     settled_run: usize,
     /// The loop's gains are kp / `narrow`, ki / `narrow`²: the same damping, `narrow` times
-    /// the time constant. Doubles once the loop has been settled for (1 + `narrow`) ×
-    /// [`SETTLED_SAMPLES`] Syncs in a row (4, 6 and 10 s at 8 Syncs/s), up to
-    /// [`MAX_NARROW`]; back to 1 on an offset beyond [`SETTLED_NS`]. A narrower loop averages more timestamp noise (jitter, quantisation)
-    /// into each correction.
+    /// the time constant. A narrower loop averages more timestamp noise (jitter, quantisation)
+    /// into each correction, but removes a real offset as many times slower; so it narrows
+    /// only while the offsets are noise around zero (see [`PiServo::adapt`]).
     narrow: f64,
+    /// The last [`SETTLED_SAMPLES`] loop offsets, ns.
+    recent: Vec<f64>,
     /// Steps this servo made.
     pub steps: u64,
 }
@@ -132,6 +133,9 @@ pub const SETTLED_SAMPLES: usize = 16;
 pub const MAX_STEPS_IN_ROW: u32 = 2;
 /// How long a fitted offset below the step threshold is slewed for, s (see `PiServo::slew`).
 pub const SLEW_S: f64 = 1.0;
+/// A mean offset below this never counts as one the loop must remove (half the i225's 8 ns
+/// stamp quantum), ns.
+pub const BIAS_FLOOR_NS: f64 = 4.0;
 /// The narrowest loop: 8× ptp4l's time constant.
 pub const MAX_NARROW: f64 = 8.0;
 
@@ -151,6 +155,46 @@ impl PiServo {
             self.cfg.step_threshold_ns
         } else {
             self.cfg.first_step_threshold_ns
+        }
+    }
+
+    /// The loop's width from its offsets: back to ptp4l's gains on an offset beyond
+    /// [`SETTLED_NS`]; half as narrow while the last [`SETTLED_SAMPLES`] offsets have a mean
+    /// beyond their own standard deviation + [`BIAS_FLOOR_NS`] (an offset larger than the
+    /// noise: the loop still has one to remove, and a narrow loop pays only where noise
+    /// dominates; not the standard error, as a locked loop's offsets wander and are not
+    /// independent); twice as narrow, up to [`MAX_NARROW`], once they have
+    /// been noise around zero for (1 + `narrow`) × [`SETTLED_SAMPLES`] Syncs in a row (4, 6
+    /// and 10 s at 8 Syncs/s).
+    fn adapt(&mut self, offset: f64) {
+        if offset.abs() > SETTLED_NS {
+            self.settled_run = 0;
+            self.narrow = 1.0;
+            self.recent.clear();
+            return;
+        }
+        self.settled_run += 1;
+        self.recent.push(offset);
+        if self.recent.len() > SETTLED_SAMPLES {
+            self.recent.remove(0);
+        }
+        if self.recent.len() < SETTLED_SAMPLES {
+            return;
+        }
+        let n = self.recent.len() as f64;
+        let mean = self.recent.iter().sum::<f64>() / n;
+        let var = self.recent.iter().map(|o| (o - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        if mean.abs() > var.sqrt() + BIAS_FLOOR_NS {
+            if self.narrow > 1.0 {
+                self.narrow /= 2.0;
+                log::debug!("servo: loop widened to 1/{} of ptp4l's gains", self.narrow);
+            }
+            self.settled_run = 0;
+        } else if self.narrow < MAX_NARROW
+            && self.settled_run >= SETTLED_SAMPLES * (1 + self.narrow as usize)
+        {
+            self.narrow *= 2.0;
+            log::debug!("servo: loop narrowed to 1/{} of ptp4l's gains", self.narrow);
         }
     }
 
@@ -265,6 +309,7 @@ impl PiServo {
         // The loop starts over at ptp4l's gains: what it corrects next is fresh.
         self.narrow = 1.0;
         self.settled_run = 0;
+        self.recent.clear();
         // Never on an inconsistent estimate: a step there could be undone by the next.
         if consistent && thr > 0.0 && offset.abs() > thr && self.steps_in_row < MAX_STEPS_IN_ROW {
             log::info!(
@@ -321,18 +366,7 @@ impl PiServo {
         }
         self.suspects.clear();
         self.last_offset_ns = offset;
-        if offset.abs() <= SETTLED_NS {
-            self.settled_run += 1;
-            if self.narrow < MAX_NARROW
-                && self.settled_run >= SETTLED_SAMPLES * (1 + self.narrow as usize)
-            {
-                self.narrow *= 2.0;
-                log::debug!("servo: loop narrowed to 1/{} of ptp4l's gains", self.narrow);
-            }
-        } else {
-            self.settled_run = 0;
-            self.narrow = 1.0;
-        }
+        self.adapt(offset);
         let (kp, ki) = (self.kp / self.narrow, self.ki / (self.narrow * self.narrow));
         let ki_term = ki * offset;
         let ppb = kp * offset + self.drift_ppb + ki_term;
@@ -374,6 +408,7 @@ impl Filter for PiServo {
             last_offset_ns: 0.0,
             settled_run: 0,
             narrow: 1.0,
+            recent: Vec::with_capacity(SETTLED_SAMPLES + 1),
             steps: 0,
         }
     }
@@ -693,6 +728,27 @@ mod tests {
         // Acquisition, the slew's second (8 Syncs, the last one the loop's), then 5 × 16.
         assert_eq!(i as usize, FIT_SAMPLES + 7 + SETTLED_SAMPLES * 5);
         exchange(&mut s, &mut c, i, 5_000);
+        assert_eq!(s.narrow, 1.0);
+    }
+
+    #[test]
+    fn a_persistent_offset_widens_the_loop_and_noise_around_zero_does_not() {
+        let (mut s, mut c) = (PiServo::new(PiConfig::default()), Rec::default());
+        let mut i = 0;
+        while s.narrow < MAX_NARROW && i < 1000 {
+            exchange(&mut s, &mut c, i, 0);
+            i += 1;
+        }
+        assert_eq!(s.narrow, MAX_NARROW);
+        // ±8 ns of quantisation noise around zero: stays narrow.
+        for k in 0..64 {
+            exchange(&mut s, &mut c, i + k, if k % 2 == 0 { 8 } else { -8 });
+        }
+        assert_eq!(s.narrow, MAX_NARROW);
+        // 12 and 20 ns, alternately: a 16 ns offset the narrow loop would take a minute over.
+        for k in 64..64 + 3 * SETTLED_SAMPLES as u64 {
+            exchange(&mut s, &mut c, i + k, if k % 2 == 0 { 12 } else { 20 });
+        }
         assert_eq!(s.narrow, 1.0);
     }
 }
