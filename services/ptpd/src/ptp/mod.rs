@@ -47,6 +47,10 @@
 //!   ptp4l does; on Redox at `/scheme/ptp/mgmt`. A privileged SET of priority1/priority2
 //!   (what `management_settable` lists) rebuilds the instance and its ports, since statime
 //!   keeps defaultDS private: the BMCA and the servo start over.
+//! - **The servo** is ptpd's own PI ([`servo`], the default: statime 0.4's Kalman filter locked
+//!   in 20 s from a 1 ms start, stepped back and forth on a 20 µs threshold because statime
+//!   pairs a Delay_Req with a Sync from before a step, and lost a grandmaster whose time jumped),
+//!   plugged in through statime's `Filter` trait; `clock_servo = "kalman"` keeps statime's.
 //! - **Servo restarts**: statime's Kalman filter ignores measurements older than its own time;
 //!   after a driver restart that resets the PHC that would be forever, so the filter wrapper
 //!   restarts the servo when the PHC runs backwards without a step ([`clock::TracedFilter`]).
