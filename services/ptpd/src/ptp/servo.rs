@@ -6,7 +6,7 @@
 //! Acquisition collects [`FIT_SAMPLES`] Sync offsets and fits a line to them: the slope is the
 //! frequency error, the line's value at the last Sync the offset. It ends only once the path
 //! delay has [`DELAY_SETTLE`] samples and both the fit's residuals and the delay samples spread
-//! less than [`PiServo::tolerance`]; then the clock is stepped if the offset is beyond the step
+//! less than `PiServo::tolerance`; then the clock is stepped if the offset is beyond the step
 //! threshold (`first_step_threshold` the first time, then `step_threshold`), and the loop
 //! starts from the fitted frequency. A step therefore leaves at most the tolerance behind, a
 //! quarter of the threshold, so noise cannot step the clock back. The delay is paired from
