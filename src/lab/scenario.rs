@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::figures::{LOCK_NS, OffsetStats, Sample};
+use crate::figures::{OffsetStats, Point, Sample, lock_time};
 
 use super::{Lab, LabConfig};
 
@@ -245,7 +245,7 @@ pub fn figures(
     end: f64,
 ) -> serde_json::Value {
     // Non-SLAVE samples are unlocked; SLAVE samples without truth say nothing.
-    let pts: Vec<(f64, Option<i64>)> = trace
+    let pts: Vec<Point> = trace
         .iter()
         .filter_map(|p| {
             if p.status.port_state != ptp_ipc::PortState::Slave {
@@ -254,17 +254,7 @@ pub fn figures(
             p.true_offset_ns.map(|o| (p.t, Some(o - expected)))
         })
         .collect();
-    let locked = |p: &(f64, Option<i64>)| p.1.is_some_and(|o| o.abs() <= LOCK_NS);
-    let lock_in = |s: &[(f64, Option<i64>)]| -> Option<f64> {
-        if !s.last().is_some_and(locked) {
-            return None;
-        }
-        match s.iter().rposition(|p| !locked(p)) {
-            Some(k) => s.get(k + 1).map(|p| p.0),
-            None => s.first().map(|p| p.0),
-        }
-    };
-    let lock_at = |from: usize| lock_in(&pts[from..]);
+    let lock_at = |from: usize| lock_time(&pts[from..]);
     let vals = |from: f64| -> Vec<i64> {
         pts.iter()
             .filter(|p| p.0 >= from)
@@ -290,7 +280,7 @@ pub fn figures(
         let exc = vals(at).iter().map(|o| o.abs()).max();
         let unlocked = pts[k..].iter().filter(|p| p.1.is_none()).count();
         out["event_at_s"] = json!(at);
-        out["lock_before_event_s"] = json!(lock_in(&pts[..k]));
+        out["lock_before_event_s"] = json!(lock_time(&pts[..k]));
         out["excursion_ns"] = json!(exc);
         out["samples_not_slave_after_event"] = json!(unlocked);
         out["relock_after_event_s"] = json!(lock_at(k).map(|l| (l - at).max(0.0)));
