@@ -119,8 +119,6 @@ pub struct PiServo {
     narrow: f64,
     /// The last [`SETTLED_SAMPLES`] loop offsets, ns.
     recent: Vec<f64>,
-    /// Steps this servo made.
-    pub steps: u64,
 }
 
 /// |offset| within which loop samples count as settled (see `PiServo::narrow`), ns.
@@ -264,7 +262,6 @@ impl PiServo {
         let d = PtpDuration::from_nanos(-offset_ns.round() as i64);
         match clock.step_clock(d) {
             Ok(_) => {
-                self.steps += 1;
                 // Offsets and a Sync taken before the step are on the old timescale.
                 self.last_sync = None;
                 self.window.clear();
@@ -410,7 +407,6 @@ impl Filter for PiServo {
             settled_run: 0,
             narrow: 1.0,
             recent: Vec::with_capacity(SETTLED_SAMPLES + 1),
-            steps: 0,
         }
     }
 
