@@ -893,16 +893,12 @@ impl Lab {
         self.kids
             .spawn("host0/tap-bridge", cmd)
             .map_err(|e| format!("starting tap-bridge: {e}"))?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !ready.exists() {
-            let gone = self.kids.exited().into_iter().next();
-            if gone.is_some() || Instant::now() > deadline {
+        self.kids
+            .wait_for_path(&ready, Duration::from_secs(10))
+            .map_err(|e| {
                 let text = std::fs::read_to_string(&log).unwrap_or_default();
-                return Err(format!("tap-bridge did not come up: {}", text.trim()));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(())
+                format!("tap-bridge did not come up ({e}): {}", text.trim())
+            })
     }
 
     fn ptpd_config(&self, i: u32) -> String {

@@ -124,6 +124,33 @@ impl Children {
             .collect()
     }
 
+    /// Waits up to `timeout` for `path` to exist (a ready file, a socket a child binds); an
+    /// error naming any child that exited meanwhile, or the timeout.
+    pub fn wait_for_path(
+        &mut self,
+        path: &std::path::Path,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        while !path.exists() {
+            let gone = self.exited();
+            if !gone.is_empty() {
+                return Err(format!(
+                    "{} did not appear: exited {gone:?}",
+                    path.display()
+                ));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{} did not appear within {timeout:?}",
+                    path.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
     /// Children that have exited, with their status, forgotten (so one restarted under the same
     /// name is not reported again).
     pub fn take_exited(&mut self) -> Vec<(String, ExitStatus)> {

@@ -855,16 +855,27 @@ fn net_boot(test: &str, part: Part) {
         RedoxVm::boot(&img, &root.join("vm"), Some(&nic)).unwrap_or_else(|e| panic!("{e}"));
     let ns = redox_ptp::tap::Netns::unique("rdxnet").unwrap_or_else(|e| panic!("{e}"));
     let mut kids = Children::default();
+    // The device host binds the cable's socket once it has started; on a busy machine that is
+    // after QEMU has been spawned (CI: the bridge found no socket, so no TAP and no route).
+    kids.wait_for_path(&wire, UP_BOUND)
+        .unwrap_or_else(|e| panic!("{test}: the device host's cable: {e}"));
+    let ready = root.join("tap.ready");
     let mut bridge = std::process::Command::new(env!("CARGO_BIN_EXE_ptplab"));
     bridge
         .arg("tap-bridge")
         .arg("--wire")
         .arg(format!("connect:{}", wire.display()))
         .args(["--netns", ns.name(), "--addr", TAP_CIDR])
+        .arg("--ready-file")
+        .arg(&ready)
         .stdin(std::process::Stdio::null())
         .stdout(std::fs::File::create(root.join("bridge.log")).unwrap())
         .stderr(std::fs::File::create(root.join("bridge.err")).unwrap());
     kids.spawn("tap-bridge", bridge).unwrap();
+    if let Err(e) = kids.wait_for_path(&ready, Duration::from_secs(30)) {
+        let err = std::fs::read_to_string(root.join("bridge.err")).unwrap_or_default();
+        panic!("{test}: tap-bridge did not come up ({e}): {}", err.trim());
+    }
     let up = vm.wait_for(
         "the guest's UDP echo",
         |t| t.contains("REDOX-NET listening") || t.contains("REDOX-NET FAIL"),

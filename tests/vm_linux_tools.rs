@@ -651,15 +651,11 @@ fn start_bridge(kids: &mut Children, ns: &Netns, wire: &std::path::Path, dir: &s
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(std::fs::File::create(dir.join("tap-bridge.err")).unwrap());
     kids.spawn("tap-bridge", cmd).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !ready.exists() {
-        let gone = kids.exited();
-        assert!(
-            gone.is_empty() && Instant::now() < deadline,
-            "tap-bridge did not come up ({gone:?}): {}",
+    if let Err(e) = kids.wait_for_path(&ready, Duration::from_secs(15)) {
+        panic!(
+            "tap-bridge did not come up ({e}): {}",
             std::fs::read_to_string(dir.join("tap-bridge.err")).unwrap_or_default()
         );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
