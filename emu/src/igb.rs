@@ -122,6 +122,8 @@ use ptp_pci::emulated::{Device, DeviceHost};
 use crate::clock::TimeSource;
 use crate::nic::front;
 use crate::nic::link::Link;
+use crate::nic::sdp::PinBlock;
+pub use crate::nic::sdp::{PinEdge, PinStats, SDP_PINS};
 use crate::nic::{IrqMap, LinkSpeed, NicStats, Port, PortSetup, QueueMap, noise};
 use crate::phc::TimeFormat;
 use crate::truth::SharedObserver;
@@ -201,6 +203,12 @@ impl IgbPart {
 
     /// Whether a TX stamp raises TSICR.TXTS (and so ICR.TS): not on the 82576 (§7.5).
     pub const fn has_ts_interrupt(self) -> bool {
+        !matches!(self, Self::E82576)
+    }
+
+    /// Whether the SDPs' time functions are modelled: i210/i211 and i350/82580 (Linux:
+    /// n_pins 4); the 82576 has none in Linux (n_pins 0) and its TSAUXC is storage here.
+    pub const fn has_pins(self) -> bool {
         !matches!(self, Self::E82576)
     }
 
@@ -442,8 +450,16 @@ impl Igb {
     }
 
     /// Applies a PHC law change at the current true time ([`Port::change_law`]).
+    /// The pins run up to that instant first, under the law they ran under.
     fn change_phc(&mut self, f: impl FnOnce(&mut TimeSync, u64)) {
-        self.port.change_law(&mut self.tsync, |ts| &ts.phc, f);
+        self.port.change_law(
+            &mut self.tsync,
+            |ts| &ts.phc,
+            |ts, t| {
+                ts.advance_pins(t);
+                f(ts, t)
+            },
+        );
     }
 
     /// CTRL.RST: see the module docs for what survives.
@@ -453,6 +469,24 @@ impl Igb {
         self.tx_ctl = TsyncTxCtl::empty();
         self.tx_pair.port_reset();
         self.rx_pair.port_reset();
+        self.sdp_ctrl_changed();
+    }
+
+    /// CTRL/CTRL_EXT changed: the pins' directions and software levels follow.
+    fn sdp_ctrl_changed(&mut self) {
+        let c = self.port.regs.get_reg(reg::CTRL);
+        let e = self.port.regs.get_reg(reg::CTRL_EXT);
+        let t = self.now();
+        self.tsync.pins.write_ctrl(c, e, t);
+    }
+
+    /// Runs the pins up to now and raises the interrupt their causes call for.
+    fn sync_pins(&mut self, host: &mut dyn DeviceHost) {
+        if self.part.has_pins() {
+            let t = self.now();
+            self.tsync.advance_pins(t);
+            self.update_ts(host);
+        }
     }
 
     /// Raises ICR.TS if the time-sync causes just became pending (§2.4, §6).
@@ -606,6 +640,27 @@ impl Igb {
         known::implemented(part, offset & !3)
     }
 
+    /// An external edge on an SDP at its true instant (i210/i350; see
+    /// [`I225::schedule_pin_edge`](crate::igc::I225::schedule_pin_edge)).
+    pub fn schedule_pin_edge(&mut self, edge: PinEdge) {
+        self.tsync.pins.schedule(edge);
+    }
+
+    /// Output edges the pins produced since the last call, each at its true instant.
+    pub fn take_pin_edges(&mut self) -> Vec<PinEdge> {
+        self.tsync.pins.take_edges()
+    }
+
+    /// Every SDP's level now.
+    pub fn pin_levels(&self) -> [bool; SDP_PINS] {
+        self.tsync.pins.levels()
+    }
+
+    /// The pin engine's counters.
+    pub fn pin_stats(&self) -> PinStats {
+        self.tsync.pins.stats
+    }
+
     /// Whether TSYNCTXCTL.VALID is set (the TX pair holds an unread stamp).
     pub fn tx_stamp_valid(&self) -> bool {
         self.tx_pair.valid
@@ -657,15 +712,20 @@ impl Device for Igb {
         if let Some(wake) = self.port.tdt_write_wakes(bar, offset) {
             return wake;
         }
+        // TSAUXC and the pin registers may start a target or clock the thread must wait for.
         !(self.port.irq_write_applied(bar, offset)
-            || bar == 0
-                && matches!(
-                    offset & !3,
-                    SYSTIML | SYSTIMH | TIMINCA | TIMADJL | TIMADJH | TSAUXC
-                ))
+            || bar == 0 && matches!(offset & !3, SYSTIML | SYSTIMH | TIMINCA | TIMADJL | TIMADJH))
     }
 
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
-        front::poll(self, host)
+        self.sync_pins(host);
+        let next = front::poll(self, host);
+        let due = self
+            .part
+            .has_pins()
+            .then(|| self.tsync.pins_due())
+            .flatten();
+        let due = due.map(|at| Duration::from_nanos(at.saturating_sub(self.now())));
+        crate::nic::sdp::sooner(next, due)
     }
 }

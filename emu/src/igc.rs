@@ -89,6 +89,8 @@ pub use txstamp::TX_STAMP_SETS;
 
 use crate::clock::TimeSource;
 use crate::nic::link::Link;
+use crate::nic::sdp::PinBlock;
+pub use crate::nic::sdp::{PinEdge, PinStats, SDP_PINS};
 
 use crate::nic::front::{self, BarModel};
 use crate::nic::{CtrlWrite, IrqMap, NicStats, Port, PortSetup, QueueMap, noise, nvm};
@@ -319,8 +321,27 @@ impl I225 {
     }
 
     /// Applies a PHC law change at the current true time ([`Port::change_law`]).
+    /// A PHC law change at the current true time; the pins run up to that instant first, under
+    /// the law they ran under.
     fn change_phc(&mut self, f: impl FnOnce(&mut TimeSync, u64)) {
-        self.port.change_law(&mut self.tsync, |ts| &ts.phc, f);
+        self.port.change_law(
+            &mut self.tsync,
+            |ts| &ts.phc,
+            |ts, t| {
+                ts.advance_pins(t);
+                f(ts, t)
+            },
+        );
+    }
+
+    /// CTRL/CTRL_EXT changed: the pins' directions and software levels follow.
+    fn sdp_ctrl_changed(&mut self) {
+        let (c, e) = (
+            self.port.regs.get_reg(reg::CTRL),
+            self.port.regs.get_reg(reg::CTRL_EXT),
+        );
+        let t = self.now();
+        self.tsync.pins.write_ctrl(c, e, t);
     }
 
     /// CTRL.RST / CTRL.DEV_RST: see the module docs for what survives.
@@ -328,6 +349,7 @@ impl I225 {
         self.port.port_reset();
         self.tsync.port_reset();
         self.txs.port_reset();
+        self.sdp_ctrl_changed();
     }
 
     fn write_ctrl(&mut self, v: Ctrl, host: &mut dyn DeviceHost) {
@@ -335,6 +357,7 @@ impl I225 {
         if self.port.write_ctrl(v, Ctrl::RST | Ctrl::DEV_RST, host) == CtrlWrite::Reset {
             self.port_reset();
         }
+        self.sdp_ctrl_changed();
     }
 
     /// Raises ICR.TS if the time-sync causes just became pending (§2.4, §6). A
@@ -352,6 +375,13 @@ impl I225 {
         }
     }
 
+    /// Runs the pins up to now and raises the interrupt their causes call for.
+    fn sync_pins(&mut self, host: &mut dyn DeviceHost) {
+        let t = self.now();
+        self.tsync.advance_pins(t);
+        self.update_ts(host);
+    }
+
     /// Which TX stamp set a TXSTMPL/TXSTMPH offset belongs to.
     fn stamp_set(offset: u32, regs: &[u32; TX_STAMP_SETS]) -> Option<usize> {
         regs.iter().position(|&r| r == offset)
@@ -364,9 +394,18 @@ impl I225 {
         if let Some(v) = self.port.peek_common(offset) {
             return v;
         }
+        if let Some(v) = self.tsync.pins.peek(offset) {
+            return v;
+        }
         match offset {
             PHPM => nvm::phpm_value(self.port.regs.get(PHPM)),
             SRWR => self.port.nvm.srwr(),
+            CTRL => (self.tsync.pins)
+                .ctrl_read(self.port.regs.get_reg(reg::CTRL))
+                .bits(),
+            CTRL_EXT => (self.tsync.pins)
+                .ctrl_ext_read(self.port.regs.get_reg(reg::CTRL_EXT))
+                .bits(),
             SYSTIML => self.tsync.peek_systiml(self.now()),
             SYSTIMH => self.tsync.systimh(),
             TIMINCA => self.tsync.phc.timinca(),
@@ -431,6 +470,27 @@ impl I225 {
         self.update_ts(host);
     }
 
+    /// An external edge on an SDP at its true instant (a GPS pulse, another NIC's output):
+    /// latched if the pin samples into an auxiliary stamp when the instant is reached.
+    pub fn schedule_pin_edge(&mut self, edge: PinEdge) {
+        self.tsync.pins.schedule(edge);
+    }
+
+    /// Output edges the pins produced since the last call, each at its true instant.
+    pub fn take_pin_edges(&mut self) -> Vec<PinEdge> {
+        self.tsync.pins.take_edges()
+    }
+
+    /// Every SDP's level now.
+    pub fn pin_levels(&self) -> [bool; SDP_PINS] {
+        self.tsync.pins.levels()
+    }
+
+    /// The pin engine's counters.
+    pub fn pin_stats(&self) -> PinStats {
+        self.tsync.pins.stats
+    }
+
     /// Changes the crystal's frequency error now (ppb, clamped to ±999 999 999).
     pub fn set_osc_error_ppb(&mut self, ppb: i64) {
         self.change_phc(|ts, t| ts.phc.set_osc_error_ppb(t, ppb));
@@ -446,6 +506,11 @@ impl I225 {
     /// SYSTIM now, in ns (no latching side effect).
     pub fn phc_now_ns(&self) -> u64 {
         self.tsync.phc.ns_at(self.now())
+    }
+
+    /// The PHC law in force (what the ground-truth record publishes).
+    pub fn phc_law(&self) -> crate::phc::PhcLaw {
+        self.tsync.phc.law()
     }
 
     /// SYSTIM now as SYSTIMH:SYSTIML.
@@ -690,6 +755,10 @@ impl BarModel for I225 {
         known::implemented(offset)
     }
 
+    fn sync(&mut self, host: &mut dyn DeviceHost) {
+        self.sync_pins(host);
+    }
+
     /// A BAR0 read with its side effects (§6 ICR/EICR read-to-clear, §3 SYSTIML latch,
     /// §2.4 TSICR read-to-clear, §7.1 TXSTMPH release, §7.2 gate).
     fn read_bar0(&mut self, offset: u32, host: &mut dyn DeviceHost) -> u32 {
@@ -714,7 +783,10 @@ impl BarModel for I225 {
                 self.update_ts(host);
                 v.bits()
             }
-            _ => self.peek(offset),
+            o => match self.tsync.read_pin_reg(o) {
+                Some(v) => v,
+                None => self.peek(o),
+            },
         }
     }
 
@@ -723,6 +795,9 @@ impl BarModel for I225 {
             return self.write_ctrl(Ctrl::from_bits_retain(v), host);
         }
         if self.port.write_common(offset, v, host) {
+            return;
+        }
+        if self.tsync.write_pin_reg(offset, v, self.port.now()) {
             return;
         }
         match offset {
@@ -745,14 +820,24 @@ impl BarModel for I225 {
             }
             o if Self::stamp_set(o, &TXSTMPL).is_some()
                 || Self::stamp_set(o, &TXSTMPH).is_some() => {}
-            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, Tsauxc::from_bits_retain(v))),
+            TSAUXC => {
+                self.change_phc(|ts, t| ts.write_tsauxc(t, Tsauxc::from_bits_retain(v)));
+                self.update_ts(host);
+            }
             TSICR => {
                 self.tsync.cause.write(TsCause::from_bits_retain(v));
                 self.update_ts(host);
             }
             TSIM => {
                 self.tsync.cause.tsim = TsCause::from_bits_retain(v);
+                self.tsync.pins.set_tsim(self.tsync.cause.tsim);
                 self.update_ts(host);
+            }
+            CTRL_EXT => {
+                self.port
+                    .regs
+                    .set(CTRL_EXT, v & known::write_mask(CTRL_EXT));
+                self.sdp_ctrl_changed();
             }
             // Everything else is storage, including the ring registers (TDH/RDH are also
             // written by the engines; TDT/RDT writes take effect at the next poll),
@@ -796,14 +881,19 @@ impl Device for I225 {
         if let Some(wake) = self.port.tdt_write_wakes(bar, offset) {
             return wake;
         }
-        let applied = matches!(
-            offset & !3,
-            SYSTIML | SYSTIMH | TIMINCA | TIMADJ | TSAUXC | TSICR | TSIM
-        );
+        // TSAUXC, TSIM and the pin registers may start a target, clock or SYS_WRAP whose
+        // instant the model thread must wait for: they wake it.
+        let applied = matches!(offset & !3, SYSTIML | SYSTIMH | TIMINCA | TIMADJ | TSICR);
         !((bar == 0 && applied) || self.port.irq_write_applied(bar, offset))
     }
 
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
-        front::poll(self, host)
+        self.sync_pins(host);
+        let next = front::poll(self, host);
+        let due = self
+            .tsync
+            .pins_due()
+            .map(|at| Duration::from_nanos(at.saturating_sub(self.now())));
+        crate::nic::sdp::sooner(next, due)
     }
 }

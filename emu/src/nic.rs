@@ -28,6 +28,7 @@ pub(crate) mod nvm;
 pub(crate) mod phy;
 pub(crate) mod regfile;
 pub(crate) mod rx;
+pub mod sdp;
 pub(crate) mod tscause;
 pub(crate) mod tso;
 pub(crate) mod tx;

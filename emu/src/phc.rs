@@ -305,6 +305,9 @@ pub struct Phc {
     history: VecDeque<PhcLaw>,
 }
 
+/// How far ahead [`PhcLaw::t_reaching_ns`] answers (2^40 ns, about 18 minutes).
+pub const REACH_HORIZON_NS: u64 = 1 << 40;
+
 /// Rebases remembered for [`Phc::ns_at_instant`]. A driver adjusting the frequency every
 /// sync interval rebases a few times a second; the model processes a frame at most
 /// milliseconds late, so a handful suffices.
@@ -358,6 +361,28 @@ impl PhcLaw {
     /// The family's format.
     pub fn format(&self) -> TimeFormat {
         self.format
+    }
+
+    /// The first true instant ≥ `base_t` at which SYSTIM (its ns view) reads at least `ns`:
+    /// when an output edge programmed for SYSTIM = `ns` happens. `None` if the clock is
+    /// stopped, `ns` lies beyond the wrap, or more than [`REACH_HORIZON_NS`] ahead (the caller
+    /// asks again later: the law may change before then anyway).
+    pub fn t_reaching_ns(&self, ns: u64) -> Option<u64> {
+        if !self.running || ns as u128 >= self.format.wrap_ns() as u128 {
+            return None;
+        }
+        let target = (ns as u128) << FRAC_BITS;
+        let Some(gap) = target.checked_sub(self.base) else {
+            return Some(self.base_t);
+        };
+        if gap > (REACH_HORIZON_NS as u128) << FRAC_BITS {
+            return None;
+        }
+        // base + floor((dt·N + rem)/D) ≥ target ⇔ dt ≥ (gap·D − rem)/N; gap < 2^72 and
+        // D < 2^42, so the product fits.
+        let (n, d) = self.format.rate(self.timinca, self.osc_ppb);
+        let need = (gap * d).saturating_sub(self.rem);
+        Some(self.base_t + need.div_ceil(n) as u64)
     }
 
     /// SYSTIM at `t` in 2^-32 ns with the carried remainder. A `t` before the last rebase
@@ -487,6 +512,11 @@ impl Phc {
             .unwrap_or(&self.seg)
     }
 
+    /// When SYSTIM reaches `ns` under the law in force ([`PhcLaw::t_reaching_ns`]).
+    pub fn t_reaching_ns(&self, ns: u64) -> Option<u64> {
+        self.seg.t_reaching_ns(ns)
+    }
+
     /// The law in force now (since the last rebase).
     pub fn law(&self) -> PhcLaw {
         self.seg.clone()
@@ -571,6 +601,32 @@ mod tests {
         let tick = if neg { nominal - corr } else { nominal + corr };
         let num = dt as u128 * (1_000_000_000i64 + osc_ppb) as u128 * tick;
         ((num / (1_000_000_000u128 * 3200)) >> 32) as u64
+    }
+
+    #[test]
+    fn t_reaching_is_the_first_instant_systim_reads_the_target() {
+        let formats = [TimeFormat::Igc, TimeFormat::I210, TimeFormat::I350];
+        for (i, (ppb, osc)) in [(0, 0), (1_000, -37), (-250_000, 91_234), (62_499_999, 5)]
+            .into_iter()
+            .enumerate()
+        {
+            let f = formats[i % formats.len()];
+            let mut p = Phc::with_format(f, 1_000, 7 * S + 123_456_789, osc);
+            p.set_timinca(5_000, linux_timinca(ppb));
+            for ahead in [1u64, 999, 1_000_000, 3 * S + 17] {
+                let target = p.ns_at(5_000) + ahead;
+                let t = p.t_reaching_ns(target).expect("within the horizon");
+                assert!(p.ns_at(t) >= target, "{f:?} {ppb} {ahead}");
+                assert!(
+                    p.ns_at(t - 1) < target,
+                    "{f:?} {ppb} {ahead}: not the first"
+                );
+            }
+            // A target already passed is reached at the law's base; a stopped clock never.
+            assert_eq!(p.t_reaching_ns(p.ns_at(5_000) - 10), Some(5_000));
+            p.set_running(6_000, false);
+            assert_eq!(p.t_reaching_ns(p.ns_at(6_000) + 10), None);
+        }
     }
 
     #[test]

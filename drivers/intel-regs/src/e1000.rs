@@ -138,13 +138,34 @@ pub const TSIM: u32 = 0xB674;
 pub const TSYNCRXCFG: u32 = 0x5F50;
 /// Time-sync SDP routing (§2.3).
 pub const TSSDP: u32 = 0x003C;
+/// Target times, clock-output half periods and auxiliary stamps (§1: the same on igc and igb).
+pub const TRGTTIML0: u32 = 0xB644;
+pub const TRGTTIMH0: u32 = 0xB648;
+pub const TRGTTIML1: u32 = 0xB64C;
+pub const TRGTTIMH1: u32 = 0xB650;
+pub const FREQOUT0: u32 = 0xB654;
+pub const FREQOUT1: u32 = 0xB658;
+pub const AUXSTMPL0: u32 = 0xB65C;
+pub const AUXSTMPH0: u32 = 0xB660;
+pub const AUXSTMPL1: u32 = 0xB664;
+pub const AUXSTMPH1: u32 = 0xB668;
+/// TRGTTIML/H, FREQOUT and AUXSTMPL/H of channel `n` (0 or 1).
+pub const TRGTTIML: [u32; 2] = [TRGTTIML0, TRGTTIML1];
+pub const TRGTTIMH: [u32; 2] = [TRGTTIMH0, TRGTTIMH1];
+pub const FREQOUT: [u32; 2] = [FREQOUT0, FREQOUT1];
+pub const AUXSTMPL: [u32; 2] = [AUXSTMPL0, AUXSTMPL1];
+pub const AUXSTMPH: [u32; 2] = [AUXSTMPH0, AUXSTMPH1];
 
 /// Typed offsets of the shared registers whose bits carry meaning (see [`crate::fields`]). The
 /// family modules add the ICR block, which sits at a different offset on each.
 pub mod reg {
-    use crate::fields::{Ctrl, Eecd, Reg, Status, TsCause, Tsauxc, TsyncRxCtl, TsyncTxCtl};
+    use crate::fields::{
+        Ctrl, CtrlExt, Eecd, Reg, Status, TsCause, Tsauxc, Tssdp, TsyncRxCtl, TsyncTxCtl,
+    };
 
     pub const CTRL: Reg<Ctrl> = Reg::at(super::CTRL);
+    pub const CTRL_EXT: Reg<CtrlExt> = Reg::at(super::CTRL_EXT);
+    pub const TSSDP: Reg<Tssdp> = Reg::at(super::TSSDP);
     pub const STATUS: Reg<Status> = Reg::at(super::STATUS);
     pub const EECD: Reg<Eecd> = Reg::at(super::EECD);
     pub const TSYNCTXCTL: Reg<TsyncTxCtl> = Reg::at(super::TSYNCTXCTL);

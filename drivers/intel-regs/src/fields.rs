@@ -86,6 +86,14 @@ bitflags! {
         const SLU = 1 << 6;
         const FRCSPD = 1 << 11;
         const FRCDPX = 1 << 12;
+        /// SDP0/SDP1 pin levels (igb e1000_defines.h E1000_CTRL_SWDPIN0/1; igc defines none,
+        /// the model gives i225 the same \[U\]): driven when the pin is a software output,
+        /// its level when read.
+        const SDP0_DATA = 1 << 18;
+        const SDP1_DATA = 1 << 19;
+        /// SDP0/SDP1 direction: set = output (IGC_CTRL_SDP0_DIR/SDP1_DIR, E1000_CTRL_SDP0_DIR).
+        const SDP0_DIR = 1 << 22;
+        const SDP1_DIR = 1 << 23;
         /// igb: global reset (E1000_CTRL_RST); igc: port reset since "igc: Change Device Reset
         /// to Port Reset" (IGC_CTRL_RST). Same bit, and the MAC code's reset sequence is the
         /// same.
@@ -190,14 +198,44 @@ bitflags! {
         const _ = !0;
     }
 
-    /// TSAUXC (§2.3; igc_defines.h IGC_TSAUXC_*).
+    /// CTRL_EXT's SDP bits (§10.1; E1000_CTRL_EXT_SDP2/3_DATA, IGC_CTRL_EXT_SDP2/3_DIR).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct CtrlExt: u32 {
+        /// SDP2/SDP3 levels (igb; the model gives i225 the same \[U\]).
+        const SDP2_DATA = 1 << 6;
+        const SDP3_DATA = 1 << 7;
+        /// SDP2/SDP3 direction: set = output.
+        const SDP2_DIR = 1 << 10;
+        const SDP3_DIR = 1 << 11;
+        /// The driver owns the port (tells firmware).
+        const DRV_LOAD = 1 << 28;
+        const _ = !0;
+    }
+
+    /// TSAUXC (§2.3; igc_defines.h IGC_TSAUXC_*, e1000_defines.h TSAUXC_*).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct Tsauxc: u32 {
+        /// Target time 0/1 enabled; cleared when it fires unless DIS_TS_CLEAR.
         const EN_TT0 = 1 << 0;
         const EN_TT1 = 1 << 1;
+        /// Clock output 0/1 (half period in FREQOUT0/1).
         const EN_CLK0 = 1 << 2;
+        /// igb: latch SYSTIM into AUXSTMP0/1 now (a software sample).
+        const SAMP_AUT0 = 1 << 3;
+        /// Start clock output 0/1 at target time 0/1 (igc commit 5e91c72e560c cites the i225
+        /// manual: without it the output is not aligned to the target time).
+        const ST0 = 1 << 4;
+        const EN_CLK1 = 1 << 5;
+        const SAMP_AUT1 = 1 << 6;
+        const ST1 = 1 << 7;
+        /// Auxiliary timestamp 0/1 on an SDP edge enabled.
         const EN_TS0 = 1 << 8;
+        /// Status: AUXSTMP0 holds a stamp not yet read.
+        const AUTT0 = 1 << 9;
         const EN_TS1 = 1 << 10;
+        const AUTT1 = 1 << 11;
+        /// Pulse instead of level toggle (defined, used by no Linux driver).
+        const PLSG = 1 << 17;
         const DISABLE1 = 1 << 27;
         const DISABLE2 = 1 << 28;
         const DISABLE3 = 1 << 29;
@@ -239,6 +277,151 @@ impl Eecd {
     /// The SIZE_EX field holding `n` (masked to its 4 bits).
     pub const fn size_ex(n: u32) -> Self {
         Self::from_bits_retain((n & 0xF) << Self::SIZE_EX_SHIFT)
+    }
+}
+
+impl Tsauxc {
+    /// EN_TTn for target time `n` (0 or 1).
+    pub const fn en_tt(n: usize) -> Self {
+        Self::from_bits_retain(1 << (n & 1))
+    }
+    /// EN_CLKn for clock output `n`.
+    pub const fn en_clk(n: usize) -> Self {
+        Self::from_bits_retain(if n & 1 == 0 { 1 << 2 } else { 1 << 5 })
+    }
+    /// STn: clock output `n` starts at target time `n`.
+    pub const fn st(n: usize) -> Self {
+        Self::from_bits_retain(if n & 1 == 0 { 1 << 4 } else { 1 << 7 })
+    }
+    /// EN_TSn for auxiliary stamp `n`.
+    pub const fn en_ts(n: usize) -> Self {
+        Self::from_bits_retain(if n & 1 == 0 { 1 << 8 } else { 1 << 10 })
+    }
+    /// AUTTn: auxiliary stamp `n` holds an unread stamp.
+    pub const fn autt(n: usize) -> Self {
+        Self::from_bits_retain(if n & 1 == 0 { 1 << 9 } else { 1 << 11 })
+    }
+}
+
+impl TsCause {
+    /// TTn for target time `n`.
+    pub const fn tt(n: usize) -> Self {
+        Self::from_bits_retain(1 << (3 + (n & 1)))
+    }
+    /// AUTTn for auxiliary stamp `n`.
+    pub const fn autt(n: usize) -> Self {
+        Self::from_bits_retain(1 << (5 + (n & 1)))
+    }
+}
+
+impl Ctrl {
+    /// The direction bit of SDP `pin` if CTRL holds it (SDP0, SDP1).
+    pub const fn sdp_dir(pin: usize) -> Option<Self> {
+        match pin {
+            0 => Some(Self::SDP0_DIR),
+            1 => Some(Self::SDP1_DIR),
+            _ => None,
+        }
+    }
+    /// The level bit of SDP `pin` if CTRL holds it.
+    pub const fn sdp_data(pin: usize) -> Option<Self> {
+        match pin {
+            0 => Some(Self::SDP0_DATA),
+            1 => Some(Self::SDP1_DATA),
+            _ => None,
+        }
+    }
+}
+
+impl CtrlExt {
+    /// The direction bit of SDP `pin` if CTRL_EXT holds it (SDP2, SDP3).
+    pub const fn sdp_dir(pin: usize) -> Option<Self> {
+        match pin {
+            2 => Some(Self::SDP2_DIR),
+            3 => Some(Self::SDP3_DIR),
+            _ => None,
+        }
+    }
+    /// The level bit of SDP `pin` if CTRL_EXT holds it.
+    pub const fn sdp_data(pin: usize) -> Option<Self> {
+        match pin {
+            2 => Some(Self::SDP2_DATA),
+            3 => Some(Self::SDP3_DATA),
+            _ => None,
+        }
+    }
+}
+
+/// What TSSDP routes to SDP k's output (TS_SDPk_SEL, §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SdpOut {
+    /// Target time 0/1: the level toggles when SYSTIM reaches TRGTTIM0/1.
+    Tt(usize),
+    /// Frequency clock 0/1: toggles every FREQOUT0/1 ns.
+    Fc(usize),
+}
+
+bitflags! {
+    /// TSSDP (§2.3; IGC_AUX0_SEL_SDP0.., IGC_TS_SDP0_SEL_TT0.., E1000_TS_SDP*): which SDP feeds
+    /// each auxiliary stamp, and what drives each SDP output. Fields through the methods.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Tssdp: u32 {
+        const AUX0_TS_SDP_EN = 1 << 2;
+        const AUX1_TS_SDP_EN = 1 << 5;
+        const _ = !0;
+    }
+}
+
+impl Tssdp {
+    /// Number of SDPs on i225/i226 and i210 (IGC_N_SDP, IGB_N_SDP).
+    pub const PINS: usize = 4;
+
+    /// The SDP auxiliary stamp `n` samples, if its enable is set.
+    pub const fn aux_pin(self, n: usize) -> Option<usize> {
+        let shift = 3 * (n & 1);
+        if self.bits() & (1 << (shift + 2)) == 0 {
+            return None;
+        }
+        Some(((self.bits() >> shift) & 3) as usize)
+    }
+
+    /// This value with auxiliary stamp `n` sampling `pin` (AUXn_SEL, AUXn_TS_SDP_EN).
+    pub const fn with_aux(self, n: usize, pin: usize) -> Self {
+        let shift = 3 * (n & 1);
+        let v = self.bits() & !(7 << shift);
+        Self::from_bits_retain(v | ((pin as u32 & 3) << shift) | (1 << (shift + 2)))
+    }
+
+    /// This value with auxiliary stamp `n` disabled.
+    pub const fn without_aux(self, n: usize) -> Self {
+        Self::from_bits_retain(self.bits() & !(1 << (3 * (n & 1) + 2)))
+    }
+
+    /// What drives SDP `pin`'s output, if its TS_SDPk_EN is set.
+    pub const fn out(self, pin: usize) -> Option<SdpOut> {
+        let shift = 6 + 3 * (pin as u32 & 3);
+        if self.bits() & (1 << (shift + 2)) == 0 {
+            return None;
+        }
+        Some(match (self.bits() >> shift) & 3 {
+            0 => SdpOut::Tt(0),
+            1 => SdpOut::Tt(1),
+            2 => SdpOut::Fc(0),
+            _ => SdpOut::Fc(1),
+        })
+    }
+
+    /// This value with SDP `pin` driven by `src` (TS_SDPk_SEL, TS_SDPk_EN), or not driven by
+    /// the timer (`None`).
+    pub const fn with_out(self, pin: usize, src: Option<SdpOut>) -> Self {
+        let shift = 6 + 3 * (pin as u32 & 3);
+        let v = self.bits() & !(7 << shift);
+        let sel = match src {
+            None => return Self::from_bits_retain(v),
+            Some(SdpOut::Tt(n)) => (n & 1) as u32,
+            Some(SdpOut::Fc(n)) => 2 + (n & 1) as u32,
+        };
+        Self::from_bits_retain(v | (sel << shift) | (1 << (shift + 2)))
     }
 }
 

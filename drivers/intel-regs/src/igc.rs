@@ -120,16 +120,9 @@ pub mod srrctl {
 // --- Time sync (§1, §2) ---
 /// igb's TIMADJL at the same offset.
 pub const TIMADJ: u32 = 0xB60C;
-pub const TRGTTIML0: u32 = 0xB644;
-pub const TRGTTIMH0: u32 = 0xB648;
-pub const TRGTTIML1: u32 = 0xB64C;
-pub const TRGTTIMH1: u32 = 0xB650;
-pub const FREQOUT0: u32 = 0xB654;
-pub const FREQOUT1: u32 = 0xB658;
-pub const AUXSTMPL0: u32 = 0xB65C;
-pub const AUXSTMPH0: u32 = 0xB660;
-pub const AUXSTMPL1: u32 = 0xB664;
-pub const AUXSTMPH1: u32 = 0xB668;
+/// TRGTTIML's timer select (b31:30; 0 = SYSTIM0; Linux IGC_AUX_IO_TIMER_SEL_SYSTIM0..3). The
+/// i210 has no such field.
+pub const TRGTTIML_TIMER_SEL_SHIFT: u32 = 30;
 
 /// TX timestamp low/high register of set `n` (0..=3).
 pub const TXSTMPL: [u32; 4] = [0xB618, 0xB698, 0xB6B8, 0xB6D8];

@@ -11,6 +11,7 @@ use ptp_pci::emulated::DeviceHost;
 use super::{Igb, IgbPart, known};
 use crate::nic::CtrlWrite;
 use crate::nic::front::BarModel;
+use crate::nic::sdp::PinBlock;
 
 /// Shadow RAM write of the i210 (e1000_regs.h E1000_SRWR), as on the i225 (`nic::nvm`).
 const SRWR: u32 = 0x12018;
@@ -60,8 +61,20 @@ impl Igb {
         if let Some(v) = self.port.peek_common(offset) {
             return v;
         }
+        if self.part.has_pins() {
+            if let Some(v) = self.tsync.pins.peek(offset) {
+                return v;
+            }
+        }
         let ts = &self.tsync;
         match offset {
+            CTRL if self.part.has_pins() => {
+                ts.pins.ctrl_read(self.port.regs.get_reg(reg::CTRL)).bits()
+            }
+            CTRL_EXT if self.part.has_pins() => ts
+                .pins
+                .ctrl_ext_read(self.port.regs.get_reg(reg::CTRL_EXT))
+                .bits(),
             SYSTIMR if self.part.latches_on_systimr() => ts.systimr(),
             SYSTIML if !self.part.latches_on_systimr() => self.tsync.phc.raw_at(self.now()) as u32,
             SYSTIML => ts.systiml(),
@@ -126,6 +139,10 @@ impl BarModel for Igb {
         super::known::implemented(self.part, offset)
     }
 
+    fn sync(&mut self, host: &mut dyn DeviceHost) {
+        self.sync_pins(host);
+    }
+
     /// A BAR0 read with its side effects (§6 ICR/EICR read-to-clear, §3 SYSTIM latch, §2.4
     /// TSICR read-to-clear, §7.5 TXSTMPH release, §8.3 RXSTMPH release).
     fn read_bar0(&mut self, offset: u32, host: &mut dyn DeviceHost) -> u32 {
@@ -144,6 +161,10 @@ impl BarModel for Igb {
             }
             TXSTMPH => self.tx_pair.read_high(),
             RXSTMPH if self.rx_reg(offset) => self.rx_pair.read_high(),
+            o if self.part.has_pins() => match self.tsync.read_pin_reg(o) {
+                Some(v) => v,
+                None => self.peek(o),
+            },
             _ => self.peek(offset),
         }
     }
@@ -159,9 +180,12 @@ impl BarModel for Igb {
             {
                 self.port_reset();
             }
-            return;
+            return self.sdp_ctrl_changed();
         }
         if self.port.write_common(offset, v, host) {
+            return;
+        }
+        if self.part.has_pins() && self.tsync.write_pin_reg(offset, v, self.now()) {
             return;
         }
         match offset {
@@ -170,13 +194,23 @@ impl BarModel for Igb {
             TIMINCA => self.change_phc(|ts, t| ts.phc.set_timinca(t, v)),
             TIMADJL => self.tsync.timadjl = v,
             TIMADJH => self.change_phc(|ts, t| ts.write_timadjh(t, v)),
-            TSAUXC => self.change_phc(|ts, t| ts.write_tsauxc(t, Tsauxc::from_bits_retain(v))),
+            TSAUXC => {
+                self.change_phc(|ts, t| ts.write_tsauxc(t, Tsauxc::from_bits_retain(v)));
+                self.update_ts(host);
+            }
+            CTRL_EXT => {
+                self.port
+                    .regs
+                    .set(CTRL_EXT, v & known::write_mask(self.part, CTRL_EXT));
+                self.sdp_ctrl_changed();
+            }
             TSICR if self.ts_irq_reg(offset) => {
                 self.tsync.cause.write(TsCause::from_bits_retain(v));
                 self.update_ts(host);
             }
             TSIM if self.ts_irq_reg(offset) => {
                 self.tsync.cause.tsim = TsCause::from_bits_retain(v);
+                self.tsync.pins.set_tsim(self.tsync.cause.tsim);
                 self.update_ts(host);
             }
             TSYNCTXCTL => self.tx_ctl = TsyncTxCtl::from_bits_retain(v) - TsyncTxCtl::VALID,

@@ -22,6 +22,7 @@
 
 use intel_regs::igb::Tsauxc;
 
+use crate::nic::sdp::{Ctx, PinBlock, Pins, PinsConfig};
 use crate::nic::tscause::TsCause;
 use crate::phc::{Phc, TimeFormat};
 
@@ -43,6 +44,8 @@ pub(super) struct TimeSync {
     pub(super) tsauxc: Tsauxc,
     /// TSICR/TSIM (`nic::tscause`; the 82576 model never raises a cause).
     pub(super) cause: TsCause,
+    /// The SDPs' time functions (`nic::sdp`; i210/i350, not the 82576).
+    pub(super) pins: Pins,
 }
 
 impl TimeSync {
@@ -68,6 +71,7 @@ impl TimeSync {
             timadjh: 0,
             tsauxc,
             cause: TsCause::default(),
+            pins: Pins::new(PinsConfig::default(), t),
         }
     }
 
@@ -142,11 +146,26 @@ impl TimeSync {
     }
 
     /// TSAUXC write: DISABLE0 stops/restarts SYSTIM (i210/i350; the 82576 stores it).
+    /// The i210/i350 pins take target times, clock outputs and stamps (`nic::sdp`).
     pub(super) fn write_tsauxc(&mut self, t: u64, v: Tsauxc) {
-        self.tsauxc = v;
-        if self.format() != TimeFormat::E82576 {
-            self.phc.set_running(t, !v.contains(Tsauxc::DISABLE0));
+        if self.format() == TimeFormat::E82576 {
+            self.tsauxc = v;
+            return;
         }
+        self.advance_pins(t);
+        self.phc.set_running(t, !v.contains(Tsauxc::DISABLE0));
+        self.pins_tsauxc(v, t);
+    }
+}
+
+impl PinBlock for TimeSync {
+    fn split(&mut self) -> (&mut Pins, Ctx<'_>) {
+        let cx = Ctx {
+            phc: &self.phc,
+            tsauxc: &mut self.tsauxc,
+            cause: &mut self.cause,
+        };
+        (&mut self.pins, cx)
     }
 }
 

@@ -6,6 +6,7 @@
 
 use intel_regs::igc::{TsCause as Cause, Tsauxc};
 
+use crate::nic::sdp::{Ctx, PinBlock, Pins, PinsConfig};
 use crate::nic::tscause::TsCause;
 use crate::phc::{NS_PER_S, Phc, SysTime};
 
@@ -22,6 +23,8 @@ pub(super) struct TimeSync {
     pub(super) tsauxc: Tsauxc,
     /// TSICR/TSIM (`nic::tscause`).
     pub(super) cause: TsCause,
+    /// The SDPs' time functions (`nic::sdp`).
+    pub(super) pins: Pins,
     /// Model the §7.2 hardware bug (the real i225/i226); false = an ideal part.
     pub(super) txts_quirk: bool,
     /// The §7.2 gate: open until a TXTS event asserts, closed again until TXSTMPH_0 is read.
@@ -44,6 +47,7 @@ impl TimeSync {
             timadj: 0,
             tsauxc: tsauxc_power_on,
             cause: TsCause::default(),
+            pins: Pins::new(PinsConfig::default(), t),
             txts_quirk: true,
             txts_gate_open: true,
             txts_held: false,
@@ -97,11 +101,12 @@ impl TimeSync {
         self.phc.time_at(t)
     }
 
-    /// TSAUXC write: DISABLE0 (b31) stops/restarts timer 0 (§2.3); the other bits (target
-    /// times, clock outputs, auxiliary stamps, timers 1–3) are stored only.
+    /// TSAUXC write: DISABLE0 (b31) stops/restarts timer 0 (§2.3); target times, clock
+    /// outputs and auxiliary stamps go to the pins (`nic::sdp`); timers 1–3 are stored only.
     pub(super) fn write_tsauxc(&mut self, t: u64, v: Tsauxc) {
-        self.tsauxc = v;
+        self.advance_pins(t);
         self.phc.set_running(t, !v.contains(Tsauxc::DISABLE0));
+        self.pins_tsauxc(v, t);
     }
 
     /// A TX timestamp latched: sets TSICR.TXTS through the §7.2 gate. Returns true when the
@@ -161,5 +166,16 @@ impl TimeSync {
             Cause::empty()
         };
         self.cause.take_edge(held)
+    }
+}
+
+impl PinBlock for TimeSync {
+    fn split(&mut self) -> (&mut Pins, Ctx<'_>) {
+        let cx = Ctx {
+            phc: &self.phc,
+            tsauxc: &mut self.tsauxc,
+            cause: &mut self.cause,
+        };
+        (&mut self.pins, cx)
     }
 }

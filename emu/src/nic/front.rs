@@ -21,6 +21,8 @@ pub(crate) trait BarModel: Mac {
     fn read_bar0(&mut self, offset: u32, host: &mut dyn DeviceHost) -> u32;
     /// A BAR0 write of dword `offset`.
     fn write_bar0(&mut self, offset: u32, value: u32, host: &mut dyn DeviceHost);
+    /// Brings time-driven state (the pins) up to now before an access sees it.
+    fn sync(&mut self, _host: &mut dyn DeviceHost) {}
 }
 
 /// `Device::bar_len`: BAR0 and BAR3.
@@ -52,6 +54,7 @@ pub(crate) fn read32<M: BarModel>(
             if !implemented {
                 p.unimpl.record(offset, false);
             }
+            m.sync(host);
             let v = m.read_bar0(offset, host);
             run_read_hooks(m, offset, host);
             v
@@ -86,6 +89,7 @@ pub(crate) fn write32<M: BarModel>(
             if !implemented {
                 p.unimpl.record(offset, true);
             }
+            m.sync(host);
             m.write_bar0(offset, v, host);
         }
         3 if offset < BAR3_LEN => {
