@@ -14,6 +14,7 @@ pub mod igb;
 pub mod igc;
 pub mod irq;
 pub mod mac;
+pub mod pins;
 pub mod ring;
 pub mod service;
 pub mod txts;
