@@ -244,6 +244,59 @@ pub struct Stats {
     pub spin_idle: u64,
 }
 
+/// What an SDP pin does (Linux `enum ptp_pin_function`; PHYSYNC has no use here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum PinFunction {
+    #[default]
+    None = 0,
+    /// External timestamps: each edge on the pin is stamped (channel `chan`).
+    ExtTs = 1,
+    /// Periodic output (channel `chan`).
+    PerOut = 2,
+}
+
+impl PinFunction {
+    /// Linux's number for it (`ptp_pin_desc.func`, testptp `-L pin,func`).
+    pub fn from_linux(n: u32) -> Option<Self> {
+        match n {
+            0 => Some(Self::None),
+            1 => Some(Self::ExtTs),
+            2 => Some(Self::PerOut),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::ExtTs => "extts",
+            Self::PerOut => "perout",
+        }
+    }
+}
+
+/// One pin's assignment (Linux `struct ptp_pin_desc` without the name: pins are SDP0..).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PinConfig {
+    pub pin: u8,
+    pub func: PinFunction,
+    pub chan: u8,
+}
+
+/// One external timestamp: the channel and the PHC time of the edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ExtTsEvent {
+    pub chan: u8,
+    pub ns: u64,
+}
+
+/// Most pins a clock reports, and most events one `Events` reply carries.
+pub const MAX_PINS: u8 = 8;
+pub const MAX_EVENTS: u8 = 64;
+/// External timestamps ptpd keeps per clock for `Events`.
+pub const EVENT_HISTORY: usize = 1024;
+
 /// ptpd → driver.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum DriverRequest {
@@ -292,6 +345,32 @@ pub enum DriverRequest {
     /// reconnects) while the PHC already runs corrected takes it as its base instead of
     /// resetting it (issue 17: a restarted ptpd must not undo the drivers' state).
     GetFreq,
+    /// Every pin's assignment, answered with `Pins` (none: the part has no pins).
+    GetPins,
+    /// Assigns `func` on channel `chan` to `pin` (PTP_PIN_SETFUNC): a pin that had this
+    /// function and channel loses it, and the pin's previous function stops.
+    SetPin {
+        pin: u8,
+        func: PinFunction,
+        chan: u8,
+    },
+    /// External timestamps on channel `chan` on or off (PTP_EXTTS_REQUEST); events come as
+    /// `ExtTs`.
+    ExtTs {
+        chan: u8,
+        on: bool,
+    },
+    /// A periodic output on channel `chan` from PHC time `start_ns` every `period_ns`
+    /// (PTP_PEROUT_REQUEST; period 0 stops it). Answered with `PerOut`.
+    PerOut {
+        chan: u8,
+        start_ns: u64,
+        period_ns: u64,
+    },
+    /// PPS events (`Pps`, at each PHC second) on or off (PTP_ENABLE_PPS).
+    Pps {
+        on: bool,
+    },
 }
 
 /// driver → ptpd: the answer to one request.
@@ -316,6 +395,13 @@ pub enum DriverReply {
     /// The frequency adjustment in force (`GetFreq`), scaled ppm like `AdjFine`.
     Freq {
         scaled_ppm: i64,
+    },
+    /// Every pin (`GetPins`).
+    Pins(Vec<PinConfig>),
+    /// The PHC time of a periodic output's first edge (a start already passed moves on by
+    /// whole periods); 0 when stopped.
+    PerOut {
+        first_ns: u64,
     },
 }
 
@@ -347,6 +433,13 @@ pub enum DriverEvent {
     /// The driver's last message on a connection it ends; the connection closes after it.
     Closed {
         reason: CloseReason,
+    },
+    /// An edge on the pin of external-timestamp channel `chan`, stamped `ns` (PHC).
+    ExtTs(ExtTsEvent),
+    /// The PHC's seconds rolled over (PPS on); `sys_ns` is CLOCK_REALTIME when the driver
+    /// took the interrupt (as Linux's PPS event timestamps the system clock).
+    Pps {
+        sys_ns: u64,
     },
 }
 
@@ -409,6 +502,67 @@ pub enum ClockRequest {
         tx_on: bool,
         rx_filter: RxFilter,
     },
+    /// Every pin's assignment (`Pins`).
+    Pins {
+        clock: ClockId,
+    },
+    /// Privileged: `DriverRequest::SetPin`. ptpd remembers it and re-applies it when the
+    /// driver restarts.
+    SetPin {
+        clock: ClockId,
+        pin: u8,
+        func: PinFunction,
+        chan: u8,
+    },
+    /// Privileged: `DriverRequest::ExtTs` (remembered like `SetPin`).
+    ExtTs {
+        clock: ClockId,
+        chan: u8,
+        on: bool,
+    },
+    /// Privileged: `DriverRequest::PerOut`, answered with `PerOut` (remembered like `SetPin`).
+    PerOut {
+        clock: ClockId,
+        chan: u8,
+        start_ns: u64,
+        period_ns: u64,
+    },
+    /// Privileged: `DriverRequest::Pps` (remembered like `SetPin`).
+    Pps {
+        clock: ClockId,
+        on: bool,
+    },
+    /// External timestamps ptpd received with sequence numbers above `after` (at most
+    /// [`MAX_EVENTS`]), answered with `Events`. Read-only, like reading /dev/ptpN.
+    Events {
+        clock: ClockId,
+        after: u64,
+    },
+}
+
+impl ClockRequest {
+    /// The clock the request addresses (`None` for `List`).
+    pub fn clock(&self) -> Option<ClockId> {
+        use ClockRequest::*;
+        match *self {
+            List => None,
+            Get { clock }
+            | GetTimeX { clock, .. }
+            | Set { clock, .. }
+            | Adj { clock, .. }
+            | Freq { clock, .. }
+            | Caps { clock }
+            | Status { clock }
+            | Stats { clock }
+            | SetTstamp { clock, .. }
+            | Pins { clock }
+            | SetPin { clock, .. }
+            | ExtTs { clock, .. }
+            | PerOut { clock, .. }
+            | Pps { clock, .. }
+            | Events { clock, .. } => Some(clock),
+        }
+    }
 }
 
 /// Typed errors of the clock scheme (DESIGN.md §2), each mapping to an errno on Redox.
@@ -516,6 +670,20 @@ pub enum ClockReply {
     Tstamp {
         tx_on: bool,
         rx_filter: RxFilter,
+    },
+    /// Every pin (answers `Pins`).
+    Pins(Vec<PinConfig>),
+    /// A periodic output's first edge, PHC ns (answers `PerOut`).
+    PerOut {
+        first_ns: u64,
+    },
+    /// External timestamps numbered `first_seq`, `first_seq + 1`, ... (sequence numbers start
+    /// at 1); `lost` counts those after the asked-for number that ptpd no longer held (it keeps
+    /// the last [`EVENT_HISTORY`]).
+    Events {
+        first_seq: u64,
+        lost: u64,
+        events: Vec<ExtTsEvent>,
     },
 }
 

@@ -12,13 +12,15 @@
 //! Kinds (the numbers are the format; the golden tests pin them):
 //! - `PtpdToDriver` (payload starts with `seq: u32`): SendPtp 1, GetTime 2, GetTimeX 3, SetTime 4,
 //!   AdjTime 5, AdjFine 6, SetTstampConfig 7, Caps 8, Stats 9, Hello 10, HelloRing 11,
-//!   GetFreq 12.
+//!   GetFreq 12, GetPins 13, SetPin 14, ExtTs 15, PerOut 16, Pps 17.
 //! - `DriverToPtpd`: replies (payload starts with `seq: u32`) Done 0x001, Time 0x002, TimeX 0x003,
-//!   TstampConfig 0x004, Caps 0x005, Stats 0x006, Error 0x007, Freq 0x008; events TxTimestamp 0x101,
-//!   TxTimestampLost 0x102, PtpFrame 0x103, Link 0x104, Restarted 0x105, Closed 0x106.
+//!   TstampConfig 0x004, Caps 0x005, Stats 0x006, Error 0x007, Freq 0x008, Pins 0x009, PerOut
+//!   0x00A; events TxTimestamp 0x101, TxTimestampLost 0x102, PtpFrame 0x103, Link 0x104,
+//!   Restarted 0x105, Closed 0x106, ExtTs 0x107, Pps 0x108.
 //! - `ClockRequest`: List 1, Get 2, GetTimeX 3, Set 4, Adj 5, Freq 6, Caps 7, Status 8, Stats 9,
-//!   SetTstamp 10.
-//! - `ClockReply`: Count 1, Time 2, TimeX 3, Done 4, Caps 5, Status 6, Stats 7, Error 8, Tstamp 9.
+//!   SetTstamp 10, Pins 11, SetPin 12, ExtTs 13, PerOut 14, Pps 15, Events 16.
+//! - `ClockReply`: Count 1, Time 2, TimeX 3, Done 4, Caps 5, Status 6, Stats 7, Error 8, Tstamp 9,
+//!   Pins 10, PerOut 11, Events 12.
 //! - [`KIND_INVALID`] (0xFFFF) is never a valid kind; see [`Wire::encode`].
 //!
 //! Fields, in declaration order: integers little-endian at their width; `bool` one byte 0/1;
@@ -26,7 +28,9 @@
 //! as u8; [`DriverError`] a u8 tag (InvalidArgument 1, Unsupported 2, Timeout 3, Busy 4,
 //! BadFrame 5, Other 6 and a string); frames a u16 length and the bytes (≤ [`MAX_FRAME`]);
 //! strings a u8 length and UTF-8 (≤ [`MAX_TEXT`], or [`MAX_PATH`] for `Caps::clock_page`);
-//! gettimex samples a u8 count (≤ [`MAX_SAMPLES`]) then 3 × u64 each; `[u8; N]` raw.
+//! gettimex samples a u8 count (≤ [`MAX_SAMPLES`]) then 3 × u64 each; pins a u8 count
+//! (≤ [`MAX_PINS`]) then pin, function, channel (u8 each); external timestamps a u8 count
+//! (≤ [`MAX_EVENTS`]) then channel (u8) and ns (u64) each; `[u8; N]` raw.
 //!
 //! Decoders are total: any byte string yields a message or a typed [`DecodeError`], never a
 //! panic, and they never allocate more than the input holds (every length is checked against its
@@ -318,6 +322,7 @@ u8_enums! {
     CloseReason { PermissionDenied, Replaced, NoHello, Busy }
     ClockError { InvalidArgument, PermissionDenied, NoDevice, Restarted, Timeout, Unsupported, Busy, Io }
     PortState { Initializing, Faulty, Disabled, Listening, PreMaster, Master, Passive, Uncalibrated, Slave }
+    PinFunction { None, ExtTs, PerOut }
 }
 
 /// Plain structs: their fields in declaration order.
@@ -335,6 +340,8 @@ macro_rules! struct_fields {
 }
 struct_fields! {
     TimeXSample { sys_before_ns, phc_ns, sys_after_ns }
+    PinConfig { pin, func, chan }
+    ExtTsEvent { chan, ns }
     Stats {
         tx_requested, tx_delivered, tx_skipped, tx_timeouts, tx_lost, quirk_recoveries,
         interrupts, mmio_reads, mmio_writes, tx_frames, rx_frames, rx_timestamped, rx_other,
@@ -368,6 +375,38 @@ impl Field for Vec<TimeXSample> {
         }
         (0..n).map(|_| r.get()).collect()
     }
+}
+
+/// A list with a u8 count bounded by `MAX`, each element `SIZE` bytes on the wire (checked
+/// against the input before anything is allocated).
+macro_rules! bounded_lists {
+    ($($t:ty, $max:expr, $size:expr, $what:literal;)*) => {$(
+        impl Field for Vec<$t> {
+            fn put(&self, w: &mut Writer) {
+                match u8::try_from(self.len()) {
+                    Ok(n) if n <= $max => {
+                        w.put(&n);
+                        self.iter().for_each(|x| w.put(x));
+                    }
+                    _ => w.fail($what),
+                }
+            }
+            fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+                let n = r.get::<u8>()?;
+                if n > $max {
+                    return Err(DecodeError::TooLong($what));
+                }
+                if usize::from(n) * $size > r.b.len() {
+                    return Err(DecodeError::Truncated);
+                }
+                (0..n).map(|_| r.get()).collect()
+            }
+        }
+    )*};
+}
+bounded_lists! {
+    PinConfig, MAX_PINS, 3, "pins";
+    ExtTsEvent, MAX_EVENTS, 9, "events";
 }
 
 impl Field for Caps {
@@ -514,6 +553,11 @@ impl Message for PtpdToDriver {
             Hello => 10,
             HelloRing { .. } => 11,
             GetFreq => 12,
+            GetPins => 13,
+            SetPin { .. } => 14,
+            ExtTs { .. } => 15,
+            PerOut { .. } => 16,
+            Pps { .. } => 17,
         }
     }
     fn put_payload(&self, w: &mut Writer) {
@@ -529,7 +573,26 @@ impl Message for PtpdToDriver {
                 w.put(want_ts);
                 w.bytes(frame, MAX_FRAME, "frame");
             }
-            GetTime | Caps | Stats | Hello | GetFreq => {}
+            GetTime | Caps | Stats | Hello | GetFreq | GetPins => {}
+            SetPin { pin, func, chan } => {
+                w.put(pin);
+                w.put(func);
+                w.put(chan);
+            }
+            ExtTs { chan, on } => {
+                w.put(chan);
+                w.put(on);
+            }
+            PerOut {
+                chan,
+                start_ns,
+                period_ns,
+            } => {
+                w.put(chan);
+                w.put(start_ns);
+                w.put(period_ns);
+            }
+            Pps { on } => w.put(on),
             GetTimeX { samples } => w.put(samples),
             SetTime { ns } => w.put(ns),
             AdjTime { delta_ns } => w.put(delta_ns),
@@ -549,7 +612,7 @@ impl Message for PtpdToDriver {
     }
     fn get_payload(kind: u16, r: &mut Reader) -> Result<Self, DecodeError> {
         use DriverRequest::*;
-        if !(1..=12).contains(&kind) {
+        if !(1..=17).contains(&kind) {
             return Err(DecodeError::UnknownKind(kind));
         }
         let seq = r.get()?;
@@ -574,6 +637,22 @@ impl Message for PtpdToDriver {
             9 => Stats,
             10 => Hello,
             12 => GetFreq,
+            13 => GetPins,
+            14 => SetPin {
+                pin: r.get()?,
+                func: r.get()?,
+                chan: r.get()?,
+            },
+            15 => ExtTs {
+                chan: r.get()?,
+                on: r.get()?,
+            },
+            16 => PerOut {
+                chan: r.get()?,
+                start_ns: r.get()?,
+                period_ns: r.get()?,
+            },
+            17 => Pps { on: r.get()? },
             _ => HelloRing {
                 slot_size: r.get()?,
                 slot_count: r.get()?,
@@ -598,6 +677,8 @@ impl Message for DriverToPtpd {
                 R::Stats(_) => 0x006,
                 R::Error(_) => 0x007,
                 R::Freq { .. } => 0x008,
+                R::Pins(_) => 0x009,
+                R::PerOut { .. } => 0x00A,
             },
             DriverToPtpd::Event(event) => match event {
                 E::TxTimestamp { .. } => 0x101,
@@ -606,6 +687,8 @@ impl Message for DriverToPtpd {
                 E::Link { .. } => 0x104,
                 E::Restarted { .. } => 0x105,
                 E::Closed { .. } => 0x106,
+                E::ExtTs(_) => 0x107,
+                E::Pps { .. } => 0x108,
             },
         }
     }
@@ -627,6 +710,8 @@ impl Message for DriverToPtpd {
                     R::Stats(s) => w.put(s),
                     R::Error(e) => w.put(e),
                     R::Freq { scaled_ppm } => w.put(scaled_ppm),
+                    R::Pins(p) => w.put(p),
+                    R::PerOut { first_ns } => w.put(first_ns),
                 }
             }
             DriverToPtpd::Event(event) => match event {
@@ -648,13 +733,15 @@ impl Message for DriverToPtpd {
                 }
                 E::Restarted { generation } => w.put(generation),
                 E::Closed { reason } => w.put(reason),
+                E::ExtTs(e) => w.put(e),
+                E::Pps { sys_ns } => w.put(sys_ns),
             },
         }
     }
     fn get_payload(kind: u16, r: &mut Reader) -> Result<Self, DecodeError> {
         use DriverEvent as E;
         use DriverReply as R;
-        if (0x001..=0x008).contains(&kind) {
+        if (0x001..=0x00A).contains(&kind) {
             let seq = r.get()?;
             let reply = match kind {
                 0x001 => R::Done,
@@ -669,6 +756,8 @@ impl Message for DriverToPtpd {
                 0x008 => R::Freq {
                     scaled_ppm: r.get()?,
                 },
+                0x009 => R::Pins(r.get()?),
+                0x00A => R::PerOut { first_ns: r.get()? },
                 _ => R::Error(r.get()?),
             };
             return Ok(DriverToPtpd::Reply { seq, reply });
@@ -694,6 +783,8 @@ impl Message for DriverToPtpd {
                 generation: r.get()?,
             },
             0x106 => E::Closed { reason: r.get()? },
+            0x107 => E::ExtTs(r.get()?),
+            0x108 => E::Pps { sys_ns: r.get()? },
             k => return Err(DecodeError::UnknownKind(k)),
         };
         Ok(DriverToPtpd::Event(event))
@@ -715,13 +806,58 @@ impl Message for ClockRequest {
             Status { .. } => 8,
             Stats { .. } => 9,
             SetTstamp { .. } => 10,
+            Pins { .. } => 11,
+            SetPin { .. } => 12,
+            ExtTs { .. } => 13,
+            PerOut { .. } => 14,
+            Pps { .. } => 15,
+            Events { .. } => 16,
         }
     }
     fn put_payload(&self, w: &mut Writer) {
         use ClockRequest::*;
         match self {
             List => {}
-            Get { clock } | Caps { clock } | Status { clock } | Stats { clock } => w.put(clock),
+            Get { clock }
+            | Caps { clock }
+            | Status { clock }
+            | Stats { clock }
+            | Pins { clock } => w.put(clock),
+            SetPin {
+                clock,
+                pin,
+                func,
+                chan,
+            } => {
+                w.put(clock);
+                w.put(pin);
+                w.put(func);
+                w.put(chan);
+            }
+            ExtTs { clock, chan, on } => {
+                w.put(clock);
+                w.put(chan);
+                w.put(on);
+            }
+            PerOut {
+                clock,
+                chan,
+                start_ns,
+                period_ns,
+            } => {
+                w.put(clock);
+                w.put(chan);
+                w.put(start_ns);
+                w.put(period_ns);
+            }
+            Pps { clock, on } => {
+                w.put(clock);
+                w.put(on);
+            }
+            Events { clock, after } => {
+                w.put(clock);
+                w.put(after);
+            }
             GetTimeX { clock, samples } => {
                 w.put(clock);
                 w.put(samples);
@@ -778,6 +914,32 @@ impl Message for ClockRequest {
                 tx_on: r.get()?,
                 rx_filter: r.get()?,
             },
+            11 => Pins { clock: r.get()? },
+            12 => SetPin {
+                clock: r.get()?,
+                pin: r.get()?,
+                func: r.get()?,
+                chan: r.get()?,
+            },
+            13 => ExtTs {
+                clock: r.get()?,
+                chan: r.get()?,
+                on: r.get()?,
+            },
+            14 => PerOut {
+                clock: r.get()?,
+                chan: r.get()?,
+                start_ns: r.get()?,
+                period_ns: r.get()?,
+            },
+            15 => Pps {
+                clock: r.get()?,
+                on: r.get()?,
+            },
+            16 => Events {
+                clock: r.get()?,
+                after: r.get()?,
+            },
             k => return Err(DecodeError::UnknownKind(k)),
         })
     }
@@ -797,6 +959,9 @@ impl Message for ClockReply {
             Stats(_) => 7,
             Error(_) => 8,
             Tstamp { .. } => 9,
+            Pins(_) => 10,
+            PerOut { .. } => 11,
+            Events { .. } => 12,
         }
     }
     fn put_payload(&self, w: &mut Writer) {
@@ -814,6 +979,17 @@ impl Message for ClockReply {
                 w.put(tx_on);
                 w.put(rx_filter);
             }
+            Pins(p) => w.put(p),
+            PerOut { first_ns } => w.put(first_ns),
+            Events {
+                first_seq,
+                lost,
+                events,
+            } => {
+                w.put(first_seq);
+                w.put(lost);
+                w.put(events);
+            }
         }
     }
     fn get_payload(kind: u16, r: &mut Reader) -> Result<Self, DecodeError> {
@@ -830,6 +1006,13 @@ impl Message for ClockReply {
             9 => Tstamp {
                 tx_on: r.get()?,
                 rx_filter: r.get()?,
+            },
+            10 => Pins(r.get()?),
+            11 => PerOut { first_ns: r.get()? },
+            12 => Events {
+                first_seq: r.get()?,
+                lost: r.get()?,
+                events: r.get()?,
             },
             k => return Err(DecodeError::UnknownKind(k)),
         })

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use intel_regs::e1000::{IntCause, RxStatus, Status, TsyncTxCtl, reg};
+use intel_regs::e1000::{IntCause, RxStatus, Status, TsCause, TsyncTxCtl, reg};
 use intel_regs::ids::Part;
 use ptp_ipc::RxFilter;
 use ptp_pci::Mmio;
@@ -91,6 +91,8 @@ pub struct Causes {
     pub tx_stamp: bool,
     /// ICR.LSC: the link changed.
     pub link: bool,
+    /// The TSICR causes read (or cleared) with ICR.TS: what the pins handle beside TXTS.
+    pub tsicr: TsCause,
     /// Any cause of the "other" vector.
     pub other: bool,
     /// Any cause a single-vector driver enabled.
@@ -192,8 +194,9 @@ pub trait Family: Send + Sync + Sized + Clone + std::fmt::Debug + 'static {
         };
         regs.write(intel_regs::igc::EIMS, v);
     }
-    /// Reads (and so clears) the causes of the "other" vector.
-    fn read_causes<M: Mmio>(&self, regs: &Regs<M>) -> Causes;
+    /// Reads (and so clears) the causes of the "other" vector; `pins`: the time-sync causes the
+    /// pins have enabled beside TXTS (their TSICR bits must be read, not just cleared).
+    fn read_causes<M: Mmio>(&self, regs: &Regs<M>, pins: TsCause) -> Causes;
     /// Raises the vector the time-sync thread waits on, by software, so that it wakes now.
     fn kick<M: Mmio>(&self, regs: &Regs<M>, layout: IrqLayout);
 
@@ -228,10 +231,16 @@ pub trait Family: Send + Sync + Sized + Clone + std::fmt::Debug + 'static {
     /// for a stamp by the thread that posted its frame (`--tx-inline-us`). Opening with the
     /// cause latched raises ICR.TS then in our models (the rising edge of `TSICR & TSIM`); the
     /// driver does not rely on it (`Data::take_inline`). Nothing on parts without the interrupt.
-    fn gate_tx_stamp_irq<M: Mmio>(&self, regs: &Regs<M>, open: bool);
+    /// `pins`: the causes the pins keep enabled either way.
+    fn gate_tx_stamp_irq<M: Mmio>(&self, regs: &Regs<M>, open: bool, pins: TsCause);
     /// Clears a latched TX stamp cause (TSICR.TXTS) before a look at the stamp registers, so
-    /// that a stamp landing after the look latches it again.
-    fn clear_tx_stamp_cause<M: Mmio>(&self, regs: &Regs<M>);
+    /// that a stamp landing after the look latches it again. Returns the other causes a
+    /// read-to-clear took with it (the pins' to handle); a write-1-to-clear takes none.
+    fn clear_tx_stamp_cause<M: Mmio>(&self, regs: &Regs<M>) -> TsCause;
+    /// Whether the part's SDPs are served ([`crate::pins`]): SYSTIM in seconds and ns.
+    fn has_pins(&self) -> bool {
+        false
+    }
     /// A raw TX stamp (as [`crate::txts::Delivered::raw_ns`]) in PHC ns.
     fn tx_stamp_ns(&self, raw: u64) -> u64;
 

@@ -576,10 +576,10 @@ impl Family for Igb {
         }
     }
 
-    fn read_causes<M: Mmio>(&self, regs: &Regs<M>) -> Causes {
+    fn read_causes<M: Mmio>(&self, regs: &Regs<M>, pins: TsCause) -> Causes {
         let icr_v = regs.get(reg::ICR);
         // TSICR is read only on ICR.TS: the read clears it, no write-back (§2.4).
-        let tsicr = if icr_v.contains(IntCause::TS) && self.has_tx_ts_irq() {
+        let tsicr = if icr_v.contains(IntCause::TS) && (self.has_tx_ts_irq() || !pins.is_empty()) {
             regs.get(reg::TSICR)
         } else {
             TsCause::empty()
@@ -587,6 +587,7 @@ impl Family for Igb {
         Causes {
             time_sync: icr_v.contains(IntCause::TS),
             tx_stamp: tsicr.contains(TsCause::TXTS),
+            tsicr,
             link: icr_v.contains(IntCause::LSC),
             other: icr_v.intersects(OTHER_CAUSES),
             any: icr_v.intersects(SHARED_CAUSES | IntCause::TS),
@@ -641,22 +642,29 @@ impl Family for Igb {
         self.mac != Mac::E82576
     }
 
-    fn gate_tx_stamp_irq<M: Mmio>(&self, regs: &Regs<M>, open: bool) {
+    fn gate_tx_stamp_irq<M: Mmio>(&self, regs: &Regs<M>, open: bool, pins: TsCause) {
         if self.has_tx_ts_irq() {
             let on = if open {
                 TsCause::TXTS
             } else {
                 TsCause::empty()
             };
-            regs.set(reg::TSIM, on);
+            regs.set(reg::TSIM, on | pins);
         }
     }
 
-    fn clear_tx_stamp_cause<M: Mmio>(&self, regs: &Regs<M>) {
-        if self.has_tx_ts_irq() {
-            // igb's TSICR is read-to-clear (`read_causes`).
-            let _ = regs.get(reg::TSICR);
+    fn clear_tx_stamp_cause<M: Mmio>(&self, regs: &Regs<M>) -> TsCause {
+        if !self.has_tx_ts_irq() {
+            return TsCause::empty();
         }
+        // igb's TSICR is read-to-clear (`read_causes`): the pins' causes it took are theirs.
+        regs.get(reg::TSICR) - TsCause::TXTS
+    }
+
+    /// The i210/i211 (SYSTIM in seconds and ns); the i350's 40-bit counter would need its
+    /// stamps through the timecounter, and the 82576 has no pins.
+    fn has_pins(&self) -> bool {
+        self.mac == Mac::I210
     }
 
     fn tx_stamp_ns(&self, raw: u64) -> u64 {

@@ -182,12 +182,20 @@ pub struct OtherCauses {
 /// stamp registers, so a stamp that lands after it raises TXTS again: not the read-then-write-
 /// back the Feb 2024 fixes removed, which cleared causes that came between the two.
 pub fn read_other_causes<M: Mmio>(regs: &Regs<M>) -> OtherCauses {
+    read_other_causes_with(regs, TsCause::empty())
+}
+
+/// [`read_other_causes`] with the pins' causes `pins` enabled too: then TSICR is read (which
+/// clears it, §2.4, no write-back), since which of the causes came matters.
+pub fn read_other_causes_with<M: Mmio>(regs: &Regs<M>, pins: TsCause) -> OtherCauses {
     let icr_v = regs.get(reg::ICR);
-    let tsicr = if icr_v.contains(IntCause::TS) {
-        regs.set(reg::TSICR, TSIM_ON);
-        TSIM_ON
-    } else {
-        TsCause::empty()
+    let tsicr = match (icr_v.contains(IntCause::TS), pins.is_empty()) {
+        (false, _) => TsCause::empty(),
+        (true, true) => {
+            regs.set(reg::TSICR, TSIM_ON);
+            TSIM_ON
+        }
+        (true, false) => regs.get(reg::TSICR),
     };
     OtherCauses { icr: icr_v, tsicr }
 }
@@ -384,11 +392,12 @@ impl Family for Igc {
     fn shared_causes(&self) -> IntCause {
         SHARED_CAUSES
     }
-    fn read_causes<M: Mmio>(&self, regs: &Regs<M>) -> Causes {
-        let c = read_other_causes(regs);
+    fn read_causes<M: Mmio>(&self, regs: &Regs<M>, pins: TsCause) -> Causes {
+        let c = read_other_causes_with(regs, pins);
         Causes {
             time_sync: c.icr.contains(IntCause::TS),
             tx_stamp: c.tsicr.contains(TsCause::TXTS),
+            tsicr: c.tsicr,
             link: c.icr.contains(IntCause::LSC),
             other: c.icr.intersects(OTHER_CAUSES),
             any: c.icr.intersects(SHARED_CAUSES | IntCause::TS),
@@ -418,12 +427,16 @@ impl Family for Igc {
     fn has_tx_ts_irq(&self) -> bool {
         true
     }
-    fn gate_tx_stamp_irq<M: Mmio>(&self, regs: &Regs<M>, open: bool) {
-        regs.set(reg::TSIM, if open { TSIM_ON } else { TsCause::empty() });
+    fn gate_tx_stamp_irq<M: Mmio>(&self, regs: &Regs<M>, open: bool, pins: TsCause) {
+        regs.set(reg::TSIM, if open { TSIM_ON | pins } else { pins });
     }
-    fn clear_tx_stamp_cause<M: Mmio>(&self, regs: &Regs<M>) {
-        // Write-1-to-clear, as `read_other_causes` does (§2.4): no read.
+    fn clear_tx_stamp_cause<M: Mmio>(&self, regs: &Regs<M>) -> TsCause {
+        // Write-1-to-clear, as `read_other_causes` does (§2.4): no read, no other cause taken.
         regs.set(reg::TSICR, TSIM_ON);
+        TsCause::empty()
+    }
+    fn has_pins(&self) -> bool {
+        true
     }
     fn tx_stamp_ns(&self, raw: u64) -> u64 {
         raw

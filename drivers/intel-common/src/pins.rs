@@ -24,6 +24,9 @@ use intel_regs::e1000::{
     AUXSTMPH, AUXSTMPL, Ctrl, CtrlExt, FREQOUT, SdpOut, TRGTTIMH, TRGTTIML, TsCause, Tsauxc, Tssdp,
     reg,
 };
+use ptp_ipc::{
+    DriverError, DriverEvent, DriverReply, DriverRequest, ExtTsEvent, PinConfig, PinFunction,
+};
 use ptp_pci::Mmio;
 
 use crate::Regs;
@@ -350,5 +353,110 @@ impl Pins {
             }
         }
         regs.set(reg::TSIM, TsCause::TXTS | self.tsim());
+    }
+}
+
+/// The pins as a daemon serves them: [`Pins`] behind the spin lock the IRQ thread takes, the
+/// causes they enabled readable without it (the TX-stamp gate and the cause read need them on
+/// every pass), and the channel's pin requests.
+#[derive(Debug, Default)]
+pub struct PinPort {
+    pins: spin::Mutex<Pins>,
+    causes: std::sync::atomic::AtomicU32,
+}
+
+impl PinPort {
+    /// The TSICR causes the pins enabled (TSIM beside TXTS).
+    pub fn causes(&self) -> TsCause {
+        TsCause::from_bits_retain(self.causes.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// One pin request of the channel (`GetPins`, `SetPin`, `ExtTs`, `PerOut`, `Pps`);
+    /// `now_ns` reads SYSTIM (for a periodic output's start). Anything else is refused.
+    pub fn request<M: Mmio>(
+        &self,
+        regs: &Regs<M>,
+        req: DriverRequest,
+        now_ns: impl FnOnce() -> u64,
+    ) -> DriverReply {
+        let mut p = self.pins.lock();
+        let r = match req {
+            DriverRequest::GetPins => {
+                let pins = (0..N_PINS)
+                    .map(|i| {
+                        let a = p.assign[i];
+                        PinConfig {
+                            pin: i as u8,
+                            func: match a.func {
+                                PinFunc::None => PinFunction::None,
+                                PinFunc::ExtTs => PinFunction::ExtTs,
+                                PinFunc::PerOut => PinFunction::PerOut,
+                            },
+                            chan: a.chan,
+                        }
+                    })
+                    .collect();
+                return DriverReply::Pins(pins);
+            }
+            DriverRequest::SetPin { pin, func, chan } => {
+                let f = match func {
+                    PinFunction::None => PinFunc::None,
+                    PinFunction::ExtTs => PinFunc::ExtTs,
+                    PinFunction::PerOut => PinFunc::PerOut,
+                };
+                p.set_func(regs, pin.into(), f, chan.into())
+                    .map(|()| DriverReply::Done)
+            }
+            DriverRequest::ExtTs { chan, on } => {
+                p.extts(regs, chan.into(), on).map(|()| DriverReply::Done)
+            }
+            DriverRequest::PerOut {
+                chan,
+                start_ns,
+                period_ns,
+            } => {
+                let req = (period_ns > 0).then_some(PerOutRequest {
+                    start_ns,
+                    period_ns,
+                });
+                p.perout(regs, chan.into(), req, now_ns())
+                    .map(|first_ns| DriverReply::PerOut { first_ns })
+            }
+            DriverRequest::Pps { on } => {
+                p.pps(regs, on);
+                Ok(DriverReply::Done)
+            }
+            _ => return DriverReply::Error(DriverError::Unsupported),
+        };
+        self.causes
+            .store(p.tsim().bits(), std::sync::atomic::Ordering::Relaxed);
+        r.unwrap_or_else(|e| {
+            DriverReply::Error(match e {
+                // Linux: -EBUSY when no pin carries the channel.
+                PinError::NoPin => DriverError::Busy,
+                PinError::Invalid | PinError::PeriodTooShort => DriverError::InvalidArgument,
+            })
+        })
+    }
+
+    /// The pins' share of one TSICR look (`tsicr`): the events, as the channel carries them
+    /// (`sys_now` stamps a PPS with CLOCK_REALTIME).
+    pub fn handle<M: Mmio>(
+        &self,
+        regs: &Regs<M>,
+        tsicr: TsCause,
+        sys_now: impl Fn() -> u64,
+    ) -> Vec<DriverEvent> {
+        if !tsicr.intersects(self.causes()) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.pins.lock().handle(regs, tsicr, |e| {
+            out.push(match e {
+                PinEvent::ExtTs { chan, ns } => DriverEvent::ExtTs(ExtTsEvent { chan, ns }),
+                PinEvent::Pps => DriverEvent::Pps { sys_ns: sys_now() },
+            })
+        });
+        out
     }
 }

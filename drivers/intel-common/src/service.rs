@@ -111,9 +111,13 @@ pub fn dispatch<M: Mmio, H: ClockHw, D: DataPath>(
             let regs = phc.regs();
             DriverReply::Stats(counters.snapshot(regs.reads(), regs.writes()))
         }
-        other @ (DriverRequest::SendPtp { .. } | DriverRequest::SetTstampConfig { .. }) => {
-            data.handle(other)
-        }
+        other @ (DriverRequest::SendPtp { .. }
+        | DriverRequest::SetTstampConfig { .. }
+        | DriverRequest::GetPins
+        | DriverRequest::SetPin { .. }
+        | DriverRequest::ExtTs { .. }
+        | DriverRequest::PerOut { .. }
+        | DriverRequest::Pps { .. }) => data.handle(other),
         // The channel's handshake, answered by the channel before a device sees anything.
         DriverRequest::Hello | DriverRequest::HelloRing { .. } => {
             DriverReply::Error(DriverError::InvalidArgument)

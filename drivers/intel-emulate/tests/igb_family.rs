@@ -63,7 +63,7 @@ fn rig_with(name: &'static str, cfg: impl FnOnce(&mut IgbConfig)) -> Rig {
     fam.ptp_reset(&regs, T0);
     let ts = TxTimestamps::new(fam.ts_regs(), 1);
     ts.enable(&regs, fam.tsynctxctl_on());
-    let _ = fam.read_causes(&regs);
+    let _ = fam.read_causes(&regs, r::TsCause::empty());
     fam.rearm(&regs, Rearm::Other);
     let _ = other.wait(Duration::ZERO);
     Rig {
@@ -125,7 +125,7 @@ impl Rig {
                 "{}",
                 self.name
             );
-            let c = self.fam.read_causes(&self.regs);
+            let c = self.fam.read_causes(&self.regs, r::TsCause::empty());
             assert!(c.tx_stamp, "{}: TSICR.TXTS", self.name);
             let got = self.ts.retrieve(&self.regs).delivered().to_vec();
             self.fam.rearm(&self.regs, Rearm::Other);

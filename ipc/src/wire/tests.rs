@@ -195,6 +195,19 @@ fn ptpd_to_driver() -> impl Strategy<Value = PtpdToDriver> {
         Just(Stats),
         Just(Hello),
         Just(GetFreq),
+        Just(GetPins),
+        (any::<u8>(), pin_function(), any::<u8>()).prop_map(|(pin, func, chan)| SetPin {
+            pin,
+            func,
+            chan
+        }),
+        any::<(u8, bool)>().prop_map(|(chan, on)| ExtTs { chan, on }),
+        any::<(u8, u64, u64)>().prop_map(|(chan, start_ns, period_ns)| PerOut {
+            chan,
+            start_ns,
+            period_ns
+        }),
+        any::<bool>().prop_map(|on| Pps { on }),
         (any::<u32>(), any::<u32>()).prop_map(|(slot_size, slot_count)| HelloRing {
             slot_size,
             slot_count
@@ -216,6 +229,8 @@ fn driver_to_ptpd() -> impl Strategy<Value = DriverToPtpd> {
         stats().prop_map(R::Stats),
         driver_error().prop_map(R::Error),
         any::<i64>().prop_map(|scaled_ppm| R::Freq { scaled_ppm }),
+        pins().prop_map(R::Pins),
+        any::<u64>().prop_map(|first_ns| R::PerOut { first_ns }),
     ];
     let event = prop_oneof![
         any::<(u64, u64)>().prop_map(|(cookie, ns)| E::TxTimestamp { cookie, ns }),
@@ -225,6 +240,8 @@ fn driver_to_ptpd() -> impl Strategy<Value = DriverToPtpd> {
         any::<(bool, u32)>().prop_map(|(up, speed_mbps)| E::Link { up, speed_mbps }),
         any::<u64>().prop_map(|generation| E::Restarted { generation }),
         close_reason().prop_map(|reason| E::Closed { reason }),
+        ext_ts().prop_map(E::ExtTs),
+        any::<u64>().prop_map(|sys_ns| E::Pps { sys_ns }),
     ];
     prop_oneof![
         (any::<u32>(), reply).prop_map(|(seq, reply)| DriverToPtpd::Reply { seq, reply }),
@@ -249,7 +266,46 @@ fn clock_request() -> impl Strategy<Value = ClockRequest> {
             tx_on,
             rx_filter
         }),
+        any::<u32>().prop_map(|clock| Pins { clock }),
+        (any::<(u32, u8, u8)>(), pin_function()).prop_map(|((clock, pin, chan), func)| SetPin {
+            clock,
+            pin,
+            func,
+            chan
+        }),
+        any::<(u32, u8, bool)>().prop_map(|(clock, chan, on)| ExtTs { clock, chan, on }),
+        any::<(u32, u8, u64, u64)>().prop_map(|(clock, chan, start_ns, period_ns)| PerOut {
+            clock,
+            chan,
+            start_ns,
+            period_ns
+        }),
+        any::<(u32, bool)>().prop_map(|(clock, on)| Pps { clock, on }),
+        any::<(u32, u64)>().prop_map(|(clock, after)| Events { clock, after }),
     ]
+}
+
+fn pin_function() -> impl Strategy<Value = PinFunction> {
+    prop_oneof![
+        Just(PinFunction::None),
+        Just(PinFunction::ExtTs),
+        Just(PinFunction::PerOut)
+    ]
+}
+
+fn pins() -> impl Strategy<Value = Vec<PinConfig>> {
+    prop::collection::vec(
+        (any::<u8>(), pin_function(), any::<u8>()).prop_map(|(pin, func, chan)| PinConfig {
+            pin,
+            func,
+            chan,
+        }),
+        0..=MAX_PINS as usize,
+    )
+}
+
+fn ext_ts() -> impl Strategy<Value = ExtTsEvent> {
+    any::<(u8, u64)>().prop_map(|(chan, ns)| ExtTsEvent { chan, ns })
 }
 
 fn clock_reply() -> impl Strategy<Value = ClockReply> {
@@ -264,6 +320,17 @@ fn clock_reply() -> impl Strategy<Value = ClockReply> {
         stats().prop_map(Stats),
         clock_error().prop_map(Error),
         (any::<bool>(), rx_filter()).prop_map(|(tx_on, rx_filter)| Tstamp { tx_on, rx_filter }),
+        pins().prop_map(Pins),
+        any::<u64>().prop_map(|first_ns| PerOut { first_ns }),
+        (
+            any::<(u64, u64)>(),
+            prop::collection::vec(ext_ts(), 0..=MAX_EVENTS as usize)
+        )
+            .prop_map(|((first_seq, lost), events)| Events {
+                first_seq,
+                lost,
+                events
+            }),
     ]
 }
 
@@ -493,6 +560,60 @@ fn golden_get_freq() {
     assert_eq!(DriverToPtpd::decode(&want), Ok(m));
 }
 
+/// The pin messages' numbers and layouts (kinds 13–17, 0x009/0x00A, 0x107, ClockRequest 12
+/// and 16, ClockReply 12).
+#[test]
+fn golden_pins() {
+    let m = PtpdToDriver {
+        seq: 2,
+        request: DriverRequest::SetPin {
+            pin: 1,
+            func: PinFunction::ExtTs,
+            chan: 0,
+        },
+    };
+    let want = [1, 1, 14, 0, 7, 0, 0, 0, 2, 0, 0, 0, 1, 1, 0];
+    assert_eq!(m.to_bytes(), want);
+    assert_eq!(PtpdToDriver::decode(&want), Ok(m));
+    let m = DriverToPtpd::Event(DriverEvent::ExtTs(ExtTsEvent {
+        chan: 1,
+        ns: 0x0102,
+    }));
+    let want = [1, 2, 0x07, 1, 9, 0, 0, 0, 1, 2, 1, 0, 0, 0, 0, 0, 0];
+    assert_eq!(m.to_bytes(), want);
+    assert_eq!(DriverToPtpd::decode(&want), Ok(m));
+    let m = DriverToPtpd::Reply {
+        seq: 5,
+        reply: DriverReply::Pins(vec![PinConfig {
+            pin: 3,
+            func: PinFunction::PerOut,
+            chan: 1,
+        }]),
+    };
+    let want = [1, 2, 0x09, 0, 8, 0, 0, 0, 5, 0, 0, 0, 1, 3, 2, 1];
+    assert_eq!(m.to_bytes(), want);
+    assert_eq!(DriverToPtpd::decode(&want), Ok(m));
+    let m = ClockRequest::Events { clock: 0, after: 7 };
+    let want = [1, 3, 16, 0, 12, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0];
+    assert_eq!(m.to_bytes(), want);
+    assert_eq!(ClockRequest::decode(&want), Ok(m));
+    // A pin function outside Linux's three, and a count beyond its bound, are refused.
+    let mut bad = [1, 1, 14, 0, 7, 0, 0, 0, 2, 0, 0, 0, 1, 3, 0];
+    assert_eq!(
+        PtpdToDriver::decode(&bad),
+        Err(DecodeError::InvalidValue("PinFunction"))
+    );
+    bad[13] = 1;
+    assert!(PtpdToDriver::decode(&bad).is_ok());
+    let mut many = vec![1, 2, 0x09, 0, 5, 0, 0, 0, 5, 0, 0, 0, MAX_PINS + 1];
+    assert_eq!(
+        DriverToPtpd::decode(&many),
+        Err(DecodeError::TooLong("pins"))
+    );
+    many[12] = 2;
+    assert_eq!(DriverToPtpd::decode(&many), Err(DecodeError::Truncated));
+}
+
 #[test]
 fn golden_hello_and_closed() {
     let hello = PtpdToDriver {
@@ -513,8 +634,8 @@ fn golden_hello_and_closed() {
     assert_eq!(ring.to_bytes(), want);
     assert_eq!(PtpdToDriver::decode(&want), Ok(ring));
     assert_eq!(
-        PtpdToDriver::decode(&[1, 1, 13, 0, 4, 0, 0, 0, 1, 0, 0, 0]),
-        Err(DecodeError::UnknownKind(13))
+        PtpdToDriver::decode(&[1, 1, 18, 0, 4, 0, 0, 0, 1, 0, 0, 0]),
+        Err(DecodeError::UnknownKind(18))
     );
     for (reason, byte) in [
         (CloseReason::PermissionDenied, 1),
@@ -671,8 +792,8 @@ fn structural_errors() {
         Err(UnknownKind(0))
     );
     assert_eq!(
-        DriverToPtpd::decode(&[1, 2, 9, 0, 0, 0, 0, 0]),
-        Err(UnknownKind(9))
+        DriverToPtpd::decode(&[1, 2, 0x0B, 0, 0, 0, 0, 0]),
+        Err(UnknownKind(0x0B))
     );
     assert_eq!(
         ClockReply::decode(&[1, 4, 0xFF, 0xFF, 0, 0, 0, 0]),

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 
 use ptp_ipc::transport::{ChannelError, TransportError};
 use ptp_ipc::{
-    Caps, ClockError, ClockReply, ClockRequest, ClockStatus, RxFilter, Stats, TimeXSample,
+    Caps, ClockError, ClockReply, ClockRequest, ClockStatus, ExtTsEvent, PinConfig, PinFunction,
+    RxFilter, Stats, TimeXSample,
 };
 
 /// Where the clock scheme lives when nothing else is said (Linux hosts).
@@ -141,6 +142,60 @@ impl Client {
             rx_filter,
         };
         expect!(self.call(&req)?, ClockReply::Tstamp { tx_on, rx_filter } => (tx_on, rx_filter))
+    }
+    /// Every pin's assignment.
+    pub fn pins(&self, clock: u32) -> Result<Vec<PinConfig>, ClientError> {
+        expect!(self.call(&ClockRequest::Pins { clock })?, ClockReply::Pins(p) => p)
+    }
+    /// Privileged: assigns `func` on channel `chan` to `pin`.
+    pub fn set_pin(
+        &self,
+        clock: u32,
+        pin: u8,
+        func: PinFunction,
+        chan: u8,
+    ) -> Result<(), ClientError> {
+        let req = ClockRequest::SetPin {
+            clock,
+            pin,
+            func,
+            chan,
+        };
+        expect!(self.call(&req)?, ClockReply::Done => ())
+    }
+    /// Privileged: external timestamps on channel `chan` on or off.
+    pub fn ext_ts(&self, clock: u32, chan: u8, on: bool) -> Result<(), ClientError> {
+        expect!(self.call(&ClockRequest::ExtTs { clock, chan, on })?, ClockReply::Done => ())
+    }
+    /// Privileged: a periodic output (period 0 stops it); the first edge's PHC time.
+    pub fn per_out(
+        &self,
+        clock: u32,
+        chan: u8,
+        start_ns: u64,
+        period_ns: u64,
+    ) -> Result<u64, ClientError> {
+        let req = ClockRequest::PerOut {
+            clock,
+            chan,
+            start_ns,
+            period_ns,
+        };
+        expect!(self.call(&req)?, ClockReply::PerOut { first_ns } => first_ns)
+    }
+    /// Privileged: PPS events on or off.
+    pub fn pps(&self, clock: u32, on: bool) -> Result<(), ClientError> {
+        expect!(self.call(&ClockRequest::Pps { clock, on })?, ClockReply::Done => ())
+    }
+    /// External timestamps numbered above `after`: (the first's number, how many were no
+    /// longer held, the events).
+    pub fn ext_ts_events(
+        &self,
+        clock: u32,
+        after: u64,
+    ) -> Result<(u64, u64, Vec<ExtTsEvent>), ClientError> {
+        let req = ClockRequest::Events { clock, after };
+        expect!(self.call(&req)?, ClockReply::Events { first_seq, lost, events } => (first_seq, lost, events))
     }
 }
 

@@ -10,7 +10,7 @@
 //! retries every `REFUSED_RETRY` (the driver's rule may change), and a link a newer ptpd
 //! replaced stays down, so two ptpds never take a NIC from each other in turn.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use ptp_ipc::transport::{Channel, ChannelError, Transport, TransportError};
 use ptp_ipc::{
     ClockError, CloseReason, DriverError, DriverEvent, DriverReply, DriverRequest, DriverToPtpd,
-    PtpdToDriver, Seq,
+    EVENT_HISTORY, ExtTsEvent, MAX_EVENTS, PinFunction, PtpdToDriver, Seq,
 };
 
 /// Opens a new connection to the driver.
@@ -75,6 +75,101 @@ struct Shared<T: Transport> {
     events: Option<Sender<DriverEvent>>,
     /// Events the engine's full queue refused.
     events_dropped: AtomicU64,
+    pins: Mutex<PinMemory>,
+}
+
+/// The pins' side of a link: the external timestamps received (the last [`EVENT_HISTORY`],
+/// numbered from 1), and the pin settings that succeeded, re-applied when the driver restarts
+/// (a new driver process starts with every pin off).
+#[derive(Debug, Default)]
+struct PinMemory {
+    log: VecDeque<ExtTsEvent>,
+    /// The number the next event gets.
+    next_seq: u64,
+    pps_events: u64,
+    /// `SetPin`s, the last per pin, in the order they were made (replaying them in order
+    /// repeats the moves of a channel between pins).
+    set_pins: Vec<(u8, PinFunction, u8)>,
+    extts: BTreeMap<u8, bool>,
+    perout: BTreeMap<u8, (u64, u64)>,
+    pps: Option<bool>,
+}
+
+impl PinMemory {
+    fn record(&mut self, e: ExtTsEvent) {
+        if self.log.len() == EVENT_HISTORY {
+            self.log.pop_front();
+        }
+        self.log.push_back(e);
+        self.next_seq = self.next_seq.max(1) + 1;
+    }
+
+    /// Events numbered above `after`: (the first's number, how many of those were no longer
+    /// held, at most [`MAX_EVENTS`] events).
+    fn after(&self, after: u64) -> (u64, u64, Vec<ExtTsEvent>) {
+        let next = self.next_seq.max(1);
+        let first_held = next - self.log.len() as u64;
+        let want = after.saturating_add(1).min(next);
+        let start = want.max(first_held);
+        let skip = (start - first_held) as usize;
+        let events = self
+            .log
+            .iter()
+            .skip(skip)
+            .take(MAX_EVENTS.into())
+            .copied()
+            .collect();
+        (start, start - want, events)
+    }
+
+    /// Remembers a pin request the driver accepted.
+    fn remember(&mut self, req: &DriverRequest) {
+        match *req {
+            DriverRequest::SetPin { pin, func, chan } => {
+                self.set_pins.retain(|&(p, ..)| p != pin);
+                self.set_pins.push((pin, func, chan));
+            }
+            DriverRequest::ExtTs { chan, on } => {
+                self.extts.insert(chan, on);
+            }
+            DriverRequest::PerOut {
+                chan,
+                start_ns,
+                period_ns,
+            } => {
+                self.perout.insert(chan, (start_ns, period_ns));
+            }
+            DriverRequest::Pps { on } => self.pps = Some(on),
+            _ => {}
+        }
+    }
+
+    /// The requests that put a fresh driver's pins back as they were.
+    fn replay(&self) -> Vec<DriverRequest> {
+        let pins = self
+            .set_pins
+            .iter()
+            .map(|&(pin, func, chan)| DriverRequest::SetPin { pin, func, chan });
+        let extts = self
+            .extts
+            .iter()
+            .filter(|(_, on)| **on)
+            .map(|(&chan, &on)| DriverRequest::ExtTs { chan, on });
+        let perout = self
+            .perout
+            .iter()
+            .filter(|(_, p)| p.1 > 0)
+            .map(|(&chan, &(s, p))| DriverRequest::PerOut {
+                chan,
+                start_ns: s,
+                period_ns: p,
+            });
+        let pps = self
+            .pps
+            .filter(|on| *on)
+            .map(|on| DriverRequest::Pps { on });
+        pins.chain(extts).chain(perout).chain(pps).collect()
+    }
 }
 
 fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
@@ -107,6 +202,7 @@ impl<C: Connector> DriverLink<C> {
             stop: AtomicBool::new(false),
             events,
             events_dropped: AtomicU64::new(0),
+            pins: Mutex::new(PinMemory::default()),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -166,6 +262,31 @@ impl<C: Connector> DriverLink<C> {
         };
         lock(&self.shared.pending).remove(&seq);
         result
+    }
+
+    /// A pin request (`SetPin`, `ExtTs`, `PerOut`, `Pps`, `GetPins`): sent like any request,
+    /// and remembered when the driver accepts it, to be re-applied if the driver restarts.
+    pub fn pin_request(
+        &self,
+        req: DriverRequest,
+        timeout: Duration,
+    ) -> Result<DriverReply, ClockError> {
+        let reply = self.request(req.clone(), timeout)?;
+        if matches!(reply, DriverReply::Done | DriverReply::PerOut { .. }) {
+            lock(&self.shared.pins).remember(&req);
+        }
+        Ok(reply)
+    }
+
+    /// External timestamps numbered above `after` ([`PinMemory`]): the first's number, how
+    /// many after `after` were no longer held, and the events.
+    pub fn ext_ts_after(&self, after: u64) -> (u64, u64, Vec<ExtTsEvent>) {
+        lock(&self.shared.pins).after(after)
+    }
+
+    /// PPS events received so far.
+    pub fn pps_events(&self) -> u64 {
+        lock(&self.shared.pins).pps_events
     }
 
     /// What a request gets while no session is up.
@@ -301,6 +422,22 @@ fn link_thread<C: Connector>(s: &Shared<C::T>, connector: &C) {
     }
 }
 
+/// Sends a restarted driver the pin settings its predecessor had. Fire-and-forget on the link
+/// thread (which is the one that would read the replies): a refused one is logged by the
+/// driver, and shows in `Pins`.
+fn replay_pins<T: Transport>(s: &Shared<T>, chan: &Chan<T>) {
+    let reqs = lock(&s.pins).replay();
+    if !reqs.is_empty() {
+        log::info!("{}: re-applying {} pin setting(s)", s.name, reqs.len());
+    }
+    for request in reqs {
+        let seq = s.next_seq.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = chan.send(&PtpdToDriver { seq, request }, Some(SEND_TIMEOUT)) {
+            log::warn!("{}: pin setting not re-applied: {e}", s.name);
+        }
+    }
+}
+
 /// How long a read blocks before re-checking the stop flag.
 const READ_POLL: Duration = Duration::from_millis(200);
 
@@ -325,6 +462,7 @@ fn read_loop<T: Transport>(
                         let mut st = lock(&s.status);
                         if st.generation != 0 && st.generation != *generation {
                             log::warn!("{}: driver restarted (generation {generation:#x})", s.name);
+                            replay_pins(s, chan);
                         }
                         st.generation = *generation;
                         st.connected = true;
@@ -339,6 +477,8 @@ fn read_loop<T: Transport>(
                         st.link_up = *up;
                         st.speed_mbps = *speed_mbps;
                     }
+                    DriverEvent::ExtTs(e) => lock(&s.pins).record(*e),
+                    DriverEvent::Pps { .. } => lock(&s.pins).pps_events += 1,
                     _ => {}
                 }
                 if let Some(tx) = &s.events {

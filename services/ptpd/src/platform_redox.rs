@@ -100,18 +100,7 @@ pub fn errno(e: ClockError) -> i32 {
 
 /// The clock a request addresses (`None` for `List`).
 fn target(req: &ClockRequest) -> Option<u32> {
-    match *req {
-        ClockRequest::List => None,
-        ClockRequest::Get { clock }
-        | ClockRequest::GetTimeX { clock, .. }
-        | ClockRequest::Set { clock, .. }
-        | ClockRequest::Adj { clock, .. }
-        | ClockRequest::Freq { clock, .. }
-        | ClockRequest::Caps { clock }
-        | ClockRequest::Status { clock }
-        | ClockRequest::Stats { clock }
-        | ClockRequest::SetTstamp { clock, .. } => Some(clock),
-    }
+    req.clock()
 }
 
 enum Handle {

@@ -156,6 +156,10 @@ impl<C: Connector> ClockScheme<C> {
                 | ClockRequest::Adj { .. }
                 | ClockRequest::Freq { .. }
                 | ClockRequest::SetTstamp { .. }
+                | ClockRequest::SetPin { .. }
+                | ClockRequest::ExtTs { .. }
+                | ClockRequest::PerOut { .. }
+                | ClockRequest::Pps { .. }
         );
         if writes && !may_write(uid, &self.privileged) {
             return Err(ClockError::PermissionDenied);
@@ -167,6 +171,52 @@ impl<C: Connector> ClockScheme<C> {
                 });
             }
             ClockRequest::Status { clock } => return self.status(clock),
+            ClockRequest::Events { clock, after } => {
+                let (first_seq, lost, events) = self.link(clock)?.ext_ts_after(after);
+                return Ok(ClockReply::Events {
+                    first_seq,
+                    lost,
+                    events,
+                });
+            }
+            ClockRequest::Pins { clock } => return self.pins(clock, DriverRequest::GetPins),
+            ClockRequest::SetPin {
+                clock,
+                pin,
+                func,
+                chan,
+            } => {
+                log::warn!(
+                    "clock {clock}: uid {uid} sets pin {pin} to {} {chan}",
+                    func.name()
+                );
+                return self.pins(clock, DriverRequest::SetPin { pin, func, chan });
+            }
+            ClockRequest::ExtTs { clock, chan, on } => {
+                log::warn!("clock {clock}: uid {uid} turns external timestamps {chan} {on}");
+                return self.pins(clock, DriverRequest::ExtTs { chan, on });
+            }
+            ClockRequest::PerOut {
+                clock,
+                chan,
+                start_ns,
+                period_ns,
+            } => {
+                log::warn!(
+                    "clock {clock}: uid {uid} sets periodic output {chan}: start {start_ns}, \
+                     period {period_ns} ns"
+                );
+                let req = DriverRequest::PerOut {
+                    chan,
+                    start_ns,
+                    period_ns,
+                };
+                return self.pins(clock, req);
+            }
+            ClockRequest::Pps { clock, on } => {
+                log::warn!("clock {clock}: uid {uid} turns PPS events {on}");
+                return self.pins(clock, DriverRequest::Pps { on });
+            }
             ClockRequest::Get { clock } => (clock, DriverRequest::GetTime),
             ClockRequest::GetTimeX { clock, samples } => {
                 if samples == 0 || samples > ptp_ipc::MAX_SAMPLES {
@@ -214,10 +264,21 @@ impl<C: Connector> ClockScheme<C> {
             DriverReply::TstampConfig { tx_on, rx_filter } => {
                 ClockReply::Tstamp { tx_on, rx_filter }
             }
-            DriverReply::Freq { .. } => {
+            DriverReply::Freq { .. } | DriverReply::Pins(_) | DriverReply::PerOut { .. } => {
                 return Err(ClockError::Io);
             }
         })
+    }
+
+    /// A pin request, through the link that remembers what the driver accepted.
+    fn pins(&self, clock: u32, req: DriverRequest) -> Result<ClockReply, ClockError> {
+        match self.link(clock)?.pin_request(req, self.timeout)? {
+            DriverReply::Done => Ok(ClockReply::Done),
+            DriverReply::Pins(p) => Ok(ClockReply::Pins(p)),
+            DriverReply::PerOut { first_ns } => Ok(ClockReply::PerOut { first_ns }),
+            DriverReply::Error(e) => Err(clock_error(&e)),
+            _ => Err(ClockError::Io),
+        }
     }
 
     fn status(&self, clock: u32) -> Result<ClockReply, ClockError> {

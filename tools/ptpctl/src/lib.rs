@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod compare;
+pub mod pins;
 pub mod units;
 
 use std::ffi::OsString;
@@ -45,6 +46,18 @@ commands (phc_ctl style):
                       ptp_v2_l2_delay_req, ptp_v2_l4_sync, ptp_v2_l4_delay_req) on the running
                       clock; never resets the link or the rings; ptpd re-applies its own
                       configuration when the driver reconnects
+  pins                the SDP pins, as testptp -l lists them
+  pin PIN FUNC [CHAN] privileged: FUNC none, extts or perout (or 0, 1, 2) on channel CHAN
+                      (default 0), as testptp -L; a channel another pin had moves here
+  extts CHAN on|off   privileged: external timestamps on channel CHAN on or off
+  extts CHAN -n N [--timeout SECONDS]
+                      privileged: on, print N events as testptp -e does (\"event index C at
+                      S.NNNNNNNNN\"), off again; fails if one takes longer than SECONDS (10)
+  perout CHAN PERIOD [START]
+                      privileged: a periodic output every PERIOD seconds from PHC time START
+                      (default: the next whole second + 2, as testptp -p); PERIOD 0 stops it;
+                      prints the first edge (a START already passed moves on by whole periods)
+  pps on|off          privileged: PPS events (one per PHC second) on or off
   bench [-n N]        exact-path vs clock-page read latency (default N = 10000)
   compare SOCKET [CLOCK] [-n N]
                       PHC minus the PHC of another ptpd (SOCKET, clock CLOCK, default 0) on
@@ -96,6 +109,7 @@ pub enum Command {
         other_clock: u32,
         n: usize,
     },
+    Pin(pins::PinCommand),
 }
 
 #[derive(Debug)]
@@ -127,6 +141,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
     let (mut socket, mut clock, mut json, mut output) = (None, 0u32, false, None);
     let mut words: Vec<String> = Vec::new();
     let mut n: Option<usize> = None;
+    let mut timeout: Option<std::time::Duration> = None;
     while let Some(arg) = p.next().map_err(bad)? {
         match arg {
             Long("socket") => socket = Some(p.value().map_err(bad)?.into()),
@@ -134,6 +149,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
             Long("json") => json = true,
             Long("output") => output = Some(p.value().map_err(bad)?.into()),
             Short('n') => n = Some(p.value().map_err(bad)?.parse().map_err(bad)?),
+            Long("timeout") => {
+                let w = p.value().map_err(bad)?.string().map_err(bad)?;
+                let ns = units::parse_seconds(&w).map_err(Error::Usage)?;
+                let ns = u64::try_from(ns)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| Error::Usage(format!("bad --timeout {w:?}")))?;
+                timeout = Some(std::time::Duration::from_nanos(ns));
+            }
             Long("help") | Short('h') => return Ok(None),
             Value(v) => words.push(v.string().map_err(bad)?),
             // Negative numbers ("adj -0.5") arrive as options; take them as words.
@@ -190,6 +214,22 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, E
             },
             n: positive(n.unwrap_or(1))?,
         },
+        Some("pins" | "pin" | "extts" | "perout" | "pps") => {
+            let (c, took) = pins::parse(&words, n, timeout)?;
+            if let Some(extra) = words.get(took) {
+                return Err(Error::Usage(format!(
+                    "{}: unexpected argument {extra:?}",
+                    words[0]
+                )));
+            }
+            return Ok(Some(Args {
+                socket,
+                clock,
+                json,
+                output,
+                command: Command::Pin(c),
+            }));
+        }
         Some(other) => return Err(Error::Usage(format!("unknown command {other:?}"))),
     };
     // A word the command does not take is an error, not ignored: `bench 1000` once ran the
@@ -414,6 +454,7 @@ pub fn run(args: &Args) -> Result<(String, Value), Error> {
             let b = Client::connect(other)?;
             compare::run(&c, clock, &b, *other_clock, *n)?
         }
+        Command::Pin(p) => pins::run(&c, clock, p)?,
     })
 }
 
@@ -563,5 +604,80 @@ mod tests {
         }
         assert!(cmd(&["compare", "/s", "1"]).is_ok());
         assert!(cmd(&["set"]).is_ok() && cmd(&["set", "5"]).is_ok());
+    }
+
+    #[test]
+    fn pin_verbs_parse_as_testptp_numbers_them_and_bad_ones_are_usage_errors() {
+        use pins::PinCommand as P;
+        use ptp_ipc::PinFunction as F;
+        let pin = |w: &[&str]| match cmd(w) {
+            Ok(Command::Pin(p)) => p,
+            other => panic!("{w:?}: {other:?}"),
+        };
+        assert_eq!(pin(&["pins"]), P::List);
+        assert_eq!(
+            pin(&["pin", "1", "extts"]),
+            P::Set {
+                pin: 1,
+                func: F::ExtTs,
+                chan: 0
+            }
+        );
+        // testptp -L 2,2 with -i 1.
+        assert_eq!(
+            pin(&["pin", "2", "2", "1"]),
+            P::Set {
+                pin: 2,
+                func: F::PerOut,
+                chan: 1
+            }
+        );
+        assert_eq!(pin(&["extts", "1", "off"]), P::ExtTs { chan: 1, on: false });
+        assert_eq!(
+            pin(&["-n", "5", "--timeout", "2.5", "extts", "0"]),
+            P::ExtTsRead {
+                chan: 0,
+                count: 5,
+                timeout: std::time::Duration::from_millis(2500)
+            }
+        );
+        assert_eq!(
+            pin(&["perout", "0", "1"]),
+            P::PerOut {
+                chan: 0,
+                period_ns: 1_000_000_000,
+                start_ns: None
+            }
+        );
+        assert_eq!(
+            pin(&["perout", "1", "0.5", "100.25"]),
+            P::PerOut {
+                chan: 1,
+                period_ns: 500_000_000,
+                start_ns: Some(100_250_000_000)
+            }
+        );
+        assert_eq!(pin(&["pps", "on"]), P::Pps { on: true });
+        for bad in [
+            &["pin"][..],
+            &["pin", "1"],
+            &["pin", "1", "physync"],
+            &["pin", "1", "3"],
+            &["pin", "300", "extts"],
+            &["pin", "1", "extts", "0", "x"],
+            &["extts"],
+            &["extts", "0"],
+            &["extts", "0", "maybe"],
+            &["-n", "2", "extts", "0", "on"],
+            &["-n", "0", "extts", "0"],
+            &["--timeout", "0", "-n", "1", "extts", "0"],
+            &["perout", "0"],
+            &["perout", "0", "-1"],
+            &["perout", "0", "1", "2", "3"],
+            &["pps"],
+            &["pps", "on", "now"],
+        ] {
+            assert!(matches!(cmd(bad), Err(Error::Usage(_))), "{bad:?}");
+        }
     }
 }

@@ -43,6 +43,7 @@ use crate::clock::{ClockHw, PageSample, Phc};
 use crate::family::{Family, IrqLayout, Link, Rearm, RxFrame};
 pub use crate::family::{VECTOR_OTHER, VECTOR_QUEUES, VECTORS};
 use crate::irq::{IrqStyle, Napi, Pacer, SPIN_GAP};
+use crate::pins::PinPort;
 use crate::ring::{BUF_LEN, RxRing, TxRing};
 use crate::service::{self, Counters, DataPath};
 use crate::txts::{Reservation, TxTimestamps};
@@ -238,8 +239,16 @@ fn caps<M: ptp_pci::Mmio, Fam: Family>(
         max_adj_ppb: fam.clock().max_adj_ppb(),
         tx_ts_sets,
         rx_filters: fam.rx_filters().iter().fold(0, |m, f| m | 1 << *f as u8),
-        n_ext_ts: 0,
-        n_per_out: 0,
+        n_ext_ts: if fam.has_pins() {
+            crate::pins::N_EXTTS as u8
+        } else {
+            0
+        },
+        n_per_out: if fam.has_pins() {
+            crate::pins::N_PEROUT as u8
+        } else {
+            0
+        },
         cross_timestamp: fam.cross_timestamp(),
         // Filled in per `Caps` request: the page may be attached later.
         clock_page: String::new(),
@@ -278,6 +287,8 @@ pub struct Data<M: ptp_pci::Mmio, Fam> {
     repeated: std::sync::atomic::AtomicU64,
     /// Where non-PTP frames go once a network stack is attached ([`Device::attach_netstack`]).
     netstack: std::sync::OnceLock<NetQueue>,
+    /// The SDPs, on parts whose pins are served ([`Family::has_pins`]).
+    pins: Option<PinPort>,
 }
 
 /// Received frames for the network stack, and how to tell its event loop about them.
@@ -389,6 +400,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
             txts.sets(),
             if txts.sets() == 1 { "" } else { "s" }
         );
+        let pins = fam.has_pins().then(PinPort::default);
         let data = Arc::new(Data {
             fam,
             layout: irqs.layout(),
@@ -404,6 +416,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
             tx_inline: opts.tx_inline,
             repeated: Default::default(),
             netstack: std::sync::OnceLock::new(),
+            pins,
         });
         Ok(Self {
             func,
@@ -635,7 +648,8 @@ impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
             Ok(tail) => {
                 let inline = self.tx_inline.filter(|_| set.is_some());
                 if inline.is_some() {
-                    self.fam.gate_tx_stamp_irq(&self.regs, false);
+                    self.fam
+                        .gate_tx_stamp_irq(&self.regs, false, self.pin_causes());
                 }
                 self.regs.write(self.fam.tdt(), tail);
                 Counters::bump(&self.counters.tx_frames);
@@ -711,7 +725,7 @@ impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
     fn take_inline<S: EventSink + ?Sized>(&self, sink: &S, cookie: u64, window: Duration) -> bool {
         let deadline = mono_ns().saturating_add(window.as_nanos() as u64);
         let look = || {
-            self.fam.clear_tx_stamp_cause(&self.regs);
+            self.clear_tx_cause(sink);
             self.retrieve_tx(sink)
                 .delivered()
                 .iter()
@@ -725,12 +739,45 @@ impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
         if !taken {
             taken = look();
         }
-        self.fam.gate_tx_stamp_irq(&self.regs, true);
+        self.fam
+            .gate_tx_stamp_irq(&self.regs, true, self.pin_causes());
         if self.txts.pending() > 0 {
-            self.fam.clear_tx_stamp_cause(&self.regs);
+            self.clear_tx_cause(sink);
             self.retrieve_tx(sink);
         }
         taken
+    }
+
+    /// Clears the TX stamp cause; pin causes a read-to-clear took with it are handled.
+    fn clear_tx_cause<S: EventSink + ?Sized>(&self, sink: &S) {
+        let other = self.fam.clear_tx_stamp_cause(&self.regs);
+        self.pin_events(other, sink);
+    }
+
+    /// The TSICR causes the pins enabled (none without pins).
+    fn pin_causes(&self) -> intel_regs::e1000::TsCause {
+        self.pins.as_ref().map(PinPort::causes).unwrap_or_default()
+    }
+
+    /// Hands the pins their causes of a TSICR look and sends the events on.
+    fn pin_events<S: EventSink + ?Sized>(&self, tsicr: intel_regs::e1000::TsCause, sink: &S) {
+        if let Some(p) = &self.pins {
+            for e in p.handle(&self.regs, tsicr, ptp_ipc::time::realtime_ns) {
+                sink.send(e);
+            }
+        }
+    }
+
+    /// A pin request (Unsupported on a part without served pins).
+    fn pin_request(&self, req: DriverRequest) -> DriverReply {
+        let Some(p) = &self.pins else {
+            return DriverReply::Error(DriverError::Unsupported);
+        };
+        let clock = self.fam.clock();
+        p.request(&self.regs, req, || {
+            let latch = clock.latch(&self.regs);
+            clock.finish(&self.regs, latch)
+        })
     }
 
     /// Retrieves the TX stamps the registers hold and sends them on.
@@ -786,6 +833,11 @@ impl<M: ptp_pci::Mmio, Fam: Family, S: EventSink> DataPath for Requests<'_, M, F
             DriverRequest::SetTstampConfig { tx_on, rx_filter } => {
                 self.data.set_tstamp_config(tx_on, rx_filter, self.sink)
             }
+            req @ (DriverRequest::GetPins
+            | DriverRequest::SetPin { .. }
+            | DriverRequest::ExtTs { .. }
+            | DriverRequest::PerOut { .. }
+            | DriverRequest::Pps { .. }) => self.data.pin_request(req),
             _ => DriverReply::Error(DriverError::Unsupported),
         }
     }
@@ -987,13 +1039,14 @@ fn other_causes<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized>(
     count: bool,
 ) -> crate::family::Causes {
     let regs = &*data.regs;
-    let causes = data.fam.read_causes(regs);
+    let causes = data.fam.read_causes(regs, data.pin_causes());
     if causes.time_sync && count {
         Counters::bump(&data.counters.interrupts);
     }
     if causes.tx_stamp {
         data.retrieve_tx(sink);
     }
+    data.pin_events(causes.tsicr, sink);
     if causes.link {
         let link = data.fam.link(regs);
         data.link_up.store(link.up, Ordering::Relaxed);

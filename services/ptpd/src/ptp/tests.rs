@@ -67,6 +67,8 @@ struct FakeState {
     mode: TsMode,
     sent: Vec<Sent>,
     tstamp_configs: Vec<RxFilter>,
+    /// Pin requests received (`pins` tests).
+    pin_reqs: Vec<DriverRequest>,
     phc: SimPhc,
     /// Where frames go (the wire).
     peer: Option<Peer>,
@@ -93,6 +95,7 @@ impl FakeDriver {
             mode: TsMode::Deliver,
             sent: Vec::new(),
             tstamp_configs: Vec::new(),
+            pin_reqs: Vec::new(),
             phc,
             peer: None,
         }));
@@ -229,6 +232,14 @@ fn serve(
                 let _ = pchan.send(&DriverToPtpd::Event(ev), Some(Duration::from_secs(1)));
             }
             DriverReply::Done
+        }
+        DriverRequest::SetPin { .. } | DriverRequest::ExtTs { .. } | DriverRequest::Pps { .. } => {
+            st.pin_reqs.push(req);
+            DriverReply::Done
+        }
+        DriverRequest::PerOut { start_ns, .. } => {
+            st.pin_reqs.push(req);
+            DriverReply::PerOut { first_ns: start_ns }
         }
         _ => DriverReply::Error(ptp_ipc::DriverError::Unsupported),
     }
@@ -620,6 +631,8 @@ fn set_tstamp_is_privileged_and_forwarded_to_the_driver() {
         ClockReply::Error(ptp_ipc::ClockError::NoDevice)
     );
 }
+
+mod pins;
 
 #[test]
 fn the_phc_frequency_found_at_start_survives_a_driver_cold_restart() {

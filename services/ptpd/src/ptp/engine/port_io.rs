@@ -48,6 +48,8 @@ impl Core {
             DriverEvent::PtpFrame { rx_ns, frame } => self.on_frame(i, rx_ns, &frame, now),
             // The end of a connection: the driver link reconnects (or not) and says so.
             DriverEvent::Closed { .. } => {}
+            // Pin events are the driver link's (kept for the clock scheme's `Events`).
+            DriverEvent::ExtTs(_) | DriverEvent::Pps { .. } => {}
             DriverEvent::Link { up, speed_mbps } => {
                 let p = &mut self.ports[i];
                 if p.link_up != up {
