@@ -1,6 +1,7 @@
 //! The lab: emulated hosts as real processes (DESIGN.md §7).
 pub mod devhost;
 pub mod figures;
+pub mod gps;
 pub mod lab;
 pub mod plot;
 pub mod procs;

@@ -3,7 +3,7 @@
 //! The binary is also a multi-call entry for the daemons it starts (`ptplab igcd ...`,
 //! `ptplab igbd ...`,
 //! `ptplab ptpd ...`, `ptplab ptpctl ...`, `ptplab tsperf ...`,
-//! `ptplab devhost ...`, `ptplab tap-bridge ...`), so `cargo run` needs no other binary built: each host
+//! `ptplab devhost ...`, `ptplab tap-bridge ...`, `ptplab gps ...`), so `cargo run` needs no other binary built: each host
 //! is still separate processes running the daemons' own entry points.
 
 use std::process::ExitCode;
@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Some("ptpctl") => ptpctl::main_with_args(args.skip(1)),
         Some("devhost") => redox_ptp::devhost::main_with_args(args.skip(1)),
         Some("tap-bridge") => redox_ptp::tap::main_with_args(args.skip(1)),
+        Some("gps") => redox_ptp::gps::main_with_args(args.skip(1)),
         Some("tsperf") => {
             // tsperf starts the daemon as a separate process: this same binary, `ptplab igcd`
             // or `ptplab igbd`.

@@ -367,6 +367,8 @@ pub struct Igb {
     tx_pair: StampPair,
     /// 82576 RXSTMPL/H, RXSATRL/H (§8.3).
     rx_pair: StampPair,
+    /// What the SDPs are wired to ([`Self::attach_pins`]).
+    pin_link: Option<Box<dyn crate::pinwire::PinLink>>,
 }
 
 impl std::fmt::Debug for Igb {
@@ -410,6 +412,7 @@ impl Igb {
             tx_ctl: TsyncTxCtl::empty(),
             tx_pair: StampPair::default(),
             rx_pair: StampPair::default(),
+            pin_link: None,
         };
         if part.has_flash(cfg.device_id) {
             dev.port.nvm = crate::nic::nvm::Nvm::i210_flash(cfg.mac, cfg.device_id);
@@ -646,6 +649,11 @@ impl Igb {
         self.tsync.pins.schedule(edge);
     }
 
+    /// Wires the SDPs to `link` (i210/i350; see [`crate::igc::I225::attach_pins`]).
+    pub fn attach_pins(&mut self, link: Box<dyn crate::pinwire::PinLink>) {
+        self.pin_link = Some(link);
+    }
+
     /// Output edges the pins produced since the last call, each at its true instant.
     pub fn take_pin_edges(&mut self) -> Vec<PinEdge> {
         self.tsync.pins.take_edges()
@@ -718,7 +726,9 @@ impl Device for Igb {
     }
 
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
+        crate::nic::sdp::link_in(&mut self.pin_link, &mut self.tsync.pins);
         self.sync_pins(host);
+        crate::nic::sdp::link_out(&mut self.pin_link, &mut self.tsync.pins);
         let next = front::poll(self, host);
         let due = self
             .part

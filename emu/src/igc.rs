@@ -236,6 +236,8 @@ pub struct I225 {
     txs: TxStamps,
     /// Time-sync interrupts still to be swallowed (fault injection).
     drop_ts_irqs: u64,
+    /// What the SDPs are wired to ([`Self::attach_pins`]).
+    pin_link: Option<Box<dyn crate::pinwire::PinLink>>,
 }
 
 impl std::fmt::Debug for I225 {
@@ -287,6 +289,7 @@ impl I225 {
             ),
             txs: TxStamps::new(cfg.txstmph0_clears_all),
             drop_ts_irqs: 0,
+            pin_link: None,
         };
         dev.tsync.set_txts_quirk(cfg.tx_stamp_quirk);
         // An I225/I226-LM presents its flash (nvm.rs); the igb models keep the flashless NVM.
@@ -474,6 +477,13 @@ impl I225 {
     /// latched if the pin samples into an auxiliary stamp when the instant is reached.
     pub fn schedule_pin_edge(&mut self, edge: PinEdge) {
         self.tsync.pins.schedule(edge);
+    }
+
+    /// Wires the SDPs to `link` (a [`crate::pinwire::PinSocket`]): edges from it are latched
+    /// at their instants, output edges go out on it (and no longer to
+    /// [`Self::take_pin_edges`]). The model thread's poll exchanges them.
+    pub fn attach_pins(&mut self, link: Box<dyn crate::pinwire::PinLink>) {
+        self.pin_link = Some(link);
     }
 
     /// Output edges the pins produced since the last call, each at its true instant.
@@ -888,7 +898,9 @@ impl Device for I225 {
     }
 
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
+        crate::nic::sdp::link_in(&mut self.pin_link, &mut self.tsync.pins);
         self.sync_pins(host);
+        crate::nic::sdp::link_out(&mut self.pin_link, &mut self.tsync.pins);
         let next = front::poll(self, host);
         let due = self
             .tsync

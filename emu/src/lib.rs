@@ -24,6 +24,7 @@ pub mod igb;
 pub mod igc;
 mod nic;
 pub mod phc;
+pub mod pinwire;
 #[cfg(target_os = "linux")]
 pub mod proxy;
 pub mod rng;

@@ -28,7 +28,7 @@ use std::time::Duration;
 use crate::rng::SplitMix64;
 
 #[cfg(target_os = "linux")]
-mod unix;
+pub(crate) mod unix;
 #[cfg(target_os = "linux")]
 pub use unix::{
     Datagram, HEADER_LEN, MAGIC, UnixDatagramWire, VERSION, decode_any, decode_datagram,

@@ -46,10 +46,24 @@ pub struct Host {
 impl Host {
     /// Starts igcd (oscillator `osc_ppm` off) and ptpd (with `extra` config), waits until ready.
     pub fn start(tag: &str, osc_ppm: f64, extra: &str) -> Self {
+        Self::start_nic(tag, "i225", osc_ppm, extra, |_| Vec::new())
+    }
+
+    /// [`Self::start`] on emulated `nic` (igcd or igbd), the driver given the arguments
+    /// `driver_args` returns for the host's directory.
+    pub fn start_nic(
+        tag: &str,
+        nic: &str,
+        osc_ppm: f64,
+        extra: &str,
+        driver_args: impl FnOnce(&Path) -> Vec<String>,
+    ) -> Self {
         let dir = TempDir::new(tag);
         let paths = HostPaths::new(&dir.0, 0);
+        std::fs::create_dir_all(&paths.dir).unwrap();
+        let args = driver_args(&paths.dir);
         let mut kids = Children::default();
-        lab::spawn_igcd(&mut kids, &exe(), &paths, 0, "i225", osc_ppm, &[]).unwrap();
+        lab::spawn_igcd(&mut kids, &exe(), &paths, 0, nic, osc_ppm, &args).unwrap();
         lab::spawn_ptpd(&mut kids, &exe(), &paths, 0, extra).unwrap();
         let host = Self {
             kids,
@@ -92,7 +106,7 @@ impl Host {
     }
 
     pub fn logs(&self) -> String {
-        ["igcd.log", "ptpd.log"]
+        ["igcd.log", "igbd.log", "ptpd.log"]
             .iter()
             .map(|f| {
                 format!(

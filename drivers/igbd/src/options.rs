@@ -24,6 +24,9 @@ pub fn emulated_model(model: &str, opts: &Options) -> Result<(ptp_emu::igb::Igb,
     if let Some(w) = setup.wire {
         nic.nic_mut().attach_wire(w);
     }
+    if let Some(p) = setup.pins {
+        nic.attach_pins(p);
+    }
     if let Some(t) = setup.truth.clone() {
         // i350/82576: ptpd reads the timecounter, so the truth record carries its mapping.
         intel_common::igb::publish_timecounters_to(Box::new(move |change| {

@@ -37,6 +37,9 @@ pub fn emulated_model(model: &str, opts: &Options) -> Result<(ptp_emu::igc::I225
     if let Some(w) = setup.wire {
         nic.attach_wire(w);
     }
+    if let Some(p) = setup.pins {
+        nic.attach_pins(p);
+    }
     if setup.truth.is_some() {
         nic.set_observer(setup.truth);
     }

@@ -23,6 +23,8 @@ pub struct EmulatedSetup {
     pub seed: u64,
     pub wire: Option<Box<dyn ptp_emu::wire::WirePort>>,
     pub truth: Option<ptp_emu::truth::SharedObserver>,
+    /// The SDPs' socket (`--pins`).
+    pub pins: Option<Box<dyn ptp_emu::pinwire::PinLink>>,
     /// Where the model runs its TX engine (`--emu-tx`).
     pub tx_engine: ptp_emu::TxEngine,
 }
@@ -73,6 +75,10 @@ pub fn setup<Fam: Family>(opts: &Options<Fam>, model: &str) -> Result<EmulatedSe
         }
         None => None,
     };
+    let pins = match &opts.pins {
+        Some(p) => Some(pin_socket(p)?),
+        None => None,
+    };
     let tx_engine = match opts.emu_tx {
         EmuTx::Sync => ptp_emu::TxEngine::Sync,
         EmuTx::Thread => ptp_emu::TxEngine::Thread,
@@ -84,8 +90,26 @@ pub fn setup<Fam: Family>(opts: &Options<Fam>, model: &str) -> Result<EmulatedSe
         seed,
         wire,
         truth,
+        pins,
         tx_engine,
     })
+}
+
+/// The `--pins` socket (Linux hosts).
+#[cfg(target_os = "linux")]
+fn pin_socket(p: &std::path::Path) -> Result<Box<dyn ptp_emu::pinwire::PinLink>, Error> {
+    let s = ptp_emu::pinwire::PinSocket::bind(p)
+        .map_err(|e| Error::Other(format!("--pins {}: {e}", p.display())))?;
+    log::info!("SDPs wired to {}", p.display());
+    Ok(Box::new(s))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin_socket(p: &std::path::Path) -> Result<Box<dyn ptp_emu::pinwire::PinLink>, Error> {
+    Err(Error::Usage(format!(
+        "--pins {} needs a Linux host",
+        p.display()
+    )))
 }
 
 /// Wraps a model in a PCI function whose model thread runs in real time (with `--rt`, 10

@@ -514,6 +514,25 @@ impl Pins {
     }
 }
 
+/// Edges that came in on `link` go to their pins (before the pins run).
+pub(crate) fn link_in(link: &mut Option<Box<dyn crate::pinwire::PinLink>>, pins: &mut Pins) {
+    if let Some(l) = link {
+        for e in l.recv() {
+            pins.schedule(e);
+        }
+    }
+}
+
+/// Output edges the pins produced go out on `link` (kept for [`Pins::take_edges`] without one).
+pub(crate) fn link_out(link: &mut Option<Box<dyn crate::pinwire::PinLink>>, pins: &mut Pins) {
+    if let Some(l) = link {
+        let out = pins.take_edges();
+        if !out.is_empty() {
+            l.send(&out);
+        }
+    }
+}
+
 /// Which channel's register `offset` is in a per-channel pair (`TRGTTIML`, `FREQOUT`, ...).
 pub(crate) fn sdp_channel(offset: u32, regs: &[u32; 2]) -> Option<usize> {
     regs.iter().position(|&r| r == offset)

@@ -60,7 +60,7 @@ const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(1);
 
 /// A sender's address as the bound end sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum PeerName {
+pub(crate) enum PeerName {
     Path(PathBuf),
     /// Linux abstract namespace ([`UnixDatagramWire::connect`] binds one): no file, so no
     /// file mode keeps anyone from sending from or to it.
@@ -68,7 +68,7 @@ enum PeerName {
 }
 
 impl PeerName {
-    fn to_addr(&self) -> io::Result<SocketAddr> {
+    pub(crate) fn to_addr(&self) -> io::Result<SocketAddr> {
         match self {
             Self::Path(p) => SocketAddr::from_pathname(p),
             Self::Abstract(n) => SocketAddr::from_abstract_name(n),
@@ -523,7 +523,7 @@ impl std::os::fd::AsFd for UnixDatagramWire {
 }
 
 /// Asks the kernel to attach the sender's credentials to every datagram received.
-fn pass_credentials(sock: &UnixDatagram) -> io::Result<()> {
+pub(crate) fn pass_credentials(sock: &UnixDatagram) -> io::Result<()> {
     let on: libc::c_int = 1;
     // Safety: the fd is a live socket owned by `sock`; the option value is a c_int that
     // outlives the call, and its size is passed with it.
@@ -545,7 +545,7 @@ fn pass_credentials(sock: &UnixDatagram) -> io::Result<()> {
 
 /// One datagram (non-blocking): its length, the sender's address (`None`: unnamed) and the
 /// sender's uid from SCM_CREDENTIALS (`None` if the kernel attached none).
-fn recv_with_cred(
+pub(crate) fn recv_with_cred(
     sock: &UnixDatagram,
     buf: &mut [u8],
 ) -> io::Result<(usize, Option<PeerName>, Option<u32>)> {

@@ -63,6 +63,9 @@ usage: igcd [options]
                           logged at start); give each emulated NIC its own
   --truth PATH            with --emulate: publish the emulated PHC's exact law and the model's
                           BAR/cable-loss counters at PATH (the lab's ground truth, ptp_emu::truth)
+  --pins PATH             with --emulate: wire the SDPs to a socket at PATH (mode 0600,
+                          ptp_emu::pinwire): edges in (a lab GPS receiver), output edges to
+                          whoever subscribes (a lab oscilloscope), each with its true instant
   --emu-faults PATH       with --emulate (igcd, Linux): serve fault injection into the emulated
                           NIC on a SOCK_SEQPACKET socket at PATH (mode 0600, root and igcd's
                           uid only; igcd::faults lists the commands). Test and lab use only
@@ -200,6 +203,8 @@ pub struct Options<Fam> {
     pub emu_tx: EmuTx,
     /// Ground-truth record of the emulated model (`--truth`, only with `--emulate`).
     pub truth: Option<PathBuf>,
+    /// The emulated SDPs' socket (`--pins`, only with `--emulate`).
+    pub pins: Option<PathBuf>,
     /// Fault-injection socket of the emulated model (`--emu-faults`, only with `--emulate`).
     pub emu_faults: Option<PathBuf>,
     /// A uid besides root and igcd's own that may use the driver channel (`--allow-uid`).
@@ -272,6 +277,7 @@ impl<Fam: Family> Options<Fam> {
             irq_style: IrqStyle::Plain,
             emu_tx: EmuTx::Sync,
             truth: None,
+            pins: None,
             emu_faults: None,
             allow_uid: None,
             allow_gid: None,
@@ -377,6 +383,7 @@ impl<Fam: Family> Options<Fam> {
                 self.stamp_jitter_ns = ranged(p, NOISE, what)?;
             }
             "truth" => self.truth = Some(path(p)?),
+            "pins" => self.pins = Some(path(p)?),
             "emu-faults" => self.emu_faults = Some(path(p)?),
             "seed" => self.seed = Some(value(p)?),
             "emu-tx" => {
@@ -447,6 +454,9 @@ impl<Fam: Family> Options<Fam> {
         }
         if self.unbind && self.pci.is_none() {
             return usage("--unbind needs --pci ADDR");
+        }
+        if self.pins.is_some() && self.emulate.is_none() {
+            return usage("--pins needs --emulate: a real NIC's pins are wires");
         }
         if self.truth.is_some() && self.emulate.is_none() {
             return usage("--truth needs --emulate: only an emulated NIC knows its exact clock");
