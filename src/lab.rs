@@ -586,14 +586,27 @@ pub fn spawn_ptpd_with_clock(
     extra: &str,
     clock_ptp: &str,
 ) -> Result<u32, String> {
-    lab_dir(&paths.dir)?;
     let clock_ptp = if clock_ptp.is_empty() {
         String::new()
     } else {
         format!("[clock.ptp]\n{clock_ptp}\n")
     };
+    spawn_ptpd_with_tables(kids, exe, paths, i, extra, &clock_ptp)
+}
+
+/// [`spawn_ptpd`] with `clock_tables`, TOML tables of the clock (`[clock.ptp]`,
+/// `[clock.ts2phc]`) written after its `[[clock]]` entry as they are.
+pub fn spawn_ptpd_with_tables(
+    kids: &mut Children,
+    exe: &Path,
+    paths: &HostPaths,
+    i: u32,
+    extra: &str,
+    clock_tables: &str,
+) -> Result<u32, String> {
+    lab_dir(&paths.dir)?;
     let config = format!(
-        "socket = {:?}\n{extra}\n[[clock]]\nname = \"igc0\"\nchannel = {:?}\n{clock_ptp}",
+        "socket = {:?}\n{extra}\n[[clock]]\nname = \"igc0\"\nchannel = {:?}\n{clock_tables}",
         paths.socket.display().to_string(),
         paths.channel.display().to_string()
     );

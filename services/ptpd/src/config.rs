@@ -43,6 +43,8 @@ pub enum ConfigError {
     Invalid(String),
     #[error("{0}")]
     Ptp(#[from] PtpConfigError),
+    #[error("{0}")]
+    Ts2phc(#[from] crate::timesource::Ts2phcError),
 }
 
 /// One driver whose PHC ptpd serves as a clock.
@@ -58,6 +60,9 @@ pub struct ClockConfig {
     /// Per-clock PTP port options (`[clock.ptp]`).
     #[serde(default)]
     pub ptp: Option<PortOptions>,
+    /// The clock follows a pulse per second on a pin (`[clock.ts2phc]`, [`crate::timesource`]).
+    #[serde(default)]
+    pub ts2phc: Option<crate::timesource::Ts2phcOptions>,
 }
 
 /// `channel_mode`: the driver channel's transport after the hello (issue 16).
@@ -181,7 +186,26 @@ impl Config {
             ptp_ipc::rt::parse_priority(&p.to_string()).map_err(ConfigError::Invalid)?;
         }
         self.ptp_settings()?;
+        self.time_source()?;
         Ok(())
+    }
+
+    /// The clock with a `[clock.ts2phc]` table and its settings; at most one clock may have
+    /// one (the PTP instance announces one clock quality).
+    pub fn time_source(
+        &self,
+    ) -> Result<Option<(usize, crate::timesource::Ts2phcSettings)>, ConfigError> {
+        let mut found = None;
+        for (i, c) in self.clocks.iter().enumerate() {
+            let Some(o) = &c.ts2phc else { continue };
+            if found.is_some() {
+                return Err(ConfigError::Invalid(
+                    "only one clock may have a [clock.ts2phc] table".into(),
+                ));
+            }
+            found = Some((i, o.resolve()?));
+        }
+        Ok(found)
     }
 
     pub fn busy_poll(&self) -> Duration {
@@ -214,6 +238,13 @@ impl Config {
                 &self.management_settable,
                 self.management_network_set,
             )?;
+            // A clock that follows a time source is a grandmaster: its port never takes a
+            // master of its own (statime's servo would fight the source's).
+            for p in &mut s.ports {
+                if self.clocks.get(p.clock).is_some_and(|c| c.ts2phc.is_some()) {
+                    p.master_only = true;
+                }
+            }
         }
         Ok(settings)
     }

@@ -83,7 +83,8 @@ struct Shared<T: Transport> {
 /// (a new driver process starts with every pin off).
 #[derive(Debug, Default)]
 struct PinMemory {
-    log: VecDeque<ExtTsEvent>,
+    /// Each event with CLOCK_REALTIME when it arrived (the time-of-day the time source needs).
+    log: VecDeque<(ExtTsEvent, u64)>,
     /// The number the next event gets.
     next_seq: u64,
     pps_events: u64,
@@ -96,17 +97,17 @@ struct PinMemory {
 }
 
 impl PinMemory {
-    fn record(&mut self, e: ExtTsEvent) {
+    fn record(&mut self, e: ExtTsEvent, sys_ns: u64) {
         if self.log.len() == EVENT_HISTORY {
             self.log.pop_front();
         }
-        self.log.push_back(e);
+        self.log.push_back((e, sys_ns));
         self.next_seq = self.next_seq.max(1) + 1;
     }
 
     /// Events numbered above `after`: (the first's number, how many of those were no longer
     /// held, at most [`MAX_EVENTS`] events).
-    fn after(&self, after: u64) -> (u64, u64, Vec<ExtTsEvent>) {
+    fn after(&self, after: u64) -> (u64, u64, Vec<(ExtTsEvent, u64)>) {
         let next = self.next_seq.max(1);
         let first_held = next - self.log.len() as u64;
         let want = after.saturating_add(1).min(next);
@@ -281,6 +282,12 @@ impl<C: Connector> DriverLink<C> {
     /// External timestamps numbered above `after` ([`PinMemory`]): the first's number, how
     /// many after `after` were no longer held, and the events.
     pub fn ext_ts_after(&self, after: u64) -> (u64, u64, Vec<ExtTsEvent>) {
+        let (first, lost, ev) = lock(&self.shared.pins).after(after);
+        (first, lost, ev.into_iter().map(|(e, _)| e).collect())
+    }
+
+    /// [`Self::ext_ts_after`] with each event's arrival (CLOCK_REALTIME, ns).
+    pub fn ext_ts_after_timed(&self, after: u64) -> (u64, u64, Vec<(ExtTsEvent, u64)>) {
         lock(&self.shared.pins).after(after)
     }
 
@@ -477,7 +484,7 @@ fn read_loop<T: Transport>(
                         st.link_up = *up;
                         st.speed_mbps = *speed_mbps;
                     }
-                    DriverEvent::ExtTs(e) => lock(&s.pins).record(*e),
+                    DriverEvent::ExtTs(e) => lock(&s.pins).record(*e, ptp_ipc::time::realtime_ns()),
                     DriverEvent::Pps { .. } => lock(&s.pins).pps_events += 1,
                     _ => {}
                 }

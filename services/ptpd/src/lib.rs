@@ -22,6 +22,7 @@ pub mod service;
 #[cfg(target_os = "linux")]
 #[doc(hidden)]
 pub mod testing;
+pub mod timesource;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -137,6 +137,11 @@ impl<C: Connector> ClockScheme<C> {
         &self.links
     }
 
+    /// How long a request to a driver may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Answers one request from a caller with uid `uid`.
     pub fn handle(&self, req: ClockRequest, uid: u32) -> ClockReply {
         match self.try_handle(req, uid) {

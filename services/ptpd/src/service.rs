@@ -79,6 +79,14 @@ pub fn start<C: Connector>(
         )
         .with_ptp_status(board.clone()),
     );
+    if let Some((clock, s)) = config.time_source().map_err(|e| e.to_string())? {
+        let source = crate::timesource::SourceBoard::default();
+        if let Some(b) = &board {
+            b.set_source(source.clone());
+        }
+        crate::timesource::spawn(&scheme, clock, s, source)
+            .map_err(|e| format!("starting the time source: {e}"))?;
+    }
     let engine = match ptp {
         Some(settings) => Some(start_engine(settings, &scheme, event_rxs, board)?),
         None => None,

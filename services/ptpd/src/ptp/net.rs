@@ -372,6 +372,17 @@ pub fn rewrite_announce(payload: &mut [u8], tp: &TimeProperties) -> bool {
     true
 }
 
+/// Puts grandmasterClockQuality's class and accuracy into an Announce we originate (statime
+/// 0.4 keeps its defaultDS quality private at class 248; see [`crate::timesource`]).
+pub fn rewrite_announce_quality(payload: &mut [u8], class: u8, accuracy: u8) -> bool {
+    if payload.len() < 64 || payload[0] & 0x0F != msg::ANNOUNCE {
+        return false;
+    }
+    payload[48] = class;
+    payload[49] = accuracy;
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

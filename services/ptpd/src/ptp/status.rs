@@ -29,6 +29,8 @@ pub struct PortSnapshot {
 pub struct PtpStatusBoard {
     ports: Arc<Mutex<Vec<Option<PortSnapshot>>>>,
     mgmt: Arc<Mutex<Option<Arc<MgmtSnapshot>>>>,
+    /// The time source's board, when a clock has one (the engine announces its quality).
+    source: Arc<Mutex<Option<crate::timesource::SourceBoard>>>,
 }
 
 impl PtpStatusBoard {
@@ -36,7 +38,23 @@ impl PtpStatusBoard {
         Self {
             ports: Arc::new(Mutex::new(vec![None; clocks])),
             mgmt: Arc::default(),
+            source: Arc::default(),
         }
+    }
+
+    /// Gives the engine the time source's board.
+    pub fn set_source(&self, b: crate::timesource::SourceBoard) {
+        *self.source.lock().unwrap_or_else(|e| e.into_inner()) = Some(b);
+    }
+
+    /// What the time source last reported, if a clock has one.
+    pub fn source(&self) -> Option<crate::timesource::SourceSnapshot> {
+        let b = self
+            .source
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        b.and_then(|b| b.get())
     }
 
     pub fn get(&self, clock: usize) -> Option<PortSnapshot> {

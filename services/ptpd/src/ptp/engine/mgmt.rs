@@ -103,18 +103,28 @@ impl Core {
         };
         // As grandmaster ptpd announces its configured time properties (mod.rs, "Timescale"),
         // not the ones statime keeps for itself.
+        let (source_quality, own_tp) = self.announced();
         let tp = if gm == own {
-            announced(&self.inst.time_properties)
+            announced(&own_tp)
         } else {
             time_properties(&instance.time_properties_ds())
         };
+        let mut own_quality = quality(dds.clock_quality);
+        if let Some((class, accuracy)) = source_quality {
+            own_quality.class = class;
+            own_quality.accuracy = accuracy;
+        }
+        let mut parent_ds = parent(&pds);
+        if gm == own {
+            parent_ds.gm_quality = own_quality;
+        }
         Some(MgmtSnapshot {
             default: DefaultDataSet {
                 two_step: true,
                 slave_only: dds.slave_only,
                 number_ports: dds.number_ports,
                 priority1: dds.priority_1,
-                quality: quality(dds.clock_quality),
+                quality: own_quality,
                 priority2: dds.priority_2,
                 clock_identity: own,
                 domain: dds.domain_number,
@@ -124,7 +134,7 @@ impl Core {
                 offset_from_master_ns: offset,
                 mean_path_delay_ns: delay,
             },
-            parent: parent(&pds),
+            parent: parent_ds,
             time_properties: tp,
             time_status: TimeStatusNp {
                 master_offset_ns: offset,

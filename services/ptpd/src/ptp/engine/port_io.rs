@@ -105,6 +105,20 @@ impl Core {
         self.stats.tx_ts_reset.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// What our Announces carry as grandmaster: the time source's class and accuracy if a
+    /// clock has one, and the time properties (its, or the configured ones).
+    pub(super) fn announced(&self) -> (Option<(u8, u8)>, crate::ptp::config::TimeProperties) {
+        let base = &self.inst.time_properties;
+        match self.board.as_ref().and_then(|b| b.source()) {
+            Some(src) => {
+                let (class, acc, tp) =
+                    crate::timesource::announced_properties(src.state, base, src.utc_offset_s);
+                (Some((class, acc)), tp)
+            }
+            None => (None, *base),
+        }
+    }
+
     pub(super) fn ready(&self, i: usize) -> bool {
         let p = &self.ports[i];
         p.configured && p.link_up && p.builder.is_some()
@@ -127,9 +141,14 @@ impl Core {
         if !event
             && payload.first().map(|b| b & 0xF) == Some(msg::ANNOUNCE)
             && net::announce_grandmaster(&payload) == self.own_id
-            && net::rewrite_announce(&mut payload, &self.inst.time_properties)
         {
-            bump(&self.stats.announce_rewrites);
+            let (quality, tp) = self.announced();
+            if net::rewrite_announce(&mut payload, &tp) {
+                bump(&self.stats.announce_rewrites);
+            }
+            if let Some((class, accuracy)) = quality {
+                net::rewrite_announce_quality(&mut payload, class, accuracy);
+            }
         }
         let p = &mut self.ports[i];
         let Some(builder) = p.builder.as_mut() else {
