@@ -8,6 +8,10 @@
 //! - on ground truth: the guest's PHC, from the model's record, reads a whole second (within
 //!   [`LOCK_NS`]) at the true instant of each of the last pulses (+ the model's latch delay).
 //!
+//! Then Linux's periodic output: `phc-pins` (our testptp stand-in, src/bin/phc-pins.rs) asks
+//! igc for a 1 PPS on SDP0 (PTP_PIN_SETFUNC, PTP_PEROUT_REQUEST2); every edge the model puts on
+//! the pin wire must fall at the true instant the guest's PHC reads its grid point.
+//!
 //! The guest's clock is set from the host's to the second first: ts2phc takes a pulse's
 //! second from it and tells the pulse's edges apart by it (with `pulsewidth` 400 ms it
 //! tolerates 200 ms). Only the phase is judged: the seconds follow the guest's clock (UTC or
@@ -80,7 +84,10 @@ fn linux_ts2phc_locks_the_guest_phc_to_the_gps_pulse_on_our_pins() {
         boot_timeout: Duration::from_secs(120),
     };
     let setup = GuestSetup {
-        binaries: vec!["/usr/sbin/ts2phc".into()],
+        binaries: vec![
+            "/usr/sbin/ts2phc".into(),
+            env!("CARGO_BIN_EXE_phc-pins").into(),
+        ],
         append: vec![],
     };
     let mut vm = Vm::boot_with(&cfg, &setup).unwrap_or_else(|e| panic!("{e}"));
@@ -187,8 +194,63 @@ fn linux_ts2phc_locks_the_guest_phc_to_the_gps_pulse_on_our_pins() {
         errs.iter().all(|e| e.abs() <= LOCK_NS),
         "the guest PHC is off the pulse: {errs:?}"
     );
+    perout_from_linux(&mut vm, &pins, &reader);
     drop(kids);
     let report = vm.shutdown().expect("the device host's report");
     let problems = redox_ptp::vm::report_problems(&report);
     assert!(problems.is_empty(), "device host: {problems:?}");
+}
+
+/// Linux's igc drives a 1 PPS output on SDP0 (PTP_PIN_SETFUNC, PTP_PEROUT_REQUEST2 from
+/// `phc-pins`, as testptp -L 0,2 -p 1000000000 does; igc picks its clock-output mode for a 1 s
+/// period): every edge the model puts on the pin wire is at the true instant the guest's PHC
+/// reads its grid point (start + k × 500 ms), rising on the second.
+fn perout_from_linux(vm: &mut Vm, pins: &std::path::Path, reader: &TruthReader) {
+    vm.run("killall ts2phc; sleep 0.5", CMD).unwrap();
+    let scope = ptp_emu::pinwire::PinClient::connect(pins).unwrap();
+    let out = vm
+        .run("phc-pins -d /dev/ptp0 -i 0 -L 0,2 -p 1000000000", CMD)
+        .unwrap();
+    let text = out.text();
+    assert_eq!(out.rc, 0, "phc-pins: {text}");
+    let start: u64 = text
+        .split_whitespace()
+        .skip_while(|w| *w != "start")
+        .nth(1)
+        .and_then(|w| w.split('.').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no start in {text:?}"));
+    let mut edges = Vec::new();
+    let end = Instant::now() + Duration::from_secs(10);
+    while edges.len() < 4 && Instant::now() < end {
+        if let Some(e) = scope.recv(Duration::from_millis(500)).unwrap()
+            && e.pin == 0
+        {
+            edges.push(e);
+        }
+    }
+    assert!(
+        edges.len() >= 4,
+        "{} edges on SDP0 from Linux's PEROUT",
+        edges.len()
+    );
+    let snap = reader.snapshot().unwrap();
+    let mut errs = Vec::new();
+    for (k, e) in edges.iter().enumerate() {
+        assert!(
+            snap.law.parts().base_t <= e.t,
+            "the guest PHC's law changed"
+        );
+        let grid = start * 1_000_000_000 + k as u64 * 500_000_000;
+        let (before, at) = (snap.ns_at(e.t - 1), snap.ns_at(e.t));
+        assert!(
+            before < grid && at >= grid,
+            "edge {k}: the guest PHC read {before}..{at}, grid {grid}"
+        );
+        assert_eq!(e.high, k % 2 == 0, "edge {k}");
+        errs.push(at - grid);
+    }
+    eprintln!(
+        "Linux's 1 PPS on SDP0: {} edges, each where the PHC reads its grid point",
+        errs.len()
+    );
 }
