@@ -26,6 +26,7 @@ use crate::figures::{Figures, Sample, Source};
 use crate::procs::Children;
 use crate::signals::{StopFlag, stop_flag, stop_on_interrupt};
 
+pub mod gps;
 mod guest;
 pub mod scenario;
 mod supervise;
@@ -57,6 +58,10 @@ by a cable, host 2k the better master (priority1), and runs PTP between them.
   --ppm-spread PPM        oscillators spread over ±PPM/2 (default 40)
   --initial-offset-ms MS  clocks start up to ±MS apart (default 1)
   --seed N                seed for oscillators, offsets and noise (default: from the time)
+  --gps                   host 0 is a grandmaster disciplined to a lab GPS receiver on its SDP0
+                          (ptplab gps; ptpd's [clock.ts2phc]); every PHC is also judged against
+                          true time, and the last host's 1 PPS out against the true second
+                          (i225, i226, i210 or i211 on host 0)
   --faults                each igcd host serves fault injection into its emulated NIC at
                           DIR/host<i>/faults.sock (igcd --emu-faults: drop-tx-stamps N,
                           stick-txtt SET, clear-txtt SET, drop-ts-irqs N, link down|up, stats)
@@ -135,6 +140,8 @@ pub struct LabConfig {
     /// How long the thread that posts a stamped frame looks for its stamp itself, µs
     /// (igcd/igbd `--tx-inline-us`); `None`: every stamp is the IRQ thread's.
     pub tx_inline_us: Option<u64>,
+    /// Host 0 follows a lab GPS receiver (`--gps`, [`gps`]).
+    pub gps: bool,
 }
 
 impl Default for LabConfig {
@@ -164,6 +171,7 @@ impl Default for LabConfig {
             rt: ptp_ipc::rt::RtConfig::default(),
             busy_poll_us: 0,
             tx_inline_us: Some(0),
+            gps: false,
         }
     }
 }
@@ -226,6 +234,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<LabOptio
             Long("linux-igc") => l.linux_igc.push(val!()),
             Long("tap") => l.tap = Some(val!()),
             Long("faults") => l.faults = true,
+            Long("gps") => l.gps = true,
             Long("ptpd-servo") => {
                 let v: String = val!();
                 if !matches!(v.as_str(), "pi" | "kalman") {
@@ -309,6 +318,15 @@ impl LabConfig {
             return Err(format!(
                 "--nic-process: host{i}'s NIC is {}; the device host serves i225/i226 only",
                 l.nic_of(i)
+            ));
+        }
+        if l.gps
+            && (l.linux_igc.contains(&0)
+                || !matches!(l.nic_of(0), "i225" | "i226" | "i210" | "i211"))
+        {
+            return Err(format!(
+                "--gps: host0's NIC is {}; its pins are served on i225, i226, i210 and i211",
+                l.nic_of(0)
             ));
         }
         if l.faults && l.nic_process {
@@ -844,6 +862,10 @@ impl Lab {
         }
         a.push("--tx-inline-us".into());
         a.push(c.tx_inline_us.map_or("off".into(), |us| us.to_string()));
+        if c.gps {
+            a.push("--pins".into());
+            a.push(gps::pins_path(&self.rt.path, i).display().to_string());
+        }
         a
     }
 
@@ -963,7 +985,15 @@ impl Lab {
             String::new()
         };
         let paths = &self.hosts[i as usize];
-        spawn_ptpd_with_clock(&mut self.kids, &self.exe, paths, i, &conf, &clock_ptp)?;
+        let mut tables = if clock_ptp.is_empty() {
+            String::new()
+        } else {
+            format!("[clock.ptp]\n{clock_ptp}\n")
+        };
+        if i == 0 && self.cfg.gps {
+            tables.push_str(&gps::ts2phc_table());
+        }
+        spawn_ptpd_with_tables(&mut self.kids, &self.exe, paths, i, &conf, &tables)?;
         Ok(())
     }
 
@@ -1187,6 +1217,12 @@ fn run(opts: &LabOptions) -> Result<(), String> {
     let mut traces: Vec<Vec<Sample>> = vec![Vec::new(); lab.hosts.len()];
     let mut next_print = start;
     let mut lab = lab;
+    let mut gps = if lab.cfg.gps {
+        Some(gps::GpsRig::start(&mut lab)?)
+    } else {
+        None
+    };
+    let mut vs_true: Vec<Vec<(f64, i64)>> = vec![Vec::new(); lab.hosts.len()];
     let mut timeline = opts.scenario.map(scenario::Timeline::new);
     while !STOP.load(Ordering::SeqCst) {
         if opts.duration.is_some_and(|d| start.elapsed() >= d) {
@@ -1204,6 +1240,14 @@ fn run(opts: &LabOptions) -> Result<(), String> {
         for (i, tr) in traces.iter_mut().enumerate() {
             if let Ok(s) = lab.sample(i as u32, t) {
                 tr.push(s);
+            }
+        }
+        if let Some(g) = &mut gps {
+            g.poll_pps(&lab)?;
+            for (i, v) in vs_true.iter_mut().enumerate() {
+                if let Some(e) = g.true_error(&lab, i as u32) {
+                    v.push((t, e));
+                }
             }
         }
         if Instant::now() >= next_print {
@@ -1224,15 +1268,19 @@ fn run(opts: &LabOptions) -> Result<(), String> {
         .scenario
         .zip(timeline.as_ref())
         .map(|(s, tl)| scenario::summary(s, &lab, &traces, tl, elapsed));
+    let gps_summary = gps.as_ref().map(|g| g.summary(&vs_true, elapsed));
     if opts.json {
         println!(
             "{}",
-            json!({"summary": true, "duration_s": elapsed, "seed": lab.cfg.seed, "hosts": summary, "scenario": sc})
+            json!({"summary": true, "duration_s": elapsed, "seed": lab.cfg.seed, "hosts": summary, "scenario": sc, "gps": gps_summary})
         );
     } else {
         print_summary(&lab, &traces, elapsed);
         if let Some(sc) = &sc {
             println!("ptplab: scenario {sc}");
+        }
+        if let Some(g) = &gps_summary {
+            println!("ptplab: against true time (GPS, second half): {g}");
         }
     }
     if let Some(p) = &opts.plot {

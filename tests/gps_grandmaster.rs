@@ -268,3 +268,36 @@ fn a_gps_disciplined_grandmaster_serves_true_time_to_a_slave() {
         || class(&gm.pmc(0, "GET DEFAULT_DATA_SET"), "clockClass") == 248,
     );
 }
+
+/// The same through the lab's front door: `ptplab --gps --json` judges every PHC against true
+/// time and the last host's PPS out against the true second (src/lab/gps.rs).
+#[test]
+fn ptplab_gps_reports_true_time_figures() {
+    let out = Command::new(exe())
+        .args(["--gps", "--duration", "30", "--seed", "29", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = text.lines().last().unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(last).unwrap();
+    let g = &v["gps"];
+    eprintln!("ptplab --gps: {g}");
+    for (i, h) in g["vs_true_time"].as_array().unwrap().iter().enumerate() {
+        let max = h["max_abs_ns"].as_i64().unwrap_or(i64::MAX);
+        assert!(
+            max <= LOCK_NS,
+            "host{i} off true time by {max} ns in the second half: {g}"
+        );
+    }
+    let pps = &g["pps_out"]["rising_edge_error"];
+    assert!(pps["n"].as_u64().unwrap_or(0) >= 5, "{g}");
+    assert!(
+        pps["max_abs_ns"].as_i64().unwrap_or(i64::MAX) <= LOCK_NS,
+        "{g}"
+    );
+}
