@@ -162,7 +162,12 @@ impl GpsRig {
                     .filter(|(t, _)| *t >= elapsed / 2.0)
                     .map(|&(_, x)| x)
                     .collect();
-                stats(&half)
+                // Within the lock band of true time to the end, from when (figures::lock_time).
+                let points: Vec<crate::figures::Point> =
+                    e.iter().map(|&(t, x)| (t, Some(x))).collect();
+                let mut v = stats(&half);
+                v["lock_s"] = json!(crate::figures::lock_time(&points));
+                v
             })
             .collect();
         json!({
