@@ -1,7 +1,9 @@
 //! `ptplab gps`: a lab GPS receiver. A pulse (rising at each true second, falling `--width-ms`
 //! later) on an emulated NIC's SDP wire (`--pins`, ptp_emu::pinwire), every edge sent ahead of
-//! its instant so the model latches it exactly; one JSON line per pulse on stdout (the second,
-//! its true host instant), so a judge knows what was sent.
+//! its instant so the model latches it exactly; with `--nmea PATH`, the time of day as a
+//! receiver gives it: an RMC sentence naming each second's UTC, written 100 ms after its pulse
+//! to PATH (a FIFO ptpd's time source reads: `tod_source = "nmea"`); one JSON line per pulse on
+//! stdout (the second, its true host instant), so a judge knows what was sent.
 //!
 //! # The lab's true time
 //!
@@ -31,7 +33,7 @@ const NS: u64 = 1_000_000_000;
 
 pub const USAGE: &str = "\
 usage: ptplab gps --pins PATH [--pin N] [--width-ms MS] [--delay-ns NS] [--jitter-ns NS]
-                  [--seed N] [--count N] [--epoch-ns NS]
+                  [--seed N] [--count N] [--epoch-ns NS] [--nmea PATH]
 A GPS receiver's pulse per second on an emulated NIC's SDP wire (igcd/igbd --pins PATH).
   --pins PATH        the NIC's pin socket
   --pin N            which SDP the antenna cable is on (default 0)
@@ -42,6 +44,8 @@ A GPS receiver's pulse per second on an emulated NIC's SDP wire (igcd/igbd --pin
   --count N          stop after N pulses (default: until SIGINT/SIGTERM)
   --epoch-ns NS      true time = CLOCK_MONOTONIC + NS (default: CLOCK_REALTIME − CLOCK_MONOTONIC
                      now, plus TAI − UTC)
+  --nmea PATH        an RMC sentence per second (its UTC), 100 ms after the pulse, to PATH (a
+                     FIFO or a file; skipped while a FIFO has no reader)
 Prints one JSON object per line: first {\"epoch_ns\"}, then per pulse {\"second\", \"t_mono\"}.
 ";
 
@@ -56,6 +60,7 @@ pub struct GpsOptions {
     pub seed: u64,
     pub count: Option<u64>,
     pub epoch_ns: Option<i128>,
+    pub nmea: Option<PathBuf>,
 }
 
 fn value<T: std::str::FromStr>(p: &mut lexopt::Parser, what: &str) -> Result<T, String> {
@@ -77,6 +82,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<GpsOptio
         seed: 1,
         count: None,
         epoch_ns: None,
+        nmea: None,
     };
     let mut pins = None;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
@@ -89,6 +95,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<GpsOptio
             Long("seed") => o.seed = value(&mut p, "--seed")?,
             Long("count") => o.count = Some(value(&mut p, "--count")?),
             Long("epoch-ns") => o.epoch_ns = Some(value(&mut p, "--epoch-ns")?),
+            Long("nmea") => o.nmea = Some(PathBuf::from(p.value().map_err(|e| e.to_string())?)),
             Long("help") | Short('h') => return Ok(None),
             other => return Err(other.unexpected().to_string()),
         }
@@ -156,6 +163,7 @@ fn run(o: &GpsOptions) -> Result<(), String> {
     };
     line(&mut out, format!("{{\"epoch_ns\": {epoch}}}"));
     let mut rng = SplitMix64::stream(o.seed, 0x0067_7073);
+    let mut nmea_out = NmeaOut::default();
     let ahead = AHEAD.as_nanos() as u64;
     let first = u64::try_from((i128::from(mono_ns() + ahead) + epoch) / i128::from(NS) + 1)
         .map_err(|_| "the epoch puts true time before 0")?;
@@ -186,8 +194,44 @@ fn run(o: &GpsOptions) -> Result<(), String> {
                 o.width_ns
             ),
         );
+        if let Some(p) = &o.nmea {
+            while mono_ns() < base + RMC_AFTER_NS && !STOP.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let utc = second as i64 - TAI_MINUS_UTC_S;
+            nmea_out.send(p, &ptpd::timesource::nmea::rmc_sentence(utc));
+        }
     }
     Ok(())
+}
+
+/// When after its pulse a receiver's RMC sentence leaves.
+const RMC_AFTER_NS: u64 = 100_000_000;
+
+/// The NMEA port: opened without blocking (a FIFO with no reader yet is skipped this second and
+/// tried again the next), reopened after a write fails (the reader went away).
+#[derive(Default)]
+struct NmeaOut {
+    file: Option<std::fs::File>,
+}
+
+impl NmeaOut {
+    fn send(&mut self, path: &std::path::Path, sentence: &str) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        if self.file.is_none() {
+            self.file = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+                .ok();
+        }
+        if let Some(f) = &mut self.file
+            && f.write_all(sentence.as_bytes()).is_err()
+        {
+            self.file = None;
+        }
+    }
 }
 
 #[cfg(not(target_os = "linux"))]

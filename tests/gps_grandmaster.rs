@@ -50,8 +50,11 @@ fn ptp_config(dir: &Path, priority1: u8) -> String {
 }
 
 impl Gm {
-    fn start() -> Self {
+    /// With `nmea`, the receiver's RMC sentences name the seconds (through a FIFO), and its
+    /// seconds are 100 s off the host's clock: only the NMEA path can get them right.
+    fn start(nmea: bool) -> Self {
         let dir = TempDir::new("gps-gm");
+        let fifo = dir.0.join("nmea.fifo");
         let hosts = [HostPaths::new(&dir.0, 0), HostPaths::new(&dir.0, 1)];
         let wire = dir.0.join("wire0.sock");
         let mut kids = Children::default();
@@ -70,10 +73,16 @@ impl Gm {
                 kids.wait_for_path(&wire, Duration::from_secs(10)).unwrap();
             }
         }
-        let ts2phc = "[clock.ts2phc]\npin_index = 0\npulsewidth = 100000000\n\
-                      extts_correction = -8\n"
+        let mut ts2phc = "[clock.ts2phc]\npin_index = 0\npulsewidth = 100000000\n\
+                          extts_correction = -8\n"
             .to_string()
             + &format!("holdover = {HOLDOVER_S}\n");
+        if nmea {
+            let c = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+            // Safety: `c` is a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+            ts2phc += &format!("tod_source = \"nmea\"\nnmea_serialport = {fifo:?}\n");
+        }
         lab::spawn_ptpd_with_tables(
             &mut kids,
             &exe(),
@@ -94,7 +103,8 @@ impl Gm {
         for h in &hosts {
             lab::wait_ready(h, Duration::from_secs(20)).unwrap();
         }
-        let epoch = redox_ptp::gps::default_epoch_ns();
+        let shift = if nmea { 100 * 1_000_000_000 } else { 0 };
+        let epoch = redox_ptp::gps::default_epoch_ns() + shift;
         let mut gps = Command::new(exe());
         gps.arg("gps")
             .arg("--pins")
@@ -102,6 +112,11 @@ impl Gm {
             .args(["--pin", "0", "--width-ms", "100"])
             .arg("--epoch-ns")
             .arg(epoch.to_string())
+            .args(if nmea {
+                vec!["--nmea".into(), fifo.display().to_string()]
+            } else {
+                vec![]
+            })
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(dir.0.join("gps.log")).unwrap())
             .stderr(std::fs::File::create(dir.0.join("gps.err")).unwrap());
@@ -170,7 +185,7 @@ fn max_rms(v: &[i64]) -> (i64, f64) {
 
 #[test]
 fn a_gps_disciplined_grandmaster_serves_true_time_to_a_slave() {
-    let gm = Gm::start();
+    let gm = Gm::start(false);
     let locked = gm.wait(
         "the grandmaster's clockClass 6",
         Duration::from_secs(60),
@@ -299,5 +314,30 @@ fn ptplab_gps_reports_true_time_figures() {
     assert!(
         pps["max_abs_ns"].as_i64().unwrap_or(i64::MAX) <= LOCK_NS,
         "{g}"
+    );
+}
+
+/// The time of day from the receiver's NMEA sentences (`tod_source = "nmea"`): the receiver's
+/// seconds are 100 s off the host's clock, so a grandmaster on true time (the receiver's) proves
+/// the RMC sentences named them; the pulse's edges are told apart by their spacing.
+#[test]
+fn the_time_of_day_can_come_from_the_receivers_nmea_sentences() {
+    let gm = Gm::start(true);
+    gm.wait(
+        "the grandmaster's clockClass 6",
+        Duration::from_secs(60),
+        || class(&gm.pmc(0, "GET DEFAULT_DATA_SET"), "clockClass") == 6,
+    );
+    let mut errs = Vec::new();
+    for _ in 0..30 {
+        errs.push(gm.true_error(0));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (max, rms) = max_rms(&errs);
+    eprintln!("NMEA time of day: grandmaster − true time max {max} ns rms {rms:.1} ns");
+    assert!(
+        max <= LOCK_NS,
+        "grandmaster off the receiver's time by {max} ns\n{}",
+        gm.logs()
     );
 }

@@ -19,13 +19,19 @@
 //! step_threshold = 0.00002   # s: a larger offset is stepped (ts2phc: first_step_threshold)
 //! servo_offset_threshold = 1000  # ns: locked when this many ...
 //! servo_num_offset_values = 4    # ... offsets in a row are within it
+//! tod_source = "generic"     # or "nmea": the receiver's RMC sentences from ...
+//! nmea_serialport = "/dev/ttyS0" # ... this port (a serial device, or a FIFO)
 //! ```
 //!
-//! The time of day is ts2phc's "generic" source: the second a pulse belongs to is the nearest
-//! second of CLOCK_REALTIME + `utc_offset` when ptpd received its stamp, so the host's clock must
-//! be within half a second (NTP, or the GPS's own NMEA through the system clock). The two edges
-//! of a pulse are told apart the same way: the on-time edge arrives within `pulsewidth / 2` of a
-//! second.
+//! The time of day is ts2phc's "generic" source by default: the second a pulse belongs to is the
+//! nearest second of CLOCK_REALTIME + `utc_offset` when ptpd received its stamp, so the host's
+//! clock must be within half a second (NTP). The two edges of a pulse are told apart the same
+//! way: the on-time edge arrives within `pulsewidth / 2` of a second. With `tod_source = "nmea"`
+//! the host's clock plays no part: the receiver's RMC sentences name the seconds ([`nmea`]) and
+//! the edges are told apart by their spacing (`pulsewidth` then must not be near half a
+//! second).
+
+pub mod nmea;
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -58,6 +64,17 @@ pub struct Ts2phcOptions {
     pub step_threshold: Option<f64>,
     pub servo_offset_threshold: Option<u64>,
     pub servo_num_offset_values: Option<u32>,
+    pub tod_source: Option<String>,
+    pub nmea_serialport: Option<std::path::PathBuf>,
+}
+
+/// Where the second's number comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TodSource {
+    /// The host's CLOCK_REALTIME (ts2phc's "generic").
+    Generic,
+    /// The receiver's RMC sentences on this port.
+    Nmea(std::path::PathBuf),
 }
 
 /// Which edge marks the second.
@@ -82,6 +99,7 @@ pub struct Ts2phcSettings {
     pub step_threshold_ns: f64,
     pub lock_threshold_ns: u64,
     pub lock_count: u32,
+    pub tod: TodSource,
 }
 
 /// A `[clock.ts2phc]` value out of range.
@@ -140,6 +158,22 @@ impl Ts2phcOptions {
         if lock_count == 0 {
             return Err(bad("servo_num_offset_values", 0, "at least 1"));
         }
+        let tod = match (
+            self.tod_source.as_deref().unwrap_or("generic"),
+            &self.nmea_serialport,
+        ) {
+            ("generic", _) => TodSource::Generic,
+            ("nmea", Some(p)) => TodSource::Nmea(p.clone()),
+            ("nmea", None) => return Err(bad("nmea_serialport", "(none)", "nmea needs a port")),
+            (t, _) => return Err(bad("tod_source", t, "generic or nmea")),
+        };
+        if tod != TodSource::Generic && (400_000_000..=600_000_000).contains(&pulsewidth_ns) {
+            return Err(bad(
+                "pulsewidth",
+                pulsewidth_ns,
+                "with nmea the edges are told by their spacing: not 400-600 ms",
+            ));
+        }
         Ok(Ts2phcSettings {
             pin,
             channel,
@@ -153,6 +187,7 @@ impl Ts2phcOptions {
             step_threshold_ns: step * 1e9,
             lock_threshold_ns: self.servo_offset_threshold.unwrap_or(1000),
             lock_count,
+            tod,
         })
     }
 }
@@ -378,6 +413,9 @@ struct Runner {
     cursor: u64,
     last_pulse_mono: Option<u64>,
     configured: bool,
+    /// With the NMEA source: its RMCs, and the edge classifier.
+    tod: Option<Arc<Mutex<nmea::TodTrack>>>,
+    gaps: nmea::EdgeGaps,
 }
 
 fn run<C: Connector>(
@@ -397,7 +435,16 @@ fn run<C: Connector>(
         cursor: 0,
         last_pulse_mono: None,
         configured: false,
+        tod: None,
+        gaps: nmea::EdgeGaps::default(),
     };
+    if let TodSource::Nmea(port) = &s.tod {
+        let track = Arc::new(Mutex::new(nmea::TodTrack::default()));
+        if let Err(e) = nmea::spawn_reader(port, track.clone()) {
+            log::error!("time source: cannot read {}: {e}", port.display());
+        }
+        r.tod = Some(track);
+    }
     board.set(r.snap);
     log::info!(
         "clock {clock}: time source on SDP{} (EXTTS {}), {:?} edge, pulse width {} ms",
@@ -448,8 +495,7 @@ fn step<C: Connector>(r: &mut Runner, link: &DriverLink<C>, timeout: Duration, s
         if e.chan != s.channel {
             continue;
         }
-        let tai = i128::from(sys_ns) + i128::from(s.utc_offset_s) * i128::from(NS);
-        let Some(second) = classify(tai, s.polarity, s.pulsewidth_ns) else {
+        let Some(second) = name_second(r, s, e.ns, sys_ns) else {
             continue;
         };
         let offset = (i128::from(e.ns) + i128::from(s.correction_ns) - second * i128::from(NS))
@@ -472,6 +518,29 @@ fn step<C: Connector>(r: &mut Runner, link: &DriverLink<C>, timeout: Duration, s
     if r.snap.state == SourceState::Holdover && holdover_over {
         log::warn!("time source: holdover over; free-running");
         r.snap.state = SourceState::FreeRun;
+    }
+}
+
+/// The TAI second an edge stamped `ns` (arrived at CLOCK_REALTIME `sys_ns`) marks, or `None`
+/// if it is not an on-time edge or no time of day names it.
+fn name_second(r: &mut Runner, s: &Ts2phcSettings, ns: u64, sys_ns: u64) -> Option<i128> {
+    let offset = i128::from(s.utc_offset_s);
+    match &r.tod {
+        None => {
+            let tai = i128::from(sys_ns) + offset * i128::from(NS);
+            classify(tai, s.polarity, s.pulsewidth_ns)
+        }
+        Some(track) => {
+            let falling = s.polarity == Polarity::Falling;
+            if !r.gaps.on_time(ns, s.pulsewidth_ns, falling) {
+                return None;
+            }
+            let utc = track
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .second_of(sys_ns)?;
+            Some(i128::from(utc) + offset)
+        }
     }
 }
 
