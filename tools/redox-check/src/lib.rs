@@ -18,6 +18,7 @@
 pub mod guest;
 pub mod judge;
 pub mod net;
+pub mod pins;
 pub mod report;
 pub mod restart;
 pub mod scenarios;

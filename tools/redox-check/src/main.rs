@@ -3,6 +3,7 @@
 //! `ptp-redox-check net ADDR/LEN PORT SECONDS`: the network check ([`ptp_redox_check::net`]).
 //! `ptp-redox-check restart PROGRAM ADDR SLAVE_SECS`: a driver restarted by hand
 //! ([`ptp_redox_check::restart`]).
+//! `ptp-redox-check pins`: the device's pins through ptpd ([`ptp_redox_check::pins`]).
 
 use ptp_redox_check::{guest, run, scenarios::Plan};
 
@@ -29,12 +30,20 @@ fn mode<P>(
 
 fn main() -> std::process::ExitCode {
     let all: Vec<String> = std::env::args().skip(1).collect();
-    use ptp_redox_check::{net, restart};
+    use ptp_redox_check::{net, pins, restart};
     match all.first().map(String::as_str) {
         Some("net") => {
             return mode(&all[1..], net::PREFIX, net::parse, |p, say| {
                 net::run(p, say).map(drop)
             });
+        }
+        Some("pins") => {
+            return mode(
+                &all[1..],
+                pins::PREFIX,
+                |_| Ok(()),
+                |_: &(), say| pins::run(say),
+            );
         }
         Some("restart") => {
             return mode(&all[1..], restart::PREFIX, restart::parse, |p, say| {
