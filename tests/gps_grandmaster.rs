@@ -143,6 +143,23 @@ impl Gm {
         s
     }
 
+    /// `ptpctl --json status` of host `i`: its time source's state.
+    fn source_state(&self, i: usize) -> String {
+        let o = Command::new(exe())
+            .arg("ptpctl")
+            .arg("--socket")
+            .arg(&self.hosts[i].socket)
+            .args(["--json", "status"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(String::from_utf8_lossy(&o.stdout).trim()).unwrap_or_default();
+        v["time_source"]["state"]
+            .as_str()
+            .unwrap_or("none")
+            .to_string()
+    }
+
     fn pmc(&self, i: usize, cmd: &str) -> String {
         let d = &self.hosts[i].dir;
         run_pmc(0, &d.join("ptp4l"), &d.join("pmc"), &[cmd])
@@ -191,6 +208,12 @@ fn a_gps_disciplined_grandmaster_serves_true_time_to_a_slave() {
         Duration::from_secs(60),
         || class(&gm.pmc(0, "GET DEFAULT_DATA_SET"), "clockClass") == 6,
     );
+    assert_eq!(
+        gm.source_state(0),
+        "LOCKED",
+        "ptpctl status on the grandmaster"
+    );
+    assert_eq!(gm.source_state(1), "none", "the slave has no time source");
     // The slave follows it: its parent's quality is the grandmaster's.
     gm.wait(
         "the slave seeing clockClass 6",
@@ -277,6 +300,7 @@ fn a_gps_disciplined_grandmaster_serves_true_time_to_a_slave() {
     gm.wait("holdover (clockClass 7)", Duration::from_secs(5), || {
         class(&gm.pmc(0, "GET DEFAULT_DATA_SET"), "clockClass") == 7
     });
+    assert_eq!(gm.source_state(0), "HOLDOVER", "ptpctl status in holdover");
     gm.wait(
         "free-running (clockClass 248)",
         Duration::from_secs(HOLDOVER_S + 5),

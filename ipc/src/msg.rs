@@ -538,6 +538,22 @@ pub enum ClockRequest {
         clock: ClockId,
         after: u64,
     },
+    /// The clock's time source (`[clock.ts2phc]`), answered with `Source`; `Unsupported` when
+    /// the clock has none.
+    Source {
+        clock: ClockId,
+    },
+}
+
+/// What `Source` reports: the time source's state (1 free-running, 2 locked, 3 holdover), the
+/// clockClass it gives the grandmaster, the last on-time offset, pulses used and steps made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SourceStatus {
+    pub state: u8,
+    pub clock_class: u8,
+    pub offset_ns: i64,
+    pub pulses: u64,
+    pub steps: u64,
 }
 
 impl ClockRequest {
@@ -560,7 +576,8 @@ impl ClockRequest {
             | ExtTs { clock, .. }
             | PerOut { clock, .. }
             | Pps { clock, .. }
-            | Events { clock, .. } => Some(clock),
+            | Events { clock, .. }
+            | Source { clock } => Some(clock),
         }
     }
 }
@@ -685,6 +702,8 @@ pub enum ClockReply {
         lost: u64,
         events: Vec<ExtTsEvent>,
     },
+    /// The time source (answers `Source`).
+    Source(SourceStatus),
 }
 
 #[cfg(test)]

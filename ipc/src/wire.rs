@@ -18,9 +18,9 @@
 //!   0x00A; events TxTimestamp 0x101, TxTimestampLost 0x102, PtpFrame 0x103, Link 0x104,
 //!   Restarted 0x105, Closed 0x106, ExtTs 0x107, Pps 0x108.
 //! - `ClockRequest`: List 1, Get 2, GetTimeX 3, Set 4, Adj 5, Freq 6, Caps 7, Status 8, Stats 9,
-//!   SetTstamp 10, Pins 11, SetPin 12, ExtTs 13, PerOut 14, Pps 15, Events 16.
+//!   SetTstamp 10, Pins 11, SetPin 12, ExtTs 13, PerOut 14, Pps 15, Events 16, Source 17.
 //! - `ClockReply`: Count 1, Time 2, TimeX 3, Done 4, Caps 5, Status 6, Stats 7, Error 8, Tstamp 9,
-//!   Pins 10, PerOut 11, Events 12.
+//!   Pins 10, PerOut 11, Events 12, Source 13.
 //! - [`KIND_INVALID`] (0xFFFF) is never a valid kind; see [`Wire::encode`].
 //!
 //! Fields, in declaration order: integers little-endian at their width; `bool` one byte 0/1;
@@ -342,6 +342,7 @@ struct_fields! {
     TimeXSample { sys_before_ns, phc_ns, sys_after_ns }
     PinConfig { pin, func, chan }
     ExtTsEvent { chan, ns }
+    SourceStatus { state, clock_class, offset_ns, pulses, steps }
     Stats {
         tx_requested, tx_delivered, tx_skipped, tx_timeouts, tx_lost, quirk_recoveries,
         interrupts, mmio_reads, mmio_writes, tx_frames, rx_frames, rx_timestamped, rx_other,
@@ -812,6 +813,7 @@ impl Message for ClockRequest {
             PerOut { .. } => 14,
             Pps { .. } => 15,
             Events { .. } => 16,
+            Source { .. } => 17,
         }
     }
     fn put_payload(&self, w: &mut Writer) {
@@ -822,7 +824,8 @@ impl Message for ClockRequest {
             | Caps { clock }
             | Status { clock }
             | Stats { clock }
-            | Pins { clock } => w.put(clock),
+            | Pins { clock }
+            | Source { clock } => w.put(clock),
             SetPin {
                 clock,
                 pin,
@@ -940,6 +943,7 @@ impl Message for ClockRequest {
                 clock: r.get()?,
                 after: r.get()?,
             },
+            17 => Source { clock: r.get()? },
             k => return Err(DecodeError::UnknownKind(k)),
         })
     }
@@ -962,6 +966,7 @@ impl Message for ClockReply {
             Pins(_) => 10,
             PerOut { .. } => 11,
             Events { .. } => 12,
+            Source(_) => 13,
         }
     }
     fn put_payload(&self, w: &mut Writer) {
@@ -990,6 +995,7 @@ impl Message for ClockReply {
                 w.put(lost);
                 w.put(events);
             }
+            Source(s) => w.put(s),
         }
     }
     fn get_payload(kind: u16, r: &mut Reader) -> Result<Self, DecodeError> {
@@ -1014,6 +1020,7 @@ impl Message for ClockReply {
                 lost: r.get()?,
                 events: r.get()?,
             },
+            13 => Source(r.get()?),
             k => return Err(DecodeError::UnknownKind(k)),
         })
     }

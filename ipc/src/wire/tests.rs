@@ -282,6 +282,7 @@ fn clock_request() -> impl Strategy<Value = ClockRequest> {
         }),
         any::<(u32, bool)>().prop_map(|(clock, on)| Pps { clock, on }),
         any::<(u32, u64)>().prop_map(|(clock, after)| Events { clock, after }),
+        any::<u32>().prop_map(|clock| Source { clock }),
     ]
 }
 
@@ -331,6 +332,17 @@ fn clock_reply() -> impl Strategy<Value = ClockReply> {
                 lost,
                 events
             }),
+        any::<(u8, u8, i64, u64, u64)>().prop_map(
+            |(state, clock_class, offset_ns, pulses, steps)| {
+                Source(SourceStatus {
+                    state,
+                    clock_class,
+                    offset_ns,
+                    pulses,
+                    steps,
+                })
+            }
+        ),
     ]
 }
 

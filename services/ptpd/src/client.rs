@@ -187,6 +187,10 @@ impl Client {
     pub fn pps(&self, clock: u32, on: bool) -> Result<(), ClientError> {
         expect!(self.call(&ClockRequest::Pps { clock, on })?, ClockReply::Done => ())
     }
+    /// The clock's time source (`Unsupported` without one).
+    pub fn source(&self, clock: u32) -> Result<ptp_ipc::SourceStatus, ClientError> {
+        expect!(self.call(&ClockRequest::Source { clock })?, ClockReply::Source(s) => s)
+    }
     /// External timestamps numbered above `after`: (the first's number, how many were no
     /// longer held, the events).
     pub fn ext_ts_events(

@@ -101,6 +101,8 @@ pub struct ClockScheme<C: Connector> {
     freq: Vec<AtomicI64>,
     /// What the PTP engine publishes, when ptpd runs PTP.
     ptp: Option<PtpStatusBoard>,
+    /// The clock with a time source, and its board.
+    source: Option<(u32, crate::timesource::SourceBoard)>,
     counters: SchemeCounters,
 }
 
@@ -112,6 +114,7 @@ impl<C: Connector> ClockScheme<C> {
             privileged,
             timeout,
             ptp: None,
+            source: None,
             counters: SchemeCounters::default(),
         }
     }
@@ -125,6 +128,12 @@ impl<C: Connector> ClockScheme<C> {
 
     pub fn with_ptp_status(mut self, board: Option<PtpStatusBoard>) -> Self {
         self.ptp = board;
+        self
+    }
+
+    /// Clock `clock`'s time source reports on `board` (`Source`).
+    pub fn with_source(mut self, source: Option<(u32, crate::timesource::SourceBoard)>) -> Self {
+        self.source = source;
         self
     }
 
@@ -185,6 +194,20 @@ impl<C: Connector> ClockScheme<C> {
                 });
             }
             ClockRequest::Pins { clock } => return self.pins(clock, DriverRequest::GetPins),
+            ClockRequest::Source { clock } => {
+                self.link(clock)?;
+                let s = match &self.source {
+                    Some((c, b)) if *c == clock => b.get().ok_or(ClockError::Unsupported)?,
+                    _ => return Err(ClockError::Unsupported),
+                };
+                return Ok(ClockReply::Source(ptp_ipc::SourceStatus {
+                    state: s.state as u8,
+                    clock_class: s.state.clock_class(),
+                    offset_ns: s.offset_ns,
+                    pulses: s.pulses,
+                    steps: s.steps,
+                }));
+            }
             ClockRequest::SetPin {
                 clock,
                 pin,

@@ -71,19 +71,25 @@ pub fn start<C: Connector>(
     let board = ptp
         .as_ref()
         .map(|_| PtpStatusBoard::new(config.clocks.len()));
+    let time_source = config.time_source().map_err(|e| e.to_string())?;
+    let source = crate::timesource::SourceBoard::default();
+    if let (Some(b), Some(_)) = (&board, &time_source) {
+        b.set_source(source.clone());
+    }
     let scheme = Arc::new(
         ClockScheme::new(
             links,
             config.privileged_uids.clone(),
             config.request_timeout(),
         )
-        .with_ptp_status(board.clone()),
+        .with_ptp_status(board.clone())
+        .with_source(
+            time_source
+                .as_ref()
+                .map(|(c, _)| (*c as u32, source.clone())),
+        ),
     );
-    if let Some((clock, s)) = config.time_source().map_err(|e| e.to_string())? {
-        let source = crate::timesource::SourceBoard::default();
-        if let Some(b) = &board {
-            b.set_source(source.clone());
-        }
+    if let Some((clock, s)) = time_source {
         crate::timesource::spawn(&scheme, clock, s, source)
             .map_err(|e| format!("starting the time source: {e}"))?;
     }

@@ -507,6 +507,26 @@ fn caps_report(c: &Client, clock: u32) -> Result<(String, Value), Error> {
 fn status_report(c: &Client, clock: u32) -> Result<(String, Value), Error> {
     let s = c.status(clock)?;
     let gm: String = s.grandmaster.iter().map(|b| format!("{b:02x}")).collect();
+    // The time source, if the clock has one ([clock.ts2phc]).
+    let src = c.source(clock).ok();
+    let (src_text, src_json) = match src {
+        Some(t) => {
+            let state = match t.state {
+                2 => "LOCKED",
+                3 => "HOLDOVER",
+                _ => "FREERUN",
+            };
+            (
+                format!(
+                    "; time source {state} (clockClass {}, offset {} ns, {} pulses, {} steps)",
+                    t.clock_class, t.offset_ns, t.pulses, t.steps
+                ),
+                json!({"state": state, "clock_class": t.clock_class, "offset_ns": t.offset_ns,
+                    "pulses": t.pulses, "steps": t.steps}),
+            )
+        }
+        None => (String::new(), Value::Null),
+    };
     Ok((
         format!(
             "driver {} (generation {:#x}, {} connects), link {} {} Mb/s, port {}, offset {} ns, path delay {} ns, freq {:.3} ppb, gm {gm}, steps removed {}; clock scheme: {} clients refused, {} malformed requests, {} throttled",
@@ -523,7 +543,7 @@ fn status_report(c: &Client, clock: u32) -> Result<(String, Value), Error> {
             s.clients_refused,
             s.requests_malformed,
             s.requests_throttled
-        ),
+        ) + &src_text,
         json!({"ok": true, "command": "status", "clock": clock, "driver_up": s.driver_up,
             "generation": s.generation, "connects": s.connects, "link_up": s.link_up,
             "link_speed_mbps": s.link_speed_mbps, "port_state": s.port_state.name(),
@@ -531,7 +551,7 @@ fn status_report(c: &Client, clock: u32) -> Result<(String, Value), Error> {
             "freq_ppb": s.freq_scaled_ppm as f64 / 65.536, "grandmaster": gm,
             "steps_removed": s.steps_removed, "clients_refused": s.clients_refused,
             "requests_malformed": s.requests_malformed,
-            "requests_throttled": s.requests_throttled}),
+            "requests_throttled": s.requests_throttled, "time_source": src_json}),
     ))
 }
 
