@@ -289,6 +289,10 @@ impl Tsauxc {
     pub const fn en_clk(n: usize) -> Self {
         Self::from_bits_retain(if n & 1 == 0 { 1 << 2 } else { 1 << 5 })
     }
+    /// SAMP_AUTn (igb): latch SYSTIM into AUXSTMP `n` now.
+    pub const fn samp_aut(n: usize) -> Self {
+        Self::from_bits_retain(if n & 1 == 0 { 1 << 3 } else { 1 << 6 })
+    }
     /// STn: clock output `n` starts at target time `n`.
     pub const fn st(n: usize) -> Self {
         Self::from_bits_retain(if n & 1 == 0 { 1 << 4 } else { 1 << 7 })

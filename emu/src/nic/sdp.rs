@@ -188,9 +188,8 @@ pub(crate) struct Pins {
     /// AUXSTMPLn/Hn.
     aux: [(u32, u32); 2],
     level: [bool; SDP_PINS],
-    /// From CTRL/CTRL_EXT: direction (true = output) and the software level.
+    /// From CTRL/CTRL_EXT: direction (true = output).
     out_dir: [bool; SDP_PINS],
-    sw_level: [bool; SDP_PINS],
     /// Target n fires when SYSTIM reaches it (it was ahead when it was programmed).
     tt_armed: [bool; 2],
     /// Clock output n's next toggle, SYSTIM ns.
@@ -217,7 +216,6 @@ impl Pins {
             aux: [(0, 0); 2],
             level: [false; SDP_PINS],
             out_dir: [false; SDP_PINS],
-            sw_level: [false; SDP_PINS],
             tt_armed: [false; 2],
             clk_next: [None; 2],
             wrap_on: false,
@@ -274,14 +272,20 @@ impl Pins {
         let done = self.t_done;
         let input = self.pending.front().map(|e| (e.t.max(done), Event::Input));
         let targets = (0..2).filter_map(move |n| {
-            let on = cx.tsauxc.contains(Tsauxc::en_tt(n)) && self.tt_armed[n];
+            // The enable first: this runs before every register access, and the instant costs
+            // a 128-bit division.
+            if !(cx.tsauxc.contains(Tsauxc::en_tt(n)) && self.tt_armed[n]) {
+                return None;
+            }
             let at = phc.t_reaching_ns(self.target_ns(n, phc.format())?)?;
-            on.then_some((at.max(done), Event::Target(n)))
+            Some((at.max(done), Event::Target(n)))
         });
         let clocks = (0..2).filter_map(move |n| {
-            let on = cx.tsauxc.contains(Tsauxc::en_clk(n));
+            if !cx.tsauxc.contains(Tsauxc::en_clk(n)) {
+                return None;
+            }
             let at = phc.t_reaching_ns(self.clk_next[n]?)?;
-            on.then_some((at.max(done), Event::Clock(n)))
+            Some((at.max(done), Event::Clock(n)))
         });
         let wrap = self.wrap_on.then(|| {
             let next = (phc.ns_at(done) / NS_PER_S + 1) * NS_PER_S;
@@ -427,11 +431,7 @@ impl Pins {
         let old = *cx.tsauxc;
         let mut v = (new - status) | (old & status);
         for n in 0..2 {
-            let samp = if n == 0 {
-                Tsauxc::SAMP_AUT0
-            } else {
-                Tsauxc::SAMP_AUT1
-            };
+            let samp = Tsauxc::samp_aut(n);
             if v.contains(samp) {
                 self.aux[n] = split_raw(cx.phc, t);
                 v -= samp;
@@ -488,7 +488,6 @@ impl Pins {
                 _ => continue,
             };
             self.out_dir[pin] = dir;
-            self.sw_level[pin] = data;
             if dir && self.tssdp.out(pin).is_none() {
                 self.set_level(pin, data, t);
             }
