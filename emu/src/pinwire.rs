@@ -134,17 +134,15 @@ pub use socket::{PinClient, PinSocket};
 mod socket {
     use std::io;
     use std::os::linux::net::SocketAddrExt;
-    use std::os::unix::fs::FileTypeExt;
     use std::os::unix::net::{SocketAddr, UnixDatagram};
     use std::path::Path;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Duration;
 
-    use ptp_ipc::transport::SocketAccess;
-    use ptp_ipc::transport::sockfile::{self, SocketFile};
+    use ptp_ipc::transport::sockfile::SocketFile;
 
     use super::*;
-    use crate::wire::unix::{PeerName, pass_credentials, recv_with_cred};
+    use crate::wire::unix::{PeerName, bind_owner_only, recv_with_cred};
 
     /// Datagrams read per [`PinLink::recv`], so a flooding sender cannot hold the model.
     const DRAIN: usize = 256;
@@ -163,22 +161,7 @@ mod socket {
     impl PinSocket {
         /// Binds at `path`; a socket file a dead process left is replaced, a live one is not.
         pub fn bind(path: impl AsRef<Path>) -> io::Result<Self> {
-            let path = path.as_ref();
-            let live = |p: &Path| UnixDatagram::unbound().is_ok_and(|s| s.connect(p).is_ok());
-            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
-                && live(path)
-            {
-                return Err(io::ErrorKind::AddrInUse.into());
-            }
-            sockfile::remove_stale(path, live).map_err(io::Error::other)?;
-            let mut bound = None;
-            let file = SocketFile::bind_private(path, SocketAccess::OWNER_ONLY, |tmp| {
-                bound = Some(UnixDatagram::bind(tmp)?);
-                Ok(())
-            })
-            .map_err(io::Error::other)?;
-            let sock = bound.ok_or_else(|| io::Error::other("pin socket not bound"))?;
-            pass_credentials(&sock)?;
+            let (sock, file) = bind_owner_only(path.as_ref())?;
             sock.set_nonblocking(true)?;
             Ok(Self {
                 sock,

@@ -239,20 +239,7 @@ impl UnixDatagramWire {
     /// that died is replaced; a live one (`AddrInUse`) or another kind of file is not. The
     /// socket file is removed when the wire is dropped.
     pub fn bind(path: impl AsRef<Path>) -> io::Result<Self> {
-        let path = path.as_ref();
-        let live = |p: &Path| UnixDatagram::unbound().is_ok_and(|s| s.connect(p).is_ok());
-        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) && live(path) {
-            return Err(io::ErrorKind::AddrInUse.into());
-        }
-        sockfile::remove_stale(path, live).map_err(io::Error::other)?;
-        let mut bound = None;
-        let file = SocketFile::bind_private(path, SocketAccess::OWNER_ONLY, |tmp| {
-            bound = Some(UnixDatagram::bind(tmp)?);
-            Ok(())
-        })
-        .map_err(io::Error::other)?;
-        let sock = bound.ok_or_else(|| io::Error::other("wire socket not bound"))?;
-        pass_credentials(&sock)?;
+        let (sock, file) = bind_owner_only(path.as_ref())?;
         // Safety: geteuid has no preconditions.
         let own_uid = unsafe { libc::geteuid() };
         let mut w = Self::with_socket(
@@ -522,8 +509,29 @@ impl std::os::fd::AsFd for UnixDatagramWire {
     }
 }
 
+/// A datagram socket bound at `path` with file mode 0600 from the moment it exists, the
+/// sender's credentials attached to every datagram it receives; a socket file a dead process
+/// left is replaced, a live one (`AddrInUse`) or another kind of file is not. The file goes
+/// with the returned [`SocketFile`]. The lab's wire and the pin wire (`crate::pinwire`).
+pub(crate) fn bind_owner_only(path: &Path) -> io::Result<(UnixDatagram, SocketFile)> {
+    let live = |p: &Path| UnixDatagram::unbound().is_ok_and(|s| s.connect(p).is_ok());
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) && live(path) {
+        return Err(io::ErrorKind::AddrInUse.into());
+    }
+    sockfile::remove_stale(path, live).map_err(io::Error::other)?;
+    let mut bound = None;
+    let file = SocketFile::bind_private(path, SocketAccess::OWNER_ONLY, |tmp| {
+        bound = Some(UnixDatagram::bind(tmp)?);
+        Ok(())
+    })
+    .map_err(io::Error::other)?;
+    let sock = bound.ok_or_else(|| io::Error::other("socket not bound"))?;
+    pass_credentials(&sock)?;
+    Ok((sock, file))
+}
+
 /// Asks the kernel to attach the sender's credentials to every datagram received.
-pub(crate) fn pass_credentials(sock: &UnixDatagram) -> io::Result<()> {
+fn pass_credentials(sock: &UnixDatagram) -> io::Result<()> {
     let on: libc::c_int = 1;
     // Safety: the fd is a live socket owned by `sock`; the option value is a c_int that
     // outlives the call, and its size is passed with it.
