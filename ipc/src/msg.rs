@@ -274,6 +274,14 @@ impl PinFunction {
             Self::PerOut => "perout",
         }
     }
+
+    /// The function [`Self::name`] names, or Linux's number for it (`"1"` is `ExtTs`).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::None, Self::ExtTs, Self::PerOut]
+            .into_iter()
+            .find(|f| f.name() == s)
+            .or_else(|| s.parse().ok().and_then(Self::from_linux))
+    }
 }
 
 /// One pin's assignment (Linux `struct ptp_pin_desc` without the name: pins are SDP0..).

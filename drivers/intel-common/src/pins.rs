@@ -24,9 +24,7 @@ use intel_regs::e1000::{
     AUXSTMPH, AUXSTMPL, Ctrl, CtrlExt, FREQOUT, SdpOut, TRGTTIMH, TRGTTIML, TsCause, Tsauxc, Tssdp,
     reg,
 };
-use ptp_ipc::{
-    DriverError, DriverEvent, DriverReply, DriverRequest, ExtTsEvent, PinConfig, PinFunction,
-};
+use ptp_ipc::{DriverError, DriverEvent, DriverReply, DriverRequest, ExtTsEvent, PinConfig};
 use ptp_pci::Mmio;
 
 use crate::Regs;
@@ -43,14 +41,8 @@ pub const ARM_MARGIN_NS: u64 = 20_000_000;
 
 const NS_PER_S: u64 = 1_000_000_000;
 
-/// What a pin does (Linux `enum ptp_pin_function`, PHYSYNC excepted).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PinFunc {
-    #[default]
-    None,
-    ExtTs,
-    PerOut,
-}
+/// What a pin does: the channel's type (Linux `enum ptp_pin_function`, PHYSYNC excepted).
+pub use ptp_ipc::PinFunction as PinFunc;
 
 /// One pin's assignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -387,26 +379,16 @@ impl PinPort {
                         let a = p.assign[i];
                         PinConfig {
                             pin: i as u8,
-                            func: match a.func {
-                                PinFunc::None => PinFunction::None,
-                                PinFunc::ExtTs => PinFunction::ExtTs,
-                                PinFunc::PerOut => PinFunction::PerOut,
-                            },
+                            func: a.func,
                             chan: a.chan,
                         }
                     })
                     .collect();
                 return DriverReply::Pins(pins);
             }
-            DriverRequest::SetPin { pin, func, chan } => {
-                let f = match func {
-                    PinFunction::None => PinFunc::None,
-                    PinFunction::ExtTs => PinFunc::ExtTs,
-                    PinFunction::PerOut => PinFunc::PerOut,
-                };
-                p.set_func(regs, pin.into(), f, chan.into())
-                    .map(|()| DriverReply::Done)
-            }
+            DriverRequest::SetPin { pin, func, chan } => p
+                .set_func(regs, pin.into(), func, chan.into())
+                .map(|()| DriverReply::Done),
             DriverRequest::ExtTs { chan, on } => {
                 p.extts(regs, chan.into(), on).map(|()| DriverReply::Done)
             }

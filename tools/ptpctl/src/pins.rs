@@ -70,16 +70,8 @@ pub fn parse(
         "pin" => {
             let pin = num(w(1), "PIN")?;
             let f = w(2).ok_or_else(|| Error::Usage("missing FUNC".into()))?;
-            let func = match f.as_str() {
-                "none" => PinFunction::None,
-                "extts" => PinFunction::ExtTs,
-                "perout" => PinFunction::PerOut,
-                n => n
-                    .parse()
-                    .ok()
-                    .and_then(PinFunction::from_linux)
-                    .ok_or_else(|| Error::Usage(format!("bad FUNC {f:?}")))?,
-            };
+            let func =
+                PinFunction::parse(f).ok_or_else(|| Error::Usage(format!("bad FUNC {f:?}")))?;
             let chan = match w(3) {
                 None => 0,
                 Some(_) => num(w(3), "CHAN")?,
