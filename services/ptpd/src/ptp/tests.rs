@@ -254,6 +254,17 @@ struct Rig {
     board: PtpStatusBoard,
 }
 
+impl Rig {
+    /// The driver restarts: a new fake driver of `generation` with `phc` on a new connection;
+    /// the old one's connection closes as it is dropped, so ptpd's link reconnects to this one.
+    fn restart_driver(&mut self, generation: u64, phc: SimPhc, epoch: Instant) {
+        let (ours, theirs) = inproc_pair();
+        let fresh = FakeDriver::start(theirs, MAC, generation, phc, epoch);
+        self.conn_tx.send(ours).unwrap();
+        self.driver = fresh;
+    }
+}
+
 fn fast_port(transport: NetworkTransport) -> PortSettings {
     let mut p = PortSettings::new(0, "fake0");
     p.log_sync_interval = -3;
@@ -650,11 +661,8 @@ fn the_phc_frequency_found_at_start_survives_a_driver_cold_restart() {
         == three_ppm));
     assert_eq!(r.driver.st().phc.adj_scaled_ppm(), three_ppm);
     // A driver that comes back cold (frequency 0 in hardware) gets it again.
-    let (ours, theirs) = inproc_pair();
-    let fresh = FakeDriver::start(theirs, MAC, 2, SimPhc::new(2e12, 0.0), epoch);
-    r.conn_tx.send(ours).unwrap();
     let mut r = r;
-    r.driver = fresh;
+    r.restart_driver(2, SimPhc::new(2e12, 0.0), epoch);
     assert!(wait_for(Duration::from_secs(5), || r
         .driver
         .st()
