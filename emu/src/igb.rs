@@ -726,16 +726,13 @@ impl Device for Igb {
     }
 
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
-        crate::nic::sdp::link_in(&mut self.pin_link, &mut self.tsync.pins);
-        self.sync_pins(host);
-        crate::nic::sdp::link_out(&mut self.pin_link, &mut self.tsync.pins);
+        let mut due = None;
+        if self.part.has_pins() {
+            let t = self.now();
+            due = crate::nic::sdp::poll_pins(&mut self.pin_link, &mut self.tsync, t);
+            self.update_ts(host);
+        }
         let next = front::poll(self, host);
-        let due = self
-            .part
-            .has_pins()
-            .then(|| self.tsync.pins_due())
-            .flatten();
-        let due = due.map(|at| Duration::from_nanos(at.saturating_sub(self.now())));
         crate::nic::sdp::sooner(next, due)
     }
 }

@@ -898,14 +898,10 @@ impl Device for I225 {
     }
 
     fn poll(&mut self, host: &mut dyn DeviceHost) -> Option<Duration> {
-        crate::nic::sdp::link_in(&mut self.pin_link, &mut self.tsync.pins);
-        self.sync_pins(host);
-        crate::nic::sdp::link_out(&mut self.pin_link, &mut self.tsync.pins);
+        let t = self.now();
+        let due = crate::nic::sdp::poll_pins(&mut self.pin_link, &mut self.tsync, t);
+        self.update_ts(host);
         let next = front::poll(self, host);
-        let due = self
-            .tsync
-            .pins_due()
-            .map(|at| Duration::from_nanos(at.saturating_sub(self.now())));
         crate::nic::sdp::sooner(next, due)
     }
 }

@@ -513,8 +513,23 @@ impl Pins {
     }
 }
 
+/// The pins' share of a model's poll at true time `t`: edges in from `link`, the pins run up to
+/// `t`, their output edges out; how long until they next need the model. The caller raises the
+/// interrupt their causes call for.
+pub(crate) fn poll_pins(
+    link: &mut Option<Box<dyn crate::pinwire::PinLink>>,
+    block: &mut impl PinBlock,
+    t: u64,
+) -> Option<Duration> {
+    link_in(link, block.split().0);
+    block.advance_pins(t);
+    link_out(link, block.split().0);
+    let due = block.pins_due()?;
+    Some(Duration::from_nanos(due.saturating_sub(t)))
+}
+
 /// Edges that came in on `link` go to their pins (before the pins run).
-pub(crate) fn link_in(link: &mut Option<Box<dyn crate::pinwire::PinLink>>, pins: &mut Pins) {
+fn link_in(link: &mut Option<Box<dyn crate::pinwire::PinLink>>, pins: &mut Pins) {
     if let Some(l) = link {
         for e in l.recv() {
             pins.schedule(e);
@@ -523,7 +538,7 @@ pub(crate) fn link_in(link: &mut Option<Box<dyn crate::pinwire::PinLink>>, pins:
 }
 
 /// Output edges the pins produced go out on `link` (kept for [`Pins::take_edges`] without one).
-pub(crate) fn link_out(link: &mut Option<Box<dyn crate::pinwire::PinLink>>, pins: &mut Pins) {
+fn link_out(link: &mut Option<Box<dyn crate::pinwire::PinLink>>, pins: &mut Pins) {
     if let Some(l) = link {
         let out = pins.take_edges();
         if !out.is_empty() {
