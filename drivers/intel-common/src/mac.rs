@@ -135,8 +135,12 @@ pub fn reset_with<M: Mmio>(
     Ok(())
 }
 
-/// Stops DMA and interrupts without a port reset (a warm attach: the timer and the link stay
-/// as they are). The queues are disabled again when the rings are programmed.
+/// Stops DMA and interrupts without a port reset (a warm attach, or a driver on its way out:
+/// the timer and the link stay as they are). The queues are disabled again when the rings are
+/// programmed. A queue's ENABLE bit reads 1 until the queue has really stopped (i225 and i210
+/// datasheets, RXDCTL/TXDCTL: software polls it after clearing), so each is waited for, at
+/// most [`QUEUE_STOP_TIMEOUT`]; a queue that does not stop is logged, not fatal: the
+/// receiver and transmitter are off either way.
 pub fn quiesce<M: Mmio>(regs: &Regs<M>, m: &MacRegs) {
     regs.set(m.imc, IntCause::all());
     regs.write(r::RCTL, 0);
@@ -144,8 +148,17 @@ pub fn quiesce<M: Mmio>(regs: &Regs<M>, m: &MacRegs) {
     regs.write(m.txdctl(), 0);
     regs.write(m.rxdctl(), 0);
     let _ = regs.get(reg::STATUS); // flush posted writes
+    for (what, q) in [("RXDCTL", m.rxdctl()), ("TXDCTL", m.txdctl())] {
+        let enable = xdctl::QUEUE_ENABLE;
+        if let Err(e) = regs.poll(what, q, enable, 0, QUEUE_STOP_TIMEOUT, POLL_STEP) {
+            log::warn!("quiesce: {e}: the queue may still be moving data");
+        }
+    }
     let _ = regs.get(m.icr);
 }
+
+/// The longest wait for a queue to stop after its ENABLE bit was cleared.
+const QUEUE_STOP_TIMEOUT: Duration = Duration::from_millis(10);
 
 /// Takes ownership from firmware and asks for link (§10.2 step 2); STATUS after waiting at
 /// most `wait` for link up (a missing cable is not an error: the link event comes later).

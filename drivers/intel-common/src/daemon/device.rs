@@ -350,18 +350,39 @@ impl<M: ptp_pci::Mmio, Fam: Family> NetPort<M, Fam> {
     }
 }
 
+/// A NIC taken over from whoever drove it before: probed, BAR 0 mapped, and its DMA stopped
+/// (the port reset, or on a warm attach only the queues, the PHC kept). Nothing is allocated
+/// yet: the start-up takes this step before it makes its own memory (see [`Device::claim`]).
+pub struct Claimed<F: PciFunction, Fam: Family> {
+    func: F,
+    part: &'static Part,
+    fam: Fam,
+    regs: Arc<Regs<F::Bar>>,
+    warm: Option<crate::family::WarmPhc>,
+}
+
 impl<F: PciFunction, Fam: Family> Device<F, Fam> {
     /// Probes, resets and initialises the NIC (reference §10.2), with bounded waits. PHC samples
     /// go to the clock page in `page` (when there is one), stamped with `generation`.
     pub fn bring_up(
-        mut func: F,
+        func: F,
         opts: &Options<Fam>,
         page: Arc<ClockPageSlot>,
         generation: u64,
     ) -> Result<Self, Error> {
+        Self::from_claimed(Self::claim(func, opts)?, opts, page, generation)
+    }
+
+    /// The first touch of the NIC: probe, map BAR 0, stop the DMA a previous driver left
+    /// running. A driver that died without stopping its queues (SIGKILL, a fault) leaves the
+    /// NIC writing received frames and descriptor write-backs into memory the kernel has freed
+    /// and hands to the next process that asks, the new driver first; nothing in the kit's
+    /// Redox stops it (no IOMMU; pcid keeps bus mastering on when a channel closes, base
+    /// 9dd6901d `drivers/pcid/src/scheme.rs` `on_close`). So this runs before the driver
+    /// allocates anything large (log, clock page, ring segments, DMA rings).
+    pub fn claim(mut func: F, opts: &Options<Fam>) -> Result<Claimed<F, Fam>, Error> {
         let ids = func.ids();
         let (part, fam) = Fam::probe(ids.vendor, ids.device)?;
-        let fam = Arc::new(fam);
         log::info!(
             "{} ({:04x}:{:04x} rev {}) at {}",
             part.name,
@@ -372,7 +393,31 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
         );
         let bar = func.map_bar(0)?;
         let regs = Arc::new(Regs::new(bar));
-        let warm = attach_or_reset(&*fam, &regs, opts.cold_start)?;
+        let warm = attach_or_reset(&fam, &regs, opts.cold_start)?;
+        Ok(Claimed {
+            func,
+            part,
+            fam,
+            regs,
+            warm,
+        })
+    }
+
+    /// The rest of the bring-up on a claimed NIC: interrupts, link, rings, PHC, timestamping.
+    pub fn from_claimed(
+        c: Claimed<F, Fam>,
+        opts: &Options<Fam>,
+        page: Arc<ClockPageSlot>,
+        generation: u64,
+    ) -> Result<Self, Error> {
+        let Claimed {
+            mut func,
+            part,
+            fam,
+            regs,
+            warm,
+        } = c;
+        let fam = Arc::new(fam);
         let (irq_mode, vectors) = alloc_irqs(&mut func, opts.poll_irq);
         log::info!("interrupts: {irq_mode}");
         let irqs = Irqs::new(irq_mode, vectors);
@@ -394,7 +439,7 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
         // for (seed 002: stamping every frame costs throughput).
         txts.enable(&regs, fam.tsynctxctl_on());
         fam.apply_rx_filter(&regs, RxFilter::None)?;
-        let caps = caps(part, &ids, &*fam, &regs, txts.sets());
+        let caps = caps(part, &func.ids(), &*fam, &regs, txts.sets());
         log::info!(
             "TX timestamping on ({} set{}), RX filter NONE",
             txts.sets(),
@@ -437,6 +482,14 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
             polling: Arc::new(AtomicBool::new(false)),
             page,
         })
+    }
+
+    /// Stops the NIC's DMA and interrupts for a driver on its way out (SIGTERM, a fatal
+    /// error), the PHC left running for the next driver's warm attach. Without it the NIC
+    /// keeps receiving into this process's memory after the kernel has freed it
+    /// ([`Device::claim`]).
+    pub fn stop_dma(&self) {
+        self.data.fam.quiesce(&self.regs);
     }
 
     /// Attaches a network stack: from now on non-PTP frames are queued for it (instead of only

@@ -26,6 +26,7 @@
 //! ring's `full_drops` and logged.
 
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -114,13 +115,14 @@ struct Server<'a, F: PciFunction, Fam: Family> {
     holder: Option<PeerCred>,
 }
 
-/// Serves the driver channel on `listener` until accepting fails.
+/// Serves the driver channel on `listener` until accepting fails (an error) or `term` is set.
 pub fn serve<F: PciFunction, Fam: Family>(
     dev: &Device<F, Fam>,
     listener: &SeqpacketListener,
     access: &ChannelAccess,
     sink: &Sink,
     generation: u64,
+    term: &AtomicBool,
 ) -> Result<(), Error> {
     let mut s = Server {
         dev,
@@ -131,6 +133,9 @@ pub fn serve<F: PciFunction, Fam: Family>(
         holder: None,
     };
     loop {
+        if term.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let current = sink.current().clone();
         let mut fds = vec![listener.as_raw_fd()];
         fds.extend(

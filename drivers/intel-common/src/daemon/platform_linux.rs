@@ -2,7 +2,7 @@
 //! page is a file in the runtime directory.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ptp_ipc::clockpage::ClockPageWriter;
 use ptp_ipc::transport::SeqpacketListener;
@@ -56,7 +56,14 @@ pub fn run<F: PciFunction, Fam: Family>(func: F, opts: Options<Fam>) -> Result<(
     let dev = Device::<F, Fam>::bring_up(func, &opts, Arc::new(page), generation)?;
     let sink = Arc::new(Sink::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let _threads = dev.start_threads(sink.clone(), stop);
+    let _threads = dev.start_threads(sink.clone(), stop.clone());
+    // SIGTERM/SIGINT end the serve loop (within its bounded wait) instead of the process, so
+    // that the NIC's DMA is stopped before the memory it writes into is freed (Device::claim).
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        signal_hook::flag::register(sig, term.clone())
+            .map_err(|e| Error::Other(format!("signal handler: {e}")))?;
+    }
 
     // Root, igcd's own uid and the configured uid/gid only: by the socket file's mode, and
     // again by the peer's credentials at accept (linux_channel).
@@ -65,5 +72,12 @@ pub fn run<F: PciFunction, Fam: Family>(func: F, opts: Options<Fam>) -> Result<(
     log::info!("serving ptpd on {} ({access})", channel_path.display());
     // After the other threads exist: a thread inherits its creator's policy.
     ptp_ipc::rt::apply(&opts.rt, "channel");
-    linux_channel::serve(&dev, &listener, &access, &sink, generation)
+    let out = linux_channel::serve(&dev, &listener, &access, &sink, generation, &term);
+    stop.store(true, Ordering::Relaxed);
+    dev.stop_dma();
+    match &out {
+        Ok(()) => log::info!("stop signal: DMA stopped, the PHC left running; exiting"),
+        Err(e) => log::error!("{e}: DMA stopped, the PHC left running; exiting"),
+    }
+    out
 }

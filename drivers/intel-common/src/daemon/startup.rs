@@ -6,14 +6,18 @@
 //! 2. the PCI function (pcid channel, or an emulated model);
 //! 3. the scheme names this driver will serve: a name a live instance holds fails here, before
 //!    bring-up touches the NIC; a dead instance's name is taken back ([`Platform::claim_names`]);
-//! 4. a first try at the log file and the clock page, if their schemes are there yet;
-//! 5. bring-up: BARs, interrupt vectors, DMA, link ([`Device::bring_up`]);
-//! 6. everything the serve loop needs: scheme sockets with their request queues (whose
+//! 4. the NIC claimed: BAR 0 mapped and the DMA a dead predecessor left running stopped, before
+//!    this process allocates anything large that the NIC could be writing into
+//!    ([`Device::claim`]);
+//! 5. a first try at the log file and the clock page (and the ring segments), if their schemes
+//!    are there yet;
+//! 6. the rest of bring-up: interrupt vectors, DMA rings, link, PHC ([`Device::from_claimed`]);
+//! 7. everything the serve loop needs: scheme sockets with their request queues (whose
 //!    `HashMap` draws random keys from `/scheme/rand`), the event queue, timer and wake pipe;
-//! 7. the driver threads, and the sandbox thread ([`Deferred::run`]): it retries what step 4
+//! 8. the driver threads, and the sandbox thread ([`Deferred::run`]): it retries what step 5
 //!    could not open and then enters the sandbox (`setrens(0, 0)`), once nothing is missing or
 //!    [`SANDBOX_GRACE`] has passed: after it no scheme can be opened any more;
-//! 8. readiness.
+//! 9. readiness.
 //!
 //! Nothing that goes through the namespace (an open, `setrens`) runs on the serving thread once
 //! a scheme of ours is registered: Redox's namespace manager is single-threaded and forwards an
@@ -241,13 +245,15 @@ pub fn start<P: Platform>(
     let readiness = p.readiness()?;
     let func = p.function()?;
     p.claim_names()?;
+    // The previous driver's DMA stopped before this process makes its own memory.
+    let claimed = Device::claim(func, opts)?;
     let slot = Arc::new(ClockPageSlot::default());
     let grace = u64::try_from(SANDBOX_GRACE.as_nanos()).unwrap_or(u64::MAX);
     let deadline = clock.now_ns().saturating_add(grace);
     let mut deferred = Deferred::new(p.namespace(), slot.clone(), deadline);
     // No scheme of ours is registered yet: nobody can be waiting on us.
     deferred.attempt(true);
-    let dev = Arc::new(Device::bring_up(func, opts, slot, generation)?);
+    let dev = Arc::new(Device::from_claimed(claimed, opts, slot, generation)?);
     let (serving, sink) = p.serving(&dev)?;
     let stop = Arc::new(AtomicBool::new(false));
     let threads = dev.start_threads(sink.clone(), stop.clone());

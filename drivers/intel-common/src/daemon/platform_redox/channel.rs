@@ -159,6 +159,11 @@ impl WakePipe {
         self.rd as usize
     }
 
+    /// The end a signal handler writes to (`stop`).
+    pub fn write_fd(&self) -> c_int {
+        self.wr
+    }
+
     /// Wakes the loop. Never blocks: a full pipe already holds a wake-up.
     pub fn wake(&self) {
         let b = [1u8];

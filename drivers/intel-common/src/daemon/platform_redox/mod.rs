@@ -21,6 +21,7 @@
 mod channel;
 mod logging;
 mod net;
+mod stop;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -367,7 +368,7 @@ impl<F: PciFunction, Fam: Family> Platform for RedoxPlatform<F, Fam> {
     }
 }
 
-/// Runs the daemon on the function pcid handed us, until a fatal error.
+/// Runs the daemon on the function pcid handed us, until SIGTERM or a fatal error.
 pub fn run_pcid<Fam: Family>(opts: Options<Fam>) -> Result<(), Error> {
     let by_pcid = started_by_pcid();
     let make = move |o: &Options<Fam>| {
@@ -409,7 +410,8 @@ pub fn run_emulated<F: PciFunction + 'static, Fam: Family>(
     )
 }
 
-/// The serve loop over any function: start-up, then one event loop until a fatal error.
+/// The serve loop over any function: start-up, then one event loop until a stop signal or a
+/// fatal error, then the NIC's DMA stopped.
 fn serve<F: PciFunction, Fam: Family>(
     make: MakeFunction<F, Fam>,
     opts: Options<Fam>,
@@ -428,8 +430,27 @@ fn serve<F: PciFunction, Fam: Family>(
         page: SharedPage::default(),
     };
     let mut s = startup::start(&mut p, &opts, generation, RealClock(mono_ns))?;
+    if let Err(e) = stop::catch(s.sink.wake_pipe().write_fd()) {
+        log::warn!("SIGTERM not caught ({e}): a stop leaves the NIC's DMA running");
+    }
     // Refused here, and logged so: Redox offers no real-time class (ptp_ipc::rt).
     ptp_ipc::rt::apply(&opts.rt, "channel");
+    let out = serve_loop(&mut s);
+    // Whatever ended the loop, the NIC must not go on writing into memory that is freed when
+    // this process exits.
+    s.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    s.dev.stop_dma();
+    match &out {
+        Ok(sig) => log::info!("{sig}: DMA stopped, the PHC left running; exiting"),
+        Err(e) => log::error!("{e}: DMA stopped, the PHC left running; exiting"),
+    }
+    out.map(drop)
+}
+
+/// The event loop: until a stop signal (its name) or a fatal error.
+fn serve_loop<P: Platform<Sink = Sink, Serving = Serving<F, Fam>>, F: PciFunction, Fam: Family>(
+    s: &mut startup::Started<P>,
+) -> Result<&'static str, Error> {
     let period = u64::try_from(WATCHDOG_PERIOD.as_nanos()).unwrap_or(u64::MAX);
     let serving = &mut s.serving;
     serving
@@ -437,15 +458,25 @@ fn serve<F: PciFunction, Fam: Family>(
         .arm_at(mono_ns().saturating_add(period))
         .map_err(|e| os("timer", e))?;
     loop {
-        let ev = serving
-            .queue
-            .next_event()
-            .map_err(|e| os("event queue", e))?;
+        let ev = match serving.queue.next_event() {
+            Ok(ev) => ev,
+            // A signal handler ran (SIGTERM lands here, its wake byte in the pipe).
+            Err(e) if e.errno() == syscall::error::EINTR => {
+                if let Some(sig) = stop::requested() {
+                    return Ok(sig);
+                }
+                continue;
+            }
+            Err(e) => return Err(os("event queue", e)),
+        };
         let (chan_new, net_new) = match ev.user_data {
             Source::Channel => (true, false),
             Source::Net => (false, true),
             Source::Wake => {
                 s.sink.wake_pipe().drain();
+                if let Some(sig) = stop::requested() {
+                    return Ok(sig);
+                }
                 (false, false)
             }
             Source::Timer => {
