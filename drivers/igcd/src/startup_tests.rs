@@ -84,6 +84,8 @@ impl PciFunction for Recorded {
         self.inner.capabilities()
     }
     fn map_bar(&mut self, bar: u8) -> Result<Self::Bar, PciError> {
+        // From the memory scheme, which stays after setrens: recorded for the order only.
+        lock(&self.ns).events.push(format!("BAR {bar}"));
         self.inner.map_bar(bar)
     }
     fn alloc_vectors(&mut self, count: u16) -> Result<Vec<Self::Irq>, PciError> {
@@ -426,6 +428,28 @@ fn a_name_a_running_instance_serves_fails_before_bring_up() {
         "bring-up ran before the name was found taken: {:?}",
         ns.events
     );
+}
+
+/// The NIC is claimed (BAR 0 mapped, a predecessor's DMA stopped: `Device::claim`) after the
+/// name check and before the driver makes its log file, clock page and ring segments or takes
+/// vectors: a NIC a killed driver left running must not be writing into this process's new
+/// memory (docs/redox.md, "What the restart found").
+#[test]
+fn the_nic_is_claimed_after_the_name_check_and_before_any_allocation() {
+    let mut f = fake(Some(1), Some(1));
+    let s = start_and_sandbox(&mut f, &FakeClock::default());
+    let ns = lock(&f.ns);
+    let bar = pos(&ns, "BAR 0");
+    assert!(pos(&ns, "claim ptpdrv") < bar, "{:?}", ns.events);
+    for later in ["log file", "clock page", "irq vectors", "scheme ptpdrv"] {
+        assert!(
+            bar < pos(&ns, later),
+            "{later} before the claim: {:?}",
+            ns.events
+        );
+    }
+    drop(ns);
+    stop(s, &f);
 }
 
 #[test]
