@@ -146,3 +146,52 @@ fn sigterm_stops_the_daemon_cleanly_after_its_dma() {
     assert!(out.status.success(), "{:?}\n{err}", out.status);
     assert!(err.contains("stop signal: DMA stopped"), "{err}");
 }
+
+/// Writes log records to stderr (the child below has no daemon logging set up).
+struct Stderr;
+
+impl log::Log for Stderr {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        eprintln!("{}: {}", r.level(), r.args());
+    }
+    fn flush(&self) {}
+}
+
+/// The child of the test below (run by it, with `IGCD_PANIC_CHILD` set; a no-op otherwise): a
+/// driver with the daemon's panic hook whose worker thread panics.
+#[test]
+fn panic_child() {
+    if std::env::var_os("IGCD_PANIC_CHILD").is_none() {
+        return;
+    }
+    let _ = log::set_logger(&Stderr).map(|()| log::set_max_level(log::LevelFilter::Info));
+    let args = ["--emulate", "i225", "--wire", "loopback"];
+    let opts = Options::parse(args.iter().map(Into::into))
+        .unwrap()
+        .unwrap();
+    let func = igcd::options::emulated_function(opts.emulate.unwrap(), &opts).unwrap();
+    let dev = Device::bring_up(func, &opts, Default::default(), 1).unwrap();
+    dev.stop_dma_on_panic();
+    let _ = std::thread::spawn(|| panic!("injected worker panic")).join();
+    eprintln!("still running after the worker's panic");
+}
+
+/// A panic on any thread of the daemon ends it with status 101 after stopping the NIC's DMA
+/// (`Device::stop_dma_on_panic`), instead of unwinding past the stop or serving on without the
+/// thread. Broken form: no hook, and the child prints "still running" and exits 0.
+#[test]
+fn a_panic_on_any_thread_stops_the_dma_and_ends_the_process() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "panic_child", "--nocapture", "--test-threads=1"])
+        .env("IGCD_PANIC_CHILD", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(101), "{err}");
+    assert!(err.contains("injected worker panic"), "{err}");
+    assert!(err.contains("panic: DMA stopped"), "{err}");
+    assert!(!err.contains("still running"), "{err}");
+}

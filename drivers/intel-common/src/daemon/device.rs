@@ -489,7 +489,27 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
     /// keeps receiving into this process's memory after the kernel has freed it
     /// ([`Device::claim`]).
     pub fn stop_dma(&self) {
-        self.data.fam.quiesce(&self.regs);
+        self.data.stop_dma();
+    }
+
+    /// For the daemon (not for tests that hold a `Device`): from now on a panic on any thread
+    /// stops the NIC's DMA and ends the process with status 101, after the panic's own message.
+    /// Unwinding would skip [`Device::stop_dma`] and exit with the NIC still receiving into the
+    /// memory the exit frees, or leave a process whose IRQ or queue thread is gone serving on.
+    /// [`Family::quiesce`] takes no lock a panicking thread could hold: register writes only.
+    pub fn stop_dma_on_panic(&self)
+    where
+        F::Bar: 'static,
+        Fam: 'static,
+    {
+        let data = self.data.clone();
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            before(info);
+            data.stop_dma();
+            log::error!("panic: DMA stopped, the PHC left running; exiting");
+            std::process::exit(101);
+        }));
     }
 
     /// Attaches a network stack: from now on non-PTP frames are queued for it (instead of only
@@ -651,6 +671,11 @@ fn watchdog<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized>(
 }
 
 impl<M: ptp_pci::Mmio, Fam: Family> Data<M, Fam> {
+    /// [`Device::stop_dma`].
+    fn stop_dma(&self) {
+        self.fam.quiesce(&self.regs);
+    }
+
     fn lost<S: EventSink + ?Sized>(&self, sink: &S, cookie: u64, reason: LostReason) {
         Counters::bump(&self.counters.tx_lost);
         sink.send(DriverEvent::TxTimestampLost { cookie, reason });

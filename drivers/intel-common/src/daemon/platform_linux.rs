@@ -54,6 +54,7 @@ pub fn run<F: PciFunction, Fam: Family>(func: F, opts: Options<Fam>) -> Result<(
         None => ClockPageSlot::default(),
     };
     let dev = Device::<F, Fam>::bring_up(func, &opts, Arc::new(page), generation)?;
+    dev.stop_dma_on_panic();
     let sink = Arc::new(Sink::default());
     let stop = Arc::new(AtomicBool::new(false));
     let _threads = dev.start_threads(sink.clone(), stop.clone());

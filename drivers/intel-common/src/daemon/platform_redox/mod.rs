@@ -430,6 +430,7 @@ fn serve<F: PciFunction, Fam: Family>(
         page: SharedPage::default(),
     };
     let mut s = startup::start(&mut p, &opts, generation, RealClock(mono_ns))?;
+    s.dev.stop_dma_on_panic();
     if let Err(e) = stop::catch(s.sink.wake_pipe().write_fd()) {
         log::warn!("SIGTERM not caught ({e}): a stop leaves the NIC's DMA running");
     }
