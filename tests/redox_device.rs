@@ -485,7 +485,7 @@ fn judge_lock(
 /// runs on record): the NIC goes on receiving through the dead driver's descriptors, which the
 /// kernel has freed and handed to other processes, and the model refuses what no longer points
 /// at RAM — what did point at RAM was written into another process's memory (the restarted
-/// driver faulted in 3 of those runs). Nothing in the kit's Redox stops it: no IOMMU, and pcid
+/// driver faulted in 4 of those runs). Nothing in the kit's Redox stops it: no IOMMU, and pcid
 /// keeps bus mastering on when a driver's channel closes (base 9dd6901d
 /// `drivers/pcid/src/scheme.rs`, `on_close`: "TODO: Support disabling device").
 fn judge_report(report: &Path) -> Result<String, String> {

@@ -10,7 +10,7 @@
 //! NIC's DMA before it exits. `kill` is a crash (SIGKILL, no clean-up): the NIC then goes on
 //! receiving into the dead driver's freed memory until the new driver claims it, which on a
 //! Redox without an IOMMU can corrupt whatever process the kernel gave those pages to (seen:
-//! the restarted driver faulting in 3 of 20 runs); it is kept to show that hazard, not run by
+//! the restarted driver faulting in 4 of 31 runs); it is kept to show that hazard, not run by
 //! the suite. One console line per step:
 //!
 //! ```text
