@@ -443,7 +443,8 @@ fn serve<F: PciFunction, Fam: Family>(
     s.dev.stop_dma();
     match &out {
         Ok(sig) => log::info!("{sig}: DMA stopped, the PHC left running; exiting"),
-        Err(e) => log::error!("{e}: DMA stopped, the PHC left running; exiting"),
+        // The error itself is main's to report.
+        Err(_) => log::warn!("DMA stopped, the PHC left running; exiting on the error below"),
     }
     out.map(drop)
 }
