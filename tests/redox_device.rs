@@ -251,16 +251,21 @@ fn judge_restart(
     ))
 }
 
-/// The stopped driver's last word before the new one started: on SIGTERM, that it stopped the
-/// NIC's DMA (a crash says nothing).
+/// The stop as both drivers saw it. On SIGTERM the old one's last word is that it stopped the
+/// NIC's DMA, and the new one finds it stopped; after a SIGKILL the new one finds the NIC still
+/// moving data and says so (`Device::claim`).
 fn stopped_line(lines: &[String]) -> Result<String, String> {
     let at = lines
         .iter()
         .position(|l| l.contains("REDOX-RESTART started"))
         .unwrap_or(lines.len());
-    match restart_stop() {
-        "kill" => Ok("(SIGKILL: the driver had no chance to stop its DMA)".into()),
-        _ => has(&lines[..at], "SIGTERM: DMA stopped", "the stopped driver"),
+    let left_running = "the NIC was still moving data";
+    let found = line(&lines[at..], left_running);
+    match (restart_stop(), found) {
+        ("kill", Some(l)) => Ok(l.clone()),
+        ("kill", None) => Err(format!("the new driver did not say `{left_running}`")),
+        (_, Some(l)) => Err(format!("after a SIGTERM: {l}")),
+        (_, None) => has(&lines[..at], "SIGTERM: DMA stopped", "the stopped driver"),
     }
 }
 

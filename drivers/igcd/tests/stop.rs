@@ -15,6 +15,11 @@ use igcd::daemon::{Device, EventSink};
 use intel_regs::igc as r;
 use ptp_ipc::DriverEvent;
 
+fn igc_mac() -> intel_common::mac::MacRegs {
+    use intel_common::family::Family;
+    intel_common::igc::Igc.mac_regs()
+}
+
 struct NoEvents;
 
 impl EventSink for NoEvents {
@@ -63,8 +68,11 @@ fn run(stop_first: bool) -> Option<Vec<u8>> {
     let heads = |r: &intel_common::Regs<_>| (r.read(r::tdh(0)), r.read(r::rdh(0)));
     let before = heads(regs);
     let t0 = dev.phc.gettime();
+    let running = |r: &intel_common::Regs<_>| intel_common::mac::dma_running(r, &igc_mac());
+    assert!(running(regs), "a driver's NIC moves data");
     if stop_first {
         dev.stop_dma();
+        assert!(!running(regs), "what the next driver's claim checks");
         assert_eq!(regs.read(r::RCTL) & r::rctl::EN, 0, "receiver off");
         for q in [r::rxdctl(0), r::txdctl(0)] {
             assert_eq!(regs.read(q) & r::xdctl::QUEUE_ENABLE, 0, "queue {q:#x} off");

@@ -157,6 +157,15 @@ pub fn quiesce<M: Mmio>(regs: &Regs<M>, m: &MacRegs) {
     let _ = regs.get(m.icr);
 }
 
+/// Whether the NIC is moving data: the receiver or a queue 0 enabled. At a driver's start that
+/// means a predecessor left it so (it was killed or crashed: a clean stop clears them).
+pub fn dma_running<M: Mmio>(regs: &Regs<M>, m: &MacRegs) -> bool {
+    let q = xdctl::QUEUE_ENABLE;
+    regs.read(r::RCTL) & rctl::EN != 0
+        || regs.read(m.rxdctl()) & q != 0
+        || regs.read(m.txdctl()) & q != 0
+}
+
 /// The longest wait for a queue to stop after its ENABLE bit was cleared.
 const QUEUE_STOP_TIMEOUT: Duration = Duration::from_millis(10);
 

@@ -393,6 +393,12 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
         );
         let bar = func.map_bar(0)?;
         let regs = Arc::new(Regs::new(bar));
+        if crate::mac::dma_running(&regs, &fam.mac_regs()) {
+            log::warn!(
+                "the NIC was still moving data: the previous driver did not stop it (killed or \
+                 crashed); without an IOMMU it may have written into memory freed since"
+            );
+        }
         let warm = attach_or_reset(&fam, &regs, opts.cold_start)?;
         Ok(Claimed {
             func,
