@@ -247,7 +247,14 @@ impl PhcClock {
 
     fn failed(&self, what: &str, e: &ClockOpError) {
         lock(&self.state).errors += 1;
-        log::error!("{}: {what} failed: {e}", self.name);
+        match e {
+            // The driver is away (restarting; its loss is logged once by the link): expected,
+            // and the servo's next adjustment follows when it is back.
+            ClockOpError::Request(ClockError::NoDevice) => {
+                log::warn!("{}: {what} not applied: no driver connected", self.name)
+            }
+            _ => log::error!("{}: {what} failed: {e}", self.name),
+        }
     }
 
     /// The largest |frequency| allowed, ppb: the configured bound and the driver's.
