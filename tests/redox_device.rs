@@ -486,10 +486,10 @@ fn judge_lock(
 ///
 /// No DMA fault is allowed, across the driver restart too: the restart is a supervisor's
 /// (SIGTERM), on which the driver stops the NIC's DMA before it exits. A crash (SIGKILL,
-/// `REDOX_PTP_RESTART_STOP=kill`) fails here in nearly every run (RX DMA faults in 29 of 31
-/// runs on record): the NIC goes on receiving through the dead driver's descriptors, which the
+/// `REDOX_PTP_RESTART_STOP=kill`) fails here in most runs (RX DMA faults in 29 of 31 runs
+/// before the new driver claimed the NIC first, 2 of 3 since): the NIC goes on receiving through the dead driver's descriptors, which the
 /// kernel has freed and handed to other processes, and the model refuses what no longer points
-/// at RAM — what did point at RAM was written into another process's memory (the restarted
+/// at RAM — what did point at RAM may have been written into another process's memory (the restarted
 /// driver faulted in 4 of those runs). Nothing in the kit's Redox stops it: no IOMMU, and pcid
 /// keeps bus mastering on when a driver's channel closes (base 9dd6901d
 /// `drivers/pcid/src/scheme.rs`, `on_close`: "TODO: Support disabling device").
