@@ -5,12 +5,13 @@
 
 #![cfg(feature = "emulate")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use igcd::Options;
 use igcd::daemon::{Device, EventSink};
 use ptp_emu::igc::I225;
 use ptp_ipc::{DriverEvent, DriverRequest};
@@ -86,12 +87,9 @@ fn rig(extra: &[&str], setup: impl FnOnce(&EmuFunction<I225>)) -> Rig {
         "off",
     ];
     args.extend_from_slice(extra);
-    let opts = Options::parse(args.iter().map(Into::into))
-        .unwrap()
-        .unwrap();
-    let func = igcd::options::emulated_function(opts.emulate.unwrap(), &opts).unwrap();
+    let (opts, func) = common::emulated(&args);
     setup(&func);
-    let dev = Device::bring_up(func, &opts, Default::default(), 1).unwrap();
+    let dev = common::bring_up(&opts, func);
     let events = Arc::new(Events::default());
     let stop = Arc::new(AtomicBool::new(false));
     let threads = dev.start_threads(events.clone(), stop.clone());

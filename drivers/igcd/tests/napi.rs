@@ -10,12 +10,13 @@
 
 #![cfg(feature = "emulate")]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use igcd::Options;
 use igcd::daemon::{Device, EventSink};
 use ptp_emu::igc::I225;
 use ptp_ipc::{DriverEvent, DriverReply, DriverRequest, Stats};
@@ -75,11 +76,7 @@ fn rig(extra: &[&str]) -> Rig {
         "off",
     ];
     args.extend_from_slice(extra);
-    let opts = Options::parse(args.iter().map(Into::into))
-        .unwrap()
-        .unwrap();
-    let func = igcd::options::emulated_function(opts.emulate.unwrap(), &opts).unwrap();
-    let dev = Device::bring_up(func, &opts, Default::default(), 1).unwrap();
+    let dev = common::device(&args);
     assert_eq!(dev.irq_mode, IrqMode::MsiX { vectors: 2 });
     let events = Arc::new(Events::default());
     let stop = Arc::new(AtomicBool::new(false));

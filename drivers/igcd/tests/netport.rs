@@ -4,12 +4,13 @@
 
 #![cfg(feature = "emulate")]
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use igcd::Options;
-use igcd::daemon::{Device, EventSink};
+use igcd::daemon::EventSink;
 use ptp_ipc::DriverEvent;
 
 #[derive(Default)]
@@ -41,11 +42,7 @@ fn netstack_frames_loop_back_and_ptp_frames_still_go_to_ptpd() {
         "--link-wait-ms",
         "500",
     ];
-    let opts = Options::parse(args.iter().map(Into::into))
-        .unwrap()
-        .unwrap();
-    let func = igcd::options::emulated_function(opts.emulate.unwrap(), &opts).unwrap();
-    let dev = Device::bring_up(func, &opts, Default::default(), 1).unwrap();
+    let dev = common::device(&args);
     let events = Arc::new(Events::default());
     let stop = Arc::new(AtomicBool::new(false));
     let threads = dev.start_threads(events.clone(), stop.clone());

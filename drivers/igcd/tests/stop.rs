@@ -6,12 +6,13 @@
 
 #![cfg(feature = "emulate")]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use igcd::Options;
-use igcd::daemon::{Device, EventSink};
+use igcd::daemon::EventSink;
 use intel_regs::igc as r;
 use ptp_ipc::DriverEvent;
 
@@ -50,11 +51,7 @@ fn received<M: ptp_pci::Mmio, F: intel_common::family::Family>(
 
 fn run(stop_first: bool) -> Option<Vec<u8>> {
     let args = ["--emulate", "i225", "--wire", "loopback"];
-    let opts = Options::parse(args.iter().map(Into::into))
-        .unwrap()
-        .unwrap();
-    let func = igcd::options::emulated_function(opts.emulate.unwrap(), &opts).unwrap();
-    let dev = Device::bring_up(func, &opts, Default::default(), 1).unwrap();
+    let dev = common::device(&args);
     let stop = Arc::new(AtomicBool::new(false));
     let threads = dev.start_threads(Arc::new(NoEvents), stop.clone());
     let port = dev.attach_netstack(|| {}).unwrap();
@@ -180,11 +177,7 @@ fn panic_child() {
     }
     let _ = log::set_logger(&Stderr).map(|()| log::set_max_level(log::LevelFilter::Info));
     let args = ["--emulate", "i225", "--wire", "loopback"];
-    let opts = Options::parse(args.iter().map(Into::into))
-        .unwrap()
-        .unwrap();
-    let func = igcd::options::emulated_function(opts.emulate.unwrap(), &opts).unwrap();
-    let dev = Device::bring_up(func, &opts, Default::default(), 1).unwrap();
+    let dev = common::device(&args);
     dev.stop_dma_on_panic();
     let _ = std::thread::spawn(|| panic!("injected worker panic")).join();
     eprintln!("still running after the worker's panic");
