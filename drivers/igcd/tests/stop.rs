@@ -107,6 +107,22 @@ fn without_the_stop_the_same_frame_goes_through() {
     assert_eq!(run(false), Some(arp(0xB2)));
 }
 
+/// Every other way out (an error after bring-up, which returns through `?`): dropping the
+/// driver stops the DMA. The registers outlive the device here, as the NIC outlives a driver.
+/// Broken form: no `Drop` for `Device`, and the queues read enabled.
+#[test]
+fn a_dropped_driver_leaves_no_dma_running() {
+    let dev = common::device(&["--emulate", "i225", "--wire", "loopback"]);
+    let regs = dev.regs.clone();
+    let running = |r: &intel_common::Regs<_>| intel_common::mac::dma_running(r, &igc_mac());
+    assert!(running(&regs), "a driver's NIC moves data");
+    drop(dev);
+    assert!(
+        !running(&regs),
+        "the dropped driver left the NIC moving data"
+    );
+}
+
 /// The daemon itself: SIGTERM ends it with status 0 after it stopped the DMA (the Linux serve
 /// loop; Redox's is judged in tests/redox_device.rs), instead of killing it with the queues
 /// running. Broken form: no handler, and the process dies of the signal.

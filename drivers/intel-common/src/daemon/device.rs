@@ -498,6 +498,19 @@ impl<F: PciFunction, Fam: Family> Device<F, Fam> {
         self.data.stop_dma();
     }
 
+    /// The end of a daemon's serve loop, whatever ended it (`ended_by`: the stop signal's
+    /// name, or `None` for an error, which the caller reports): the driver's threads told to
+    /// stop (`threads`, as given to [`Device::start_threads`]), the DMA stopped, the PHC left
+    /// running, and one line saying so.
+    pub fn shut_down(&self, threads: &AtomicBool, ended_by: Option<&str>) {
+        threads.store(true, Ordering::Relaxed);
+        self.stop_dma();
+        match ended_by {
+            Some(sig) => log::info!("{sig}: DMA stopped, the PHC left running; exiting"),
+            None => log::warn!("DMA stopped, the PHC left running; exiting on the error below"),
+        }
+    }
+
     /// For the daemon (not for tests that hold a `Device`): from now on a panic on any thread
     /// stops the NIC's DMA and ends the process with status 101, after the panic's own message.
     /// Unwinding would skip [`Device::stop_dma`] and exit with the NIC still receiving into the
@@ -673,6 +686,14 @@ fn watchdog<M: ptp_pci::Mmio, Fam: Family, S: EventSink + ?Sized>(
         // timecounter family's count extended across its wrap).
         phc.gettime();
         std::thread::sleep(WATCHDOG_PERIOD);
+    }
+}
+
+/// Every other way out (an error after bring-up, a test's end): a dropped driver leaves no DMA
+/// running into memory about to be freed ([`Device::claim`]). The PHC keeps running.
+impl<F: PciFunction, Fam: Family> Drop for Device<F, Fam> {
+    fn drop(&mut self) {
+        self.data.stop_dma();
     }
 }
 

@@ -2,7 +2,7 @@
 //! page is a file in the runtime directory.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use ptp_ipc::clockpage::ClockPageWriter;
 use ptp_ipc::transport::SeqpacketListener;
@@ -74,12 +74,6 @@ pub fn run<F: PciFunction, Fam: Family>(func: F, opts: Options<Fam>) -> Result<(
     // After the other threads exist: a thread inherits its creator's policy.
     ptp_ipc::rt::apply(&opts.rt, "channel");
     let out = linux_channel::serve(&dev, &listener, &access, &sink, generation, &term);
-    stop.store(true, Ordering::Relaxed);
-    dev.stop_dma();
-    match &out {
-        Ok(()) => log::info!("stop signal: DMA stopped, the PHC left running; exiting"),
-        // The error itself is main's to report.
-        Err(_) => log::warn!("DMA stopped, the PHC left running; exiting on the error below"),
-    }
+    dev.shut_down(&stop, out.as_ref().ok().map(|()| "stop signal"));
     out
 }

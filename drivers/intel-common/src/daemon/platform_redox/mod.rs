@@ -439,13 +439,7 @@ fn serve<F: PciFunction, Fam: Family>(
     let out = serve_loop(&mut s);
     // Whatever ended the loop, the NIC must not go on writing into memory that is freed when
     // this process exits.
-    s.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    s.dev.stop_dma();
-    match &out {
-        Ok(sig) => log::info!("{sig}: DMA stopped, the PHC left running; exiting"),
-        // The error itself is main's to report.
-        Err(_) => log::warn!("DMA stopped, the PHC left running; exiting on the error below"),
-    }
+    s.dev.shut_down(&s.stop, out.as_ref().ok().copied());
     out.map(drop)
 }
 
